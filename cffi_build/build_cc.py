@@ -1,0 +1,55 @@
+"""cffi out-of-line API-mode builder for the congestion-control core.
+
+The cdef is read from the same header the C code includes
+(include/hpccd/cc.h), run through the C preprocessor with
+HPCCD_CFFI_CDEF defined so that includes and static asserts drop out and
+array sizes become numbers.  Run directly (``python cffi_build/build_cc.py``)
+it compiles ``hpccd._cc`` and places it in daemon/hpccd/.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from cffi import FFI
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+INCLUDE = ROOT / "include"
+SOURCES = sorted(str(p) for p in (ROOT / "cffi_build" / "cc").glob("*.c"))
+# -ffp-contract=off and no -ffast-math: the same events give the same bits
+# on every build (include/hpccd/cc.h, "Numeric type").
+CFLAGS = ["-O2", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math",
+          "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
+
+
+def cdef_source() -> str:
+    cc = os.environ.get("CC", "cc")
+    return subprocess.run(
+        [cc, "-E", "-P", "-DHPCCD_CFFI_CDEF", f"-I{INCLUDE}",
+         str(INCLUDE / "hpccd" / "cc.h")],
+        check=True, capture_output=True, text=True).stdout
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(cdef_source())
+ffibuilder.set_source(
+    "hpccd._cc", '#include "hpccd/cc.h"\n',
+    sources=SOURCES, include_dirs=[str(INCLUDE)],
+    extra_compile_args=CFLAGS, libraries=["m"])
+
+
+def main() -> int:
+    build = ROOT / "build" / "cffi"
+    build.mkdir(parents=True, exist_ok=True)
+    so = pathlib.Path(ffibuilder.compile(tmpdir=str(build), verbose=False))
+    dest = ROOT / "daemon" / "hpccd" / so.name
+    shutil.copy2(so, dest)
+    print(f"built {dest.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

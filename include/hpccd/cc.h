@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * hpccd congestion-control core: HPCC (sender, seed 004 Algorithm 1),
+ * Rx-HPCC (receiver, seed 000 section 6.2 / seed 002 section 6.3.2),
+ * DCTCP (seed 001 section 3) and LDCP (seed 003 section 2).
+ *
+ * Who may include this: the C fast path, the benchmark and the cffi cdef
+ * (cffi_build/build_cc.py feeds it through `cc -E -P -DHPCCD_CFFI_CDEF`).
+ * Not BPF.
+ *
+ * Rules of the core: pure state machines, no I/O, no allocation, one
+ * struct per flow, every entry point O(hops).  Functions return 0 or a
+ * negative errno; the `why` out-parameter of the init functions names the
+ * parameter at fault (a static string).
+ *
+ * Numeric type: windows, U and rates are IEEE-754 binary64 (`double`).
+ * The core is compiled with -ffp-contract=off and without -ffast-math, so
+ * the same event sequence gives the same bits on every x86-64/aarch64
+ * build (no FMA contraction, no reassociation).  Byte sequence numbers and
+ * DCTCP state are exact integers.
+ */
+#ifndef HPCCD_CC_H
+#define HPCCD_CC_H
+
+#ifndef HPCCD_CFFI_CDEF
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#include "int_hop.h"
+
+enum hpccd_algo {
+	HPCCD_ALGO_HPCC = 1,     /* sender-based HPCC, NewAck per ACK */
+	HPCCD_ALGO_RXHPCC = 2,   /* receiver-based HPCC, NewINT per packet */
+	HPCCD_ALGO_DCTCP = 3,
+	HPCCD_ALGO_LDCP = 4,
+};
+
+enum {
+	HPCCD_CC_MAX_HOPS = HPCCD_INT_MAX_HOPS,
+	HPCCD_CC_SPEED_CODES = HPCCD_SPEED_CODES,
+};
+
+/* ------------------------------------------------------------------ */
+/* INT decoding (seed 004 section 4.1)                                 */
+/* ------------------------------------------------------------------ */
+
+/* Speed of code `code` in Mbit/s, 0 for unknown codes. */
+uint32_t hpccd_int_speed_mbps(uint32_t code);
+/* Code whose speed is exactly `bps`, or 0 (HPCCD_SPEED_UNKNOWN). */
+uint32_t hpccd_int_speed_code(uint64_t bps);
+
+/* Fields of one wire hop, not yet unwrapped. */
+struct hpccd_int_fields {
+	uint32_t speed_code;
+	uint32_t ts;        /* ns mod 2^24 */
+	uint32_t tx_units;  /* 128 B units mod 2^20 */
+	uint32_t qlen_units;/* 80 B units, saturated at 2^15-1 */
+};
+
+void hpccd_int_hop_unpack(const struct hpccd_int_hop_wire *w,
+			  struct hpccd_int_fields *f);
+/* Encoder used by tests, the lab switch's userspace twin and fuzzers:
+ * rejects (-ERANGE) a field that does not fit, never truncates silently. */
+int hpccd_int_hop_pack(const struct hpccd_int_fields *f,
+		       struct hpccd_int_hop_wire *w);
+
+/* ------------------------------------------------------------------ */
+/* HPCC and Rx-HPCC                                                    */
+/* ------------------------------------------------------------------ */
+
+/* Parameters (names as in seed 004 section 3.3 / Algorithm 1).  A zero in
+ * a field marked "derived" asks for the derived default. */
+struct hpccd_hpcc_params {
+	double T_ns;            /* base RTT T; default 13000 (seed 004 section 5.1) */
+	double eta;             /* target utilisation; default 0.95 */
+	uint32_t max_stage;     /* maxStage; default 5 */
+	uint32_t N_flows;       /* N for the W_AI rule of thumb; default 100 */
+	double w_ai_bytes;      /* derived: W_init (1 - eta) / N (section 3.3) */
+	uint64_t line_rate_bps; /* B_NIC; default 100 Gbit/s */
+	uint32_t mtu_bytes;     /* default 1000 (seed 004 section 5.1) */
+	double w_init_bytes;    /* derived: B_NIC x T (section 3.2) */
+	double w_min_bytes;     /* derived: mtu_bytes */
+	double w_max_bytes;     /* derived: w_init_bytes */
+	double u_init;          /* initial U of the EWMA; default 0 */
+};
+
+struct hpccd_hpcc {
+	/* configuration (hot copies) */
+	double T, inv_T, eta, w_ai, w_ai_cfg, w_init, w_min, w_max;
+	uint32_t max_stage;
+	uint32_t mode;             /* HPCCD_ALGO_HPCC or HPCCD_ALGO_RXHPCC */
+	/* Algorithm 1 state */
+	double W, Wc, U;
+	uint32_t inc_stage;
+	uint32_t path_id;
+	uint64_t last_update_seq;  /* NewAck, line 22 */
+	uint64_t last_update_time; /* NewINT, line 29 */
+	uint64_t last_rx_local_ns; /* local time of the last record (unwrap guard) */
+	uint32_t n_hops;           /* hops in L; 0 = no record yet */
+	uint32_t bottleneck_hop;   /* hop that gave max u' at the last update */
+	uint32_t active_flows;     /* Rx-HPCC: receiver-measured N, 0 = unknown */
+	uint32_t have_L;           /* L holds a record (first ACK seen on this path) */
+	struct hpccd_int_rec L[HPCCD_INT_MAX_HOPS];
+	double L_inv_B[HPCCD_INT_MAX_HOPS]; /* 1/B in ns per byte, cached per hop */
+	/* counters */
+	uint64_t n_events, n_wc_updates, n_path_resets, n_stale_resets;
+	uint64_t n_bad_hops, n_notify;
+};
+
+void hpccd_hpcc_params_default(struct hpccd_hpcc_params *p);
+int hpccd_hpcc_init(struct hpccd_hpcc *s, const struct hpccd_hpcc_params *p,
+		    uint32_t mode, const char **why);
+
+/* NewAck (Algorithm 1 lines 21-27) with decoded hops.  `path_id_valid` = 0
+ * means the caller has no path id (the trace format's optional field).
+ * Returns 1 when W^c was updated, 0 when not, negative errno on bad input. */
+int hpccd_hpcc_new_ack(struct hpccd_hpcc *s, uint64_t seq, uint64_t snd_nxt,
+		       uint32_t path_id, int path_id_valid,
+		       const struct hpccd_int_rec *hops, uint32_t n_hops);
+
+/* NewINT (seed 000 lines 28-34) with decoded hops.  Returns 1 when a
+ * notification carrying W must be sent, 0 when not, negative errno. */
+int hpccd_hpcc_new_int(struct hpccd_hpcc *s, uint64_t now_ns,
+		       uint32_t path_id, int path_id_valid,
+		       const struct hpccd_int_rec *hops, uint32_t n_hops);
+
+/* Decode raw wire hops for this flow: unwrap each narrow counter against
+ * the flow's last record L (modular difference), convert units.  When the
+ * local time since the last record exceeds the unambiguous range of any
+ * counter, or there is no record, the values are taken as a fresh start.
+ * Returns the number of usable hops written to `out`. */
+uint32_t hpccd_hpcc_decode_hops(const struct hpccd_hpcc *s, uint64_t now_ns,
+				const struct hpccd_int_hop_wire *w,
+				uint32_t n_hops, struct hpccd_int_rec *out);
+
+/* Decode and update in one call, as the AF_XDP data path uses them. */
+int hpccd_hpcc_new_ack_wire(struct hpccd_hpcc *s, uint64_t now_ns,
+			    uint64_t seq, uint64_t snd_nxt, uint32_t path_id,
+			    const struct hpccd_int_hop_wire *w, uint32_t n_hops);
+int hpccd_hpcc_new_int_wire(struct hpccd_hpcc *s, uint64_t now_ns,
+			    uint32_t path_id, const struct hpccd_int_hop_wire *w,
+			    uint32_t n_hops);
+
+/* Pacing rate R = W / T (Algorithm 1 line 27), in bit/s. */
+double hpccd_hpcc_rate_bps(const struct hpccd_hpcc *s);
+/* Rx-HPCC: the receiver's current count of concurrent flows N (seed 002
+ * section 6.3.2); W_AI adapts to W_init (1 - eta) / N while the last hop
+ * is the bottleneck.  0 restores the configured W_AI. */
+void hpccd_hpcc_set_active_flows(struct hpccd_hpcc *s, uint32_t n);
+
+/* Batch interface (one call per array of events, for the replay tool and
+ * the Python API).  An event carries what either NewAck or NewINT needs. */
+struct hpccd_hpcc_event {
+	uint64_t seq;
+	uint64_t snd_nxt;
+	uint64_t now_ns;
+	uint32_t path_id;
+	uint8_t path_id_valid;
+	uint8_t n_hops;
+	uint16_t active_flows;     /* Rx-HPCC: 0 = unchanged */
+	struct hpccd_int_rec hops[HPCCD_INT_MAX_HOPS];
+};
+
+struct hpccd_hpcc_out {
+	double W_bytes, Wc_bytes, U, rate_bps;
+	uint32_t inc_stage;
+	uint32_t flag;             /* HPCC: W^c updated; Rx-HPCC: notify */
+};
+
+int hpccd_hpcc_run(struct hpccd_hpcc *s, const struct hpccd_hpcc_event *ev,
+		   struct hpccd_hpcc_out *out, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* DCTCP (seed 001)                                                    */
+/* ------------------------------------------------------------------ */
+
+enum hpccd_loss {
+	HPCCD_LOSS_NONE = 0,
+	HPCCD_LOSS_FAST = 1,       /* inferred by dup-ACK/NACK: conventional halving */
+	HPCCD_LOSS_RTO = 2,        /* retransmission timeout: loss window */
+};
+
+struct hpccd_dctcp_params {
+	uint32_t g_shift;          /* g = 2^-g_shift; default 4 (g = 1/16, section 4) */
+	uint32_t mtu_bytes;        /* SMSS; default 1000 */
+	uint64_t init_cwnd_bytes;  /* derived: 10 x mtu_bytes */
+	uint64_t ssthresh_bytes;   /* initial ssthresh; derived: unlimited */
+	uint32_t alpha_reset_on_loss; /* section 4 "MAY": reset alpha on loss; default 0 */
+};
+
+#define HPCCD_DCTCP_SCF_SHIFT 16
+#define HPCCD_DCTCP_SCF (1u << HPCCD_DCTCP_SCF_SHIFT)  /* seed 001 section 4: SCF = 65536 */
+enum { HPCCD_CC_DCTCP_SCF = HPCCD_DCTCP_SCF };
+
+struct hpccd_dctcp {
+	uint32_t shf, mss;
+	uint32_t alpha;            /* DCTCP.Alpha scaled by SCF, in [0, SCF] */
+	uint32_t alpha_reset_on_loss;
+	uint64_t cwnd, ssthresh;
+	uint64_t snd_una;
+	uint64_t window_end;       /* DCTCP.WindowEnd */
+	uint64_t bytes_acked;      /* DCTCP.BytesAcked */
+	uint64_t bytes_marked;     /* DCTCP.BytesMarked */
+	uint64_t reduce_end;       /* no further reduction until snd_una passes this */
+	uint64_t ca_acc;           /* congestion-avoidance byte counter */
+	uint64_t n_ece_reductions, n_fast_losses, n_rtos;
+};
+
+void hpccd_dctcp_params_default(struct hpccd_dctcp_params *p);
+int hpccd_dctcp_init(struct hpccd_dctcp *s, const struct hpccd_dctcp_params *p,
+		     const char **why);
+/* One acceptable ACK (section 3.3 steps 1-9), then the loss reaction of
+ * section 3.4 if `loss` is not HPCCD_LOSS_NONE. */
+void hpccd_dctcp_on_ack(struct hpccd_dctcp *s, uint64_t ack, uint64_t snd_nxt,
+			int ece, int loss);
+
+/* Receiver: the DCTCP.CE state machine of section 3.2 with delayed-ACK
+ * factor m.  on_packet() says which ACKs to send now (0, 1 or 2: on a CE
+ * change, one for the packets received in the old state, then one for
+ * the new packet, as section 3.2 allows to keep alpha exact). */
+struct hpccd_dctcp_rx {
+	uint32_t m;                /* delayed ACK factor */
+	uint32_t ce;               /* DCTCP.CE */
+	uint32_t pending;          /* packets received and not yet acknowledged */
+	uint32_t pad0;
+	uint64_t last_ack_seq;     /* cumulative ACK point after the last packet */
+};
+
+struct hpccd_ack_req {
+	uint64_t ack_seq;
+	uint32_t ece;
+	uint32_t pad0;
+};
+
+int hpccd_dctcp_rx_init(struct hpccd_dctcp_rx *r, uint32_t m);
+uint32_t hpccd_dctcp_rx_on_packet(struct hpccd_dctcp_rx *r, int ce,
+				  uint64_t ack_seq, struct hpccd_ack_req out[2]);
+/* Delayed-ACK timer fired: acknowledge what is pending (0 or 1 ACK). */
+uint32_t hpccd_dctcp_rx_flush(struct hpccd_dctcp_rx *r, struct hpccd_ack_req *out);
+
+struct hpccd_dctcp_event {
+	uint64_t ack;
+	uint64_t snd_nxt;
+	uint32_t ece;
+	uint32_t loss;             /* enum hpccd_loss */
+};
+
+struct hpccd_dctcp_out {
+	uint64_t cwnd_bytes;
+	double alpha;              /* DCTCP.Alpha as a fraction */
+};
+
+int hpccd_dctcp_run(struct hpccd_dctcp *s, const struct hpccd_dctcp_event *ev,
+		    struct hpccd_dctcp_out *out, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* LDCP (seed 003 section 2)                                           */
+/* ------------------------------------------------------------------ */
+
+enum hpccd_ldcp_stage {
+	HPCCD_LDCP_FAST_START = 0, /* zero-RTT bandwidth acquisition, section 2.3 */
+	HPCCD_LDCP_STABLE = 1,     /* per-ACK window adjustment, section 2.2 */
+};
+
+struct hpccd_ldcp_params {
+	double alpha;              /* additive step per RTT (packets); default 1 */
+	double beta;               /* decrease per marked ACK (packets); default 0.5 */
+	double gamma;              /* sub-packet step and floor; default 1/8 */
+	double eta;                /* sub-packet decrease factor; default 1/2 */
+	double iw_pkts;            /* derived: BDP = line_rate x rtt / (8 x mtu) */
+	uint64_t line_rate_bps;    /* for the derived IW; default 100 Gbit/s */
+	uint64_t rtt_ns;           /* base RTT for IW and the sub-packet timer; default 13000 */
+	uint32_t mtu_bytes;        /* default 1000 */
+};
+
+struct hpccd_ldcp {
+	double alpha, beta, gamma, eta, iw;
+	double cw;                 /* congestion window in packets */
+	uint32_t stage;            /* enum hpccd_ldcp_stage */
+	uint32_t mtu;
+	uint64_t rtt_ns;
+	uint64_t fs_acked;         /* packets acknowledged in fast start */
+	uint64_t last_ack_ns;
+	uint64_t next_tx_ns;       /* cw < 1: next transmission time (RTT/cw timer) */
+	uint64_t n_marked, n_unmarked, n_losses;
+};
+
+void hpccd_ldcp_params_default(struct hpccd_ldcp_params *p);
+int hpccd_ldcp_init(struct hpccd_ldcp *s, const struct hpccd_ldcp_params *p,
+		    const char **why);
+/* An ACK acknowledging n packets (n = 1 with per-packet ACKs), ECE as
+ * echoed; `loss` reports a loss detected with this ACK; now_ns may be 0
+ * when the caller has no clock (the sub-packet timer is then not armed). */
+void hpccd_ldcp_on_ack(struct hpccd_ldcp *s, uint32_t n, int ece, int loss,
+		       uint64_t now_ns);
+/* Interval of the sub-packet timer, RTT/cw, or 0 while cw >= 1. */
+uint64_t hpccd_ldcp_tx_interval_ns(const struct hpccd_ldcp *s, uint64_t rtt_ns);
+/* Whether packet `idx` (0-based, of a message of `msg_pkts` packets) goes
+ * out ECN-capable: first-RTT packets are ECN-incapable except the last one
+ * (the IW-th, or the message's last if shorter), section 3.1. */
+int hpccd_ldcp_pkt_ect(const struct hpccd_ldcp *s, uint64_t idx, uint64_t msg_pkts);
+
+struct hpccd_ldcp_event {
+	uint32_t acked_pkts;
+	uint32_t ece;
+	uint32_t loss;
+	uint32_t pad0;
+	uint64_t now_ns;
+};
+
+struct hpccd_ldcp_out {
+	double cw_pkts;
+	uint32_t stage;
+	uint32_t pad0;
+};
+
+int hpccd_ldcp_run(struct hpccd_ldcp *s, const struct hpccd_ldcp_event *ev,
+		   struct hpccd_ldcp_out *out, size_t n);
+
+#endif /* HPCCD_CC_H */

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * hpccd INT hop record: the 8-byte per-switch record of the HPCC INT
+ * padding (seed 004 section 4.1, Figure 7), shared by the BPF programs,
+ * the C fast path and (through its constants) the cffi cdef.
+ *
+ * Who may include this: everyone (BPF, C fast path, cffi).  It uses only
+ * fixed-width types and defines no maps and no functions that need libc.
+ *
+ * Wire layout of one hop: a 64-bit big-endian word, most significant bit
+ * first (docs/wire-format.md draws it):
+ *
+ *    63      59 58                      35 34              15 14            0
+ *   +----------+--------------------------+------------------+---------------+
+ *   | B (5)    | TS (24, ns)              | txBytes (20)     | qLen (15)     |
+ *   +----------+--------------------------+------------------+---------------+
+ *
+ *   B        port speed code, see HPCCD_SPEED_* below; 0 = unknown (the hop
+ *            is ignored by the algorithm and counted).
+ *   TS       egress timestamp in nanoseconds, modulo 2^24 (wraps every
+ *            16.78 ms).
+ *   txBytes  bytes transmitted by the egress port, in 128-byte units,
+ *            modulo 2^20 (wraps every 128 MiB).
+ *   qLen     egress queue length in 80-byte units.  A gauge, not a counter:
+ *            switches saturate it at HPCCD_INT_QLEN_MAX instead of wrapping.
+ *
+ * The paper's reference simulator used a 3-bit speed enum of 25/50/100/200/
+ * 400 Gbit/s only; lab links run at 100 Mbit/s .. 10 Gbit/s, so B here is a
+ * 5-bit code over a table that represents every common port speed from
+ * 10 Mbit/s to 1.6 Tbit/s exactly.  The bits for it come from qLen (15
+ * instead of 17 bits: 2.6 MB before saturation, i.e. > 16 BDP at 100 Gbit/s
+ * and T = 13 us, which is already "U far above eta").
+ *
+ * The word is carried as two big-endian 32-bit halves so that the record
+ * needs only 4-byte alignment inside a packet.
+ */
+#ifndef HPCCD_INT_HOP_H
+#define HPCCD_INT_HOP_H
+
+#ifndef HPCCD_CFFI_CDEF
+#include <stdint.h>
+#endif
+
+#define HPCCD_INT_HOP_BYTES      8
+#define HPCCD_INT_MAX_HOPS       8   /* largest room a sender may reserve */
+#define HPCCD_INT_DEFAULT_HOPS   5   /* seed 004 section 4.1: "no more than 5 hops" */
+
+#define HPCCD_INT_SPEED_BITS     5
+#define HPCCD_INT_TS_BITS        24
+#define HPCCD_INT_TX_BITS        20
+#define HPCCD_INT_QLEN_BITS      15
+
+#define HPCCD_INT_SPEED_SHIFT    59
+#define HPCCD_INT_TS_SHIFT       35
+#define HPCCD_INT_TX_SHIFT       15
+#define HPCCD_INT_QLEN_SHIFT     0
+
+#define HPCCD_INT_TS_MASK        0xffffffULL      /* 2^24 - 1 */
+#define HPCCD_INT_TX_MASK        0xfffffULL       /* 2^20 - 1 */
+#define HPCCD_INT_QLEN_MAX       0x7fffULL        /* 2^15 - 1, saturating */
+#define HPCCD_INT_SPEED_MASK     0x1fULL
+
+#define HPCCD_INT_TX_UNIT        128   /* seed 004 section 4.1: txBytes in 128 B */
+#define HPCCD_INT_QLEN_UNIT      80    /* seed 004 section 4.1: qLen in 80 B */
+
+/* Speed codes (B).  Values are in Mbit/s; the table itself lives in
+ * cffi_build/cc/int_decode.c (hpccd_int_speed_mbps) and is mirrored by the
+ * scapy layer and the P4 program, all checked against tests/vectors. */
+#define HPCCD_SPEED_UNKNOWN      0
+#define HPCCD_SPEED_CODES        32
+
+/* One hop as it sits in the packet (network byte order). */
+struct hpccd_int_hop_wire {
+	uint32_t hi_be;   /* bits 63..32 of the hop word */
+	uint32_t lo_be;   /* bits 31..0 */
+};
+
+/* One hop decoded into host units, with the narrow counters unwrapped
+ * into 64-bit monotonic values relative to the previous record of the
+ * same flow.  This is also the record type of the replay trace format. */
+struct hpccd_int_rec {
+	uint64_t ts_ns;
+	uint64_t tx_bytes;
+	uint64_t qlen_bytes;
+	uint64_t bw_bps;
+};
+
+#ifndef HPCCD_CFFI_CDEF
+_Static_assert(sizeof(struct hpccd_int_hop_wire) == HPCCD_INT_HOP_BYTES,
+	       "INT hop record is 8 bytes on the wire (seed 004 section 4.1)");
+_Static_assert(HPCCD_INT_SPEED_BITS + HPCCD_INT_TS_BITS + HPCCD_INT_TX_BITS +
+		       HPCCD_INT_QLEN_BITS == 64,
+	       "INT hop fields fill exactly 64 bits");
+#endif
+
+#endif /* HPCCD_INT_HOP_H */

@@ -1,0 +1,63 @@
+"""hpccctl: the command-line tool of hpccd.
+
+Subcommands so far:
+  replay TRACE   run a feedback trace through one algorithm (trace-format.md)
+  demo           the main job: bundled INT trace through every algorithm
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from . import replay
+
+    try:
+        src = replay.open_trace(args.trace)
+    except OSError as e:
+        print(f"hpccctl replay: cannot open {args.trace}: {e.strerror}", file=sys.stderr)
+        return 2
+    with src:
+        return replay.replay(src, sys.stdout, sys.stderr)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    return demo.main(args.trace, as_json=args.json)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hpccctl", description="Control and tools of hpccd.")
+    p.add_argument("--version", action="version", version=f"hpccctl {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("replay", help="run a feedback trace through one algorithm",
+                       description="Run a JSON Lines feedback trace (first line: params) "
+                                   "through its algorithm and print one JSON object per "
+                                   "event. '-' reads standard input. Exit status 2 on a "
+                                   "malformed trace, with the line at fault on stderr.")
+    r.add_argument("trace", help="trace file, or - for standard input")
+    r.set_defaults(func=_cmd_replay)
+
+    d = sub.add_parser("demo", help="replay the bundled INT trace through every algorithm",
+                       description="The main job until the lab exists: the bundled incast "
+                                   "INT trace through HPCC, Rx-HPCC, DCTCP and LDCP, with "
+                                   "a summary table.")
+    d.add_argument("--trace", default=None,
+                   help="an INT trace of hpcc events to use instead of the bundled one")
+    d.add_argument("--json", action="store_true", help="print the summary as JSON")
+    d.set_defaults(func=_cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

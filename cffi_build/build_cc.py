@@ -33,8 +33,14 @@ def cdef_source() -> str:
         check=True, capture_output=True, text=True).stdout
 
 
+# The kernel's type names used by the shared wire headers.
+KERNEL_TYPES = """
+typedef uint8_t __u8; typedef uint16_t __u16; typedef uint32_t __u32;
+typedef uint64_t __u64; typedef uint16_t __be16; typedef uint32_t __be32;
+"""
+
 ffibuilder = FFI()
-ffibuilder.cdef(cdef_source())
+ffibuilder.cdef(KERNEL_TYPES + cdef_source())
 ffibuilder.set_source(
     "hpccd._cc", '#include "hpccd/cc.h"\n',
     sources=SOURCES, include_dirs=[str(INCLUDE)],

@@ -37,8 +37,11 @@
 #ifndef HPCCD_INT_HOP_H
 #define HPCCD_INT_HOP_H
 
-#ifndef HPCCD_CFFI_CDEF
-#include <stdint.h>
+/* Types: the kernel's fixed-width __u* and big-endian __be* names, so the
+ * same text compiles in BPF (after vmlinux.h), in C (linux/types.h) and in
+ * the cffi cdef (typedefs in cffi_build/build_cc.py). */
+#if !defined(HPCCD_CFFI_CDEF) && !defined(__bpf__)
+#include <linux/types.h>
 #endif
 
 #define HPCCD_INT_HOP_BYTES      8
@@ -71,18 +74,18 @@
 
 /* One hop as it sits in the packet (network byte order). */
 struct hpccd_int_hop_wire {
-	uint32_t hi_be;   /* bits 63..32 of the hop word */
-	uint32_t lo_be;   /* bits 31..0 */
+	__be32 hi_be;     /* bits 63..32 of the hop word */
+	__be32 lo_be;     /* bits 31..0 */
 };
 
 /* One hop decoded into host units, with the narrow counters unwrapped
  * into 64-bit monotonic values relative to the previous record of the
  * same flow.  This is also the record type of the replay trace format. */
 struct hpccd_int_rec {
-	uint64_t ts_ns;
-	uint64_t tx_bytes;
-	uint64_t qlen_bytes;
-	uint64_t bw_bps;
+	__u64 ts_ns;
+	__u64 tx_bytes;
+	__u64 qlen_bytes;
+	__u64 bw_bps;
 };
 
 #ifndef HPCCD_CFFI_CDEF

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * hpccd wire format: every structure hpccd puts on the wire after the L4
+ * header, defined once.  docs/wire-format.md draws them; the scapy layers
+ * (daemon/hpccd/wire.py) and the P4 headers (switch_p4/) follow the same
+ * document, and tests/vectors/ checks all of them against each other.
+ *
+ * Who may include this: the BPF programs (after vmlinux.h), the C fast
+ * path, and the cffi cdef.  No maps, no functions.
+ *
+ * Byte order: every multi-byte field is big-endian (network order) on the
+ * wire; the __be* types say so.  64-bit quantities are split into two
+ * __be32 halves so that every structure needs only 4-byte alignment: after
+ * Ethernet (14), IPv4 (20) and UDP (8) the INT header starts 2 bytes past
+ * an 8-byte boundary, and BPF must not rely on unaligned 8-byte loads.
+ *
+ * Packet layout (native transport over UDP, and TCP-side probes):
+ *
+ *   Ethernet | IPv4 | UDP (dport = HPCCD_UDP_PORT) | INT header | room x hop
+ *            | hpccd header | body (payload, NOTIFY, tag, ...)
+ *   Ethernet | IPv4 (DSCP = probe DSCP) | TCP (no flags) | INT header
+ *            | room x hop | hpccd header (PROBE/PROBE_RESP) | tag
+ *
+ * The INT padding sits right after the L4 header, as in seed 004 section
+ * 4.1 (after UDP, before the transport header), so that a switch finds it
+ * at a fixed offset without parsing the transport.
+ */
+#ifndef HPCCD_WIRE_H
+#define HPCCD_WIRE_H
+
+#include "int_hop.h"
+
+#define HPCCD_UDP_PORT_DEFAULT   18471  /* configurable; unassigned by IANA */
+#define HPCCD_PROBE_DSCP_DEFAULT 45     /* TCP-side probes (seed 002 section 7.2) */
+#define HPCCD_WIRE_VERSION       1
+
+/* ---- INT header (4 bytes), then `room` hop records of 8 bytes ----------- */
+
+#define HPCCD_INT_MAGIC          0xC      /* high nibble of byte 0 */
+
+/* flags (high 4 bits of path_flags) */
+#define HPCCD_INT_F_COLLECT      0x8      /* switches stamp hops (DATA, PROBE) */
+#define HPCCD_INT_F_OVERFLOW     0x4      /* a switch found the room full */
+#define HPCCD_INT_F_MASK         0xc
+#define HPCCD_INT_PATH_MASK      0x0fff   /* 12-bit pathID (seed 004 section 4.1) */
+
+struct hpccd_int_hdr {
+	__u8 magic_ver;     /* HPCCD_INT_MAGIC << 4 | HPCCD_WIRE_VERSION */
+	__u8 nhop_room;     /* nHop << 4 | room; nHop <= room <= HPCCD_INT_MAX_HOPS */
+	__be16 path_flags;  /* flags << 12 | pathID (XOR of 12-bit switch ids) */
+};
+
+/* ---- hpccd transport header (32 bytes) ------------------------------------ */
+
+enum hpccd_type {
+	HPCCD_T_DATA = 1,
+	HPCCD_T_ACK = 2,
+	HPCCD_T_NACK = 3,
+	HPCCD_T_PROBE = 4,
+	HPCCD_T_PROBE_RESP = 5,
+	HPCCD_T_NOTIFY = 6,
+	HPCCD_T_MAX = 6,
+};
+
+/* flags */
+#define HPCCD_F_ECE        0x01  /* ECN-Echo (seed 001 section 3.2) */
+#define HPCCD_F_CWR        0x02  /* congestion window reduced (RFC 3168) */
+#define HPCCD_F_FIRST_RTT  0x04  /* LDCP fast-start packet (seed 003 section 2.3) */
+#define HPCCD_F_FIN        0x08  /* last byte of the flow */
+#define HPCCD_F_RETX       0x10  /* retransmission */
+#define HPCCD_F_INT_ECHO   0x20  /* the INT padding echoes the data packet's */
+#define HPCCD_F_SYN        0x40  /* first packet of a flow */
+#define HPCCD_F_MASK       0x7f
+
+struct hpccd_hdr {
+	__u8 ver_type;      /* HPCCD_WIRE_VERSION << 4 | type */
+	__u8 flags;
+	__be16 len;         /* bytes after this header: payload or body incl. tag */
+	__be32 flow_id;
+	__be32 seq_hi;      /* DATA: byte sequence of the first payload byte; */
+	__be32 seq_lo;      /*   PROBE/PROBE_RESP: probe number */
+	__be32 ack_hi;      /* ACK/NACK/NOTIFY: cumulative ACK, next byte expected */
+	__be32 ack_lo;
+	__be32 ts;          /* DATA/PROBE: sender clock, ns mod 2^32;
+			     * ACK/NACK/PROBE_RESP/NOTIFY: echo of the ts being answered */
+	__be32 aux;         /* ACK: packets acknowledged (n of seed 003 Eq. 2);
+			     * NACK: packets received beyond the gap;
+			     * others: 0 */
+};
+
+/* ---- bodies after the transport header ----------------------------------- */
+
+/* NOTIFY (Rx-HPCC, seed 002 section 6.3.2): the receiver's window, 24 bytes
+ * plus a tag. */
+struct hpccd_notify {
+	__be32 w_bytes;     /* W computed at the receiver */
+	__be32 rate_kbps;   /* R = W / T in kbit/s */
+	__be32 u_q16;       /* U x 65536, saturated at 2^32 - 1 */
+	__be16 n_flows;     /* receiver-measured concurrent flows N */
+	__be16 reserved;
+	__be32 notify_seq;  /* per-flow counter, for replay protection */
+	__be32 t_ns;        /* T the receiver used, ns */
+};
+
+/* PROBE carries a zeroed tag slot (len = 8) so that the reflector writes
+ * the tag of its PROBE_RESP in place and never grows the packet. */
+
+/* Integrity tag (seed 002 section 9.1, seed 000 section 9): SipHash-2-4
+ * with a 128-bit key from configuration, over the flow's 5-tuple (struct
+ * hpccd_tag_input, below) followed by every byte from the INT header to the
+ * byte before the tag.  Carried last in NOTIFY and PROBE_RESP. */
+struct hpccd_tag {
+	__be32 hi;
+	__be32 lo;
+};
+
+/* The 5-tuple prefix of the tagged message, as the SENDER of the data (or
+ * probe) sees its flow: the tag of a PROBE_RESP or NOTIFY is computed over
+ * the reverse of its own IP/L4 addresses, so both ends hash the same bytes. */
+struct hpccd_tag_input {
+	__be32 saddr;       /* data sender */
+	__be32 daddr;       /* data receiver */
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;         /* IPPROTO_UDP or IPPROTO_TCP */
+	__u8 pad[3];        /* zero */
+};
+
+/* Why a packet to the hpccd port is malformed.  Every parser (C, BPF,
+ * scapy, P4) checks in this order and reports the first that applies, so
+ * that they classify the test vectors identically:
+ *   1 INT header truncated, 2 magic, 3 INT version, 4 room > MAX_HOPS,
+ *   5 nHop > room, 6 hop records truncated, 7 hpccd header truncated,
+ *   8 hpccd version, 9 type, 10 len disagrees with the L4 length. */
+enum hpccd_wire_err {
+	HPCCD_E_OK = 0,
+	HPCCD_E_INT_TRUNC = 1,
+	HPCCD_E_MAGIC = 2,
+	HPCCD_E_INT_VERSION = 3,
+	HPCCD_E_ROOM = 4,
+	HPCCD_E_NHOP = 5,
+	HPCCD_E_HOPS_TRUNC = 6,
+	HPCCD_E_HDR_TRUNC = 7,
+	HPCCD_E_VERSION = 8,
+	HPCCD_E_TYPE = 9,
+	HPCCD_E_LEN = 10,
+	HPCCD_E_MAX = 11,
+};
+
+#define HPCCD_INT_HDR_BYTES     4
+#define HPCCD_HDR_BYTES         32
+#define HPCCD_NOTIFY_BYTES      24
+#define HPCCD_TAG_BYTES         8
+#define HPCCD_TAG_INPUT_BYTES   16
+
+#ifndef HPCCD_CFFI_CDEF
+_Static_assert(sizeof(struct hpccd_int_hdr) == HPCCD_INT_HDR_BYTES, "INT header is 4 bytes");
+_Static_assert(sizeof(struct hpccd_hdr) == HPCCD_HDR_BYTES, "transport header is 32 bytes");
+_Static_assert(sizeof(struct hpccd_notify) == HPCCD_NOTIFY_BYTES, "NOTIFY body is 24 bytes");
+_Static_assert(sizeof(struct hpccd_tag) == HPCCD_TAG_BYTES, "tag is 8 bytes");
+_Static_assert(sizeof(struct hpccd_tag_input) == HPCCD_TAG_INPUT_BYTES, "tag input is 16 bytes");
+_Static_assert(HPCCD_INT_MAX_HOPS <= 15, "room and nHop are 4-bit fields");
+#endif
+
+#endif /* HPCCD_WIRE_H */

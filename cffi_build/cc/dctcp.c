@@ -98,12 +98,14 @@ static void react_to_loss(struct hpccd_dctcp *s, int loss, uint64_t snd_nxt)
 		 * regardless of earlier reductions in this window. */
 		s->ssthresh = half;
 		s->cwnd = s->mss;
+		s->after_rto = 1;
 		s->n_rtos++;
 	} else if (s->snd_una >= s->reduce_end) {
 		/* Section 3.4: as conventional TCP, once per window of data
 		 * across all loss signals (and ECN reductions). */
 		s->ssthresh = half;
 		s->cwnd = half;
+		s->after_rto = 0;
 		s->n_fast_losses++;
 	} else {
 		return;
@@ -124,7 +126,12 @@ void hpccd_dctcp_on_ack(struct hpccd_dctcp *s, uint64_t ack, uint64_t snd_nxt,
 	if (ece)
 		s->bytes_marked += acked;         /* step 3 */
 	s->snd_una += acked;
-	if (acked && !ece && s->snd_una >= s->reduce_end)
+	if (s->after_rto && s->snd_una >= s->reduce_end)
+		s->after_rto = 0;
+	/* Growth pauses while an ECE or fast-loss cut is being absorbed (the
+	 * window of data outstanding at the cut); after a timeout cwnd = 1 MSS
+	 * < ssthresh and slow start resumes at once (RFC 5681 section 3.1). */
+	if (acked && !ece && (s->snd_una >= s->reduce_end || s->after_rto))
 		grow(s, acked);
 
 	if (ack > s->window_end) {                /* step 4 */

@@ -56,10 +56,11 @@ int hpccd_ldcp_init(struct hpccd_ldcp *s, const struct hpccd_ldcp_params *p,
 			*why = bad;
 		return -EINVAL;
 	}
-	/* Section 2.3: IW = BDP, in whole packets. */
-	iw = p->iw_pkts != 0 ? p->iw_pkts :
-		ceil((double)p->line_rate_bps * (double)p->rtt_ns /
-		     (8e9 * (double)p->mtu_bytes));
+	/* Section 2.3: IW = BDP, in whole packets (a fractional IW would make
+	 * the last first-RTT packet and the end of fast start disagree). */
+	iw = ceil(p->iw_pkts != 0 ? p->iw_pkts :
+		  (double)p->line_rate_bps * (double)p->rtt_ns /
+		  (8e9 * (double)p->mtu_bytes));
 	if (iw < 1)
 		iw = 1;
 	memset(s, 0, sizeof(*s));

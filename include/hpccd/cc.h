@@ -197,12 +197,15 @@ struct hpccd_dctcp {
 	uint32_t shf, mss;
 	uint32_t alpha;            /* DCTCP.Alpha scaled by SCF, in [0, SCF] */
 	uint32_t alpha_reset_on_loss;
+	uint32_t after_rto;        /* slow start after a timeout until reduce_end is acked */
+	uint32_t pad0;
 	uint64_t cwnd, ssthresh;
 	uint64_t snd_una;
 	uint64_t window_end;       /* DCTCP.WindowEnd */
 	uint64_t bytes_acked;      /* DCTCP.BytesAcked */
 	uint64_t bytes_marked;     /* DCTCP.BytesMarked */
-	uint64_t reduce_end;       /* no further reduction until snd_una passes this */
+	uint64_t reduce_end;       /* no further reduction (nor growth after an ECE or
+				    * fast-loss cut) until snd_una reaches this */
 	uint64_t ca_acc;           /* congestion-avoidance byte counter */
 	uint64_t n_ece_reductions, n_fast_losses, n_rtos;
 };
@@ -268,7 +271,7 @@ struct hpccd_ldcp_params {
 	double beta;               /* decrease per marked ACK (packets); default 0.5 */
 	double gamma;              /* sub-packet step and floor; default 1/8 */
 	double eta;                /* sub-packet decrease factor; default 1/2 */
-	double iw_pkts;            /* derived: BDP = line_rate x rtt / (8 x mtu) */
+	double iw_pkts;            /* derived: BDP = line_rate x rtt / (8 x mtu); whole packets (rounded up) */
 	uint64_t line_rate_bps;    /* for the derived IW; default 100 Gbit/s */
 	uint64_t rtt_ns;           /* base RTT for IW and the sub-packet timer; default 13000 */
 	uint32_t mtu_bytes;        /* default 1000 */

@@ -125,11 +125,19 @@ static void record_L(struct hpccd_hpcc *s, const struct hpccd_int_rec *hops,
 	s->have_L = 1;
 }
 
-/* MeasureInflight, Algorithm 1 lines 1-10. */
-static double measure_inflight(struct hpccd_hpcc *s,
-			       const struct hpccd_int_rec *ack, uint32_t n)
+/* MeasureInflight, Algorithm 1 lines 1-10.  It also does line 27 of
+ * NewAck (and the same step of NewINT), L = ack.L, hop by hop after the
+ * hop's last read of L.  That is the same as record_L() afterwards: both
+ * callers record these hops right after ComputeWind, which does not read
+ * L, and only when the path was not reset, i.e. n_hops, path_id and have_L
+ * already hold what record_L() would store.  Fusing saves a second pass
+ * over the hops (docs/benchmarks.md); always_inline lets each caller get
+ * a copy specialised for its branch. */
+static inline __attribute__((always_inline)) double
+measure_inflight(struct hpccd_hpcc *s, const struct hpccd_int_rec *ack,
+		 uint32_t n)
 {
-	double u = 0, tau, inv_B;
+	double u = 0, tau;
 	uint32_t i, best = n;
 
 	/* Idle-path rule: tau defaults to the first hop's ts delta. */
@@ -137,33 +145,46 @@ static double measure_inflight(struct hpccd_hpcc *s,
 		(double)(int64_t)(ack[0].ts_ns - s->L[0].ts_ns) : 0;
 
 	for (i = 0; i < n; i++) {                                 /* line 3 */
-		const struct hpccd_int_rec *a = &ack[i], *l = &s->L[i];
-		double dts, tx_rate, up;
+		/* This hop of the ACK, read once: L[i] is written below. */
+		uint64_t a_ts = ack[i].ts_ns, a_tx = ack[i].tx_bytes;
+		uint64_t a_q = ack[i].qlen_bytes, a_bw = ack[i].bw_bps;
+		struct hpccd_int_rec *l = &s->L[i];
+		double dts, tx_rate, up, inv_B;
 		uint64_t q;
 
-		if (a->ts_ns <= l->ts_ns || a->bw_bps == 0) {
-			/* tau = 0 or unknown B: contributes nothing (no NaN). */
-			if (a->bw_bps == 0)
-				s->n_bad_hops++;
-			continue;
+		/* 1/B of this ACK's hop: the cached one while B is unchanged,
+		 * else computed once and cached with B for line 27 (the same
+		 * expression as in record_L, so the same bits). */
+		if (a_bw != l->bw_bps) {
+			s->L_inv_B[i] = a_bw ? BITS_PER_BYTE_NS / (double)a_bw : 0;
+			l->bw_bps = a_bw;
 		}
-		dts = (double)(int64_t)(a->ts_ns - l->ts_ns);
+		inv_B = s->L_inv_B[i];
+		if (a_ts <= l->ts_ns || a_bw == 0) {
+			/* tau = 0 or unknown B: contributes nothing (no NaN). */
+			if (a_bw == 0)
+				s->n_bad_hops++;
+			goto record;
+		}
+		dts = (double)(int64_t)(a_ts - l->ts_ns);
 		/* line 4: txRate = delta txBytes / delta ts (bytes/ns).  A
 		 * counter that went backwards (switch restart) gives 0, never
 		 * a negative rate. */
-		tx_rate = a->tx_bytes >= l->tx_bytes ?
-			(double)(int64_t)(a->tx_bytes - l->tx_bytes) / dts : 0;
+		tx_rate = a_tx >= l->tx_bytes ?
+			(double)(int64_t)(a_tx - l->tx_bytes) / dts : 0;
 		/* line 5: u' = min(qLen, L.qLen)/(B T) + txRate/B,
 		 * evaluated as (min(q)/T + txRate) x (1/B). */
-		q = a->qlen_bytes < l->qlen_bytes ? a->qlen_bytes : l->qlen_bytes;
-		inv_B = a->bw_bps == l->bw_bps ? s->L_inv_B[i] :
-			BITS_PER_BYTE_NS / (double)a->bw_bps;
+		q = a_q < l->qlen_bytes ? a_q : l->qlen_bytes;
 		up = ((double)q * s->inv_T + tx_rate) * inv_B;
 		if (up > u) {                                     /* lines 6-7 */
 			u = up;
 			tau = dts;
 			best = i;
 		}
+record:
+		l->ts_ns = a_ts;                                  /* line 27 */
+		l->tx_bytes = a_tx;
+		l->qlen_bytes = a_q;
 	}
 	if (tau > s->T)                                           /* line 8 */
 		tau = s->T;
@@ -173,8 +194,24 @@ static double measure_inflight(struct hpccd_hpcc *s,
 	return s->U;
 }
 
-/* ComputeWind, Algorithm 1 lines 11-20, with W clamped to [w_min, w_max]. */
-static double compute_wind(struct hpccd_hpcc *s, double U, int update_wc)
+/* fmin(fmax(W, w_min), w_max) without two calls into libm (without
+ * -ffast-math gcc does not inline fmin/fmax on x86-64).  The same bits for
+ * every W the arithmetic can give (any number, +-0, +-inf, a quiet NaN),
+ * because 0 < w_min <= w_max and neither is NaN (hpccd_hpcc_init derives
+ * them from validated parameters): fmax(W, lo) is lo for a NaN W, as
+ * `W > lo ? W : lo` is, and otherwise the larger value (equal values have
+ * equal bits, lo being > 0); that is never NaN, so fmin(W, hi) is
+ * `W < hi ? W : hi` likewise. */
+static inline double clamp_w(const struct hpccd_hpcc *s, double W)
+{
+	W = W > s->w_min ? W : s->w_min;
+	return W < s->w_max ? W : s->w_max;
+}
+
+/* ComputeWind, Algorithm 1 lines 11-20, with W clamped to [w_min, w_max].
+ * Inlined so that the constant update_wc of each call site folds. */
+static inline __attribute__((always_inline)) double
+compute_wind(struct hpccd_hpcc *s, double U, int update_wc)
 {
 	double W;
 
@@ -182,7 +219,7 @@ static double compute_wind(struct hpccd_hpcc *s, double U, int update_wc)
 		/* line 13: W = W^c / (U/eta) + W_AI; U = 0 means no load
 		 * at all: the MI step is unbounded, i.e. w_max. */
 		W = U > 0 ? s->Wc / (U / s->eta) + s->w_ai : s->w_max;
-		W = fmin(fmax(W, s->w_min), s->w_max);
+		W = clamp_w(s, W);
 		if (update_wc) {                                  /* lines 14-15 */
 			s->inc_stage = 0;
 			s->Wc = W;
@@ -190,7 +227,7 @@ static double compute_wind(struct hpccd_hpcc *s, double U, int update_wc)
 		}
 	} else {
 		W = s->Wc + s->w_ai;                              /* line 17 */
-		W = fmin(fmax(W, s->w_min), s->w_max);
+		W = clamp_w(s, W);
 		if (update_wc) {                                  /* lines 18-19 */
 			s->inc_stage++;
 			s->Wc = W;
@@ -237,7 +274,7 @@ int hpccd_hpcc_new_ack(struct hpccd_hpcc *s, uint64_t seq, uint64_t snd_nxt,
 	} else {
 		compute_wind(s, measure_inflight(s, hops, n_hops), 0); /* 26 */
 	}
-	record_L(s, hops, n_hops, path_id);                       /* line 27 */
+	/* line 27, L = ack.L: done hop by hop in measure_inflight(). */
 	return updated;
 }
 
@@ -285,7 +322,7 @@ int hpccd_hpcc_new_int(struct hpccd_hpcc *s, uint64_t now_ns,
 	} else {
 		compute_wind(s, U, 0);                            /* line 34 */
 	}
-	record_L(s, hops, n_hops, path_id);
+	/* L = ack.L: done hop by hop in measure_inflight(). */
 	return notify;
 }
 
@@ -311,12 +348,12 @@ static uint64_t unwrap_horizon_ns(const struct hpccd_hpcc *s)
 	return (uint64_t)h;
 }
 
-uint32_t hpccd_hpcc_decode_hops(const struct hpccd_hpcc *s, uint64_t now_ns,
-				const struct hpccd_int_hop_wire *w,
-				uint32_t n_hops, struct hpccd_int_rec *out)
+/* Decode n_hops wire records; `fresh` takes them as a new start, else each
+ * narrow counter is unwrapped against the flow's last record L. */
+static uint32_t decode_hops(const struct hpccd_hpcc *s, int fresh,
+			    const struct hpccd_int_hop_wire *w, uint32_t n_hops,
+			    struct hpccd_int_rec *out)
 {
-	int fresh = !s->have_L || n_hops != s->n_hops ||
-		    now_ns - s->last_rx_local_ns >= unwrap_horizon_ns(s);
 	uint32_t i;
 
 	if (n_hops > HPCCD_INT_MAX_HOPS)
@@ -343,23 +380,46 @@ uint32_t hpccd_hpcc_decode_hops(const struct hpccd_hpcc *s, uint64_t now_ns,
 	return n_hops;
 }
 
+/* The record can no longer be unwrapped: too long since it was taken. */
+static int record_is_stale(const struct hpccd_hpcc *s, uint64_t now_ns)
+{
+	return now_ns - s->last_rx_local_ns >= unwrap_horizon_ns(s);
+}
+
+uint32_t hpccd_hpcc_decode_hops(const struct hpccd_hpcc *s, uint64_t now_ns,
+				const struct hpccd_int_hop_wire *w,
+				uint32_t n_hops, struct hpccd_int_rec *out)
+{
+	int fresh = !s->have_L || n_hops != s->n_hops || record_is_stale(s, now_ns);
+
+	return decode_hops(s, fresh, w, n_hops, out);
+}
+
 /* Shared by the two wire entry points: decode the hops of one packet for
  * this flow, starting over when the last record is too old to unwrap. */
 static int decode_for_update(struct hpccd_hpcc *s, uint64_t now_ns,
 			     uint32_t path_id, const struct hpccd_int_hop_wire *w,
 			     uint32_t n_hops, struct hpccd_int_rec *hops)
 {
+	int fresh;
+
 	if (n_hops > HPCCD_INT_MAX_HOPS)
 		return -E2BIG;
-	if (s->have_L && n_hops == s->n_hops && path_id == s->path_id &&
-	    now_ns - s->last_rx_local_ns >= unwrap_horizon_ns(s)) {
+	fresh = !s->have_L || n_hops != s->n_hops;
+	if (!fresh && record_is_stale(s, now_ns)) {
 		/* Too long since the last record to trust the deltas: start
 		 * over as on a new path, never compute a rate from them. */
-		s->have_L = 0;
-		s->n_stale_resets++;
+		fresh = 1;
+		if (path_id == s->path_id) {
+			s->have_L = 0;
+			s->n_stale_resets++;
+		}
 	}
-	hpccd_hpcc_decode_hops(s, now_ns, w, n_hops, hops);
-	s->last_rx_local_ns = now_ns;
+	decode_hops(s, fresh, w, n_hops, hops);
+	/* The horizon runs from the last record L, so only a packet that
+	 * carries hop records (and so becomes L) restarts it. */
+	if (n_hops)
+		s->last_rx_local_ns = now_ns;
 	return 0;
 }
 

@@ -3,6 +3,7 @@
 Subcommands so far:
   replay TRACE   run a feedback trace through one algorithm (trace-format.md)
   demo           the main job: bundled INT trace through every algorithm
+  decode HEX     print hpccd packets field by field (hex frames or --pcap FILE)
 """
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return demo.main(args.trace, as_json=args.json)
 
 
+def _cmd_decode(args: argparse.Namespace) -> int:
+    from . import decode
+
+    return decode.run(args.hex, args.pcap, args.key, args.port, args.dscp, args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hpccctl", description="Control and tools of hpccd.")
     p.add_argument("--version", action="version", version=f"hpccctl {__version__}")
@@ -51,6 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an INT trace of hpcc events to use instead of the bundled one")
     d.add_argument("--json", action="store_true", help="print the summary as JSON")
     d.set_defaults(func=_cmd_demo)
+
+    x = sub.add_parser("decode", help="print hpccd packets field by field",
+                       description="Decode Ethernet frames (hex arguments, or a pcap file) "
+                                   "layer by layer with the names of docs/wire-format.md; "
+                                   "name the malformed class of a malformed packet; verify "
+                                   "tags with --key. Exit status 2 on unreadable input.")
+    x.add_argument("hex", nargs="*", metavar="HEX", help="an Ethernet frame in hex")
+    x.add_argument("--pcap", metavar="FILE", help="read the frames of a pcap/pcapng file")
+    x.add_argument("--key", metavar="HEX", help="128-bit tag key (32 hex digits)")
+    x.add_argument("--port", type=int, default=None,
+                   help="hpccd UDP port (default 18471)")
+    x.add_argument("--dscp", type=int, default=45, help="TCP-side probe DSCP (default 45)")
+    x.add_argument("--json", action="store_true", help="one JSON object per packet")
+    x.set_defaults(func=_cmd_decode)
     return p
 
 

@@ -107,6 +107,36 @@ fail:
 	return -EINVAL;
 }
 
+/* Longest local gap over which the flow's last record still unwraps the
+ * narrow counters unambiguously: half the ts wrap (the other half is room
+ * for one-way delay jitter), and the time the fastest hop needs to send
+ * 2^20 x 128 bytes, after which txBytes may have wrapped more than once.
+ * It depends only on the speeds in L, so it is cached and recomputed when
+ * one of them changes. */
+static uint64_t compute_horizon(const struct hpccd_hpcc *s)
+{
+	double h = (double)(HPCCD_INT_TS_MASK + 1) / 2;
+	uint32_t i;
+
+	for (i = 0; i < s->n_hops; i++) {
+		double wrap;
+
+		if (!s->L[i].bw_bps)
+			continue;
+		wrap = (double)((HPCCD_INT_TX_MASK + 1) * HPCCD_INT_TX_UNIT) *
+		       BITS_PER_BYTE_NS / (double)s->L[i].bw_bps;
+		if (wrap < h)
+			h = wrap;
+	}
+	return (uint64_t)h;
+}
+
+/* The cached horizon; 0 marks it stale (a speed in L changed). */
+static uint64_t horizon(const struct hpccd_hpcc *s)
+{
+	return s->unwrap_horizon_ns ? s->unwrap_horizon_ns : compute_horizon(s);
+}
+
 static void record_L(struct hpccd_hpcc *s, const struct hpccd_int_rec *hops,
 		     uint32_t n, uint32_t path_id)
 {
@@ -123,6 +153,7 @@ static void record_L(struct hpccd_hpcc *s, const struct hpccd_int_rec *hops,
 	s->n_hops = n;
 	s->path_id = path_id;
 	s->have_L = 1;
+	s->unwrap_horizon_ns = compute_horizon(s);
 }
 
 /* MeasureInflight, Algorithm 1 lines 1-10.  It also does line 27 of
@@ -158,6 +189,7 @@ measure_inflight(struct hpccd_hpcc *s, const struct hpccd_int_rec *ack,
 		if (a_bw != l->bw_bps) {
 			s->L_inv_B[i] = a_bw ? BITS_PER_BYTE_NS / (double)a_bw : 0;
 			l->bw_bps = a_bw;
+			s->unwrap_horizon_ns = 0;  /* recomputed when next needed */
 		}
 		inv_B = s->L_inv_B[i];
 		if (a_ts <= l->ts_ns || a_bw == 0) {
@@ -326,28 +358,6 @@ int hpccd_hpcc_new_int(struct hpccd_hpcc *s, uint64_t now_ns,
 	return notify;
 }
 
-/* Longest local gap over which the flow's last record still unwraps the
- * narrow counters unambiguously: half the ts wrap (the other half is room
- * for one-way delay jitter), and the time the fastest hop needs to send
- * 2^20 x 128 bytes, after which txBytes may have wrapped more than once. */
-static uint64_t unwrap_horizon_ns(const struct hpccd_hpcc *s)
-{
-	double h = (double)(HPCCD_INT_TS_MASK + 1) / 2;
-	uint32_t i;
-
-	for (i = 0; i < s->n_hops; i++) {
-		double wrap;
-
-		if (!s->L[i].bw_bps)
-			continue;
-		wrap = (double)((HPCCD_INT_TX_MASK + 1) * HPCCD_INT_TX_UNIT) *
-		       BITS_PER_BYTE_NS / (double)s->L[i].bw_bps;
-		if (wrap < h)
-			h = wrap;
-	}
-	return (uint64_t)h;
-}
-
 /* Decode n_hops wire records; `fresh` takes them as a new start, else each
  * narrow counter is unwrapped against the flow's last record L. */
 static uint32_t decode_hops(const struct hpccd_hpcc *s, int fresh,
@@ -383,7 +393,7 @@ static uint32_t decode_hops(const struct hpccd_hpcc *s, int fresh,
 /* The record can no longer be unwrapped: too long since it was taken. */
 static int record_is_stale(const struct hpccd_hpcc *s, uint64_t now_ns)
 {
-	return now_ns - s->last_rx_local_ns >= unwrap_horizon_ns(s);
+	return now_ns - s->last_rx_local_ns >= horizon(s);
 }
 
 uint32_t hpccd_hpcc_decode_hops(const struct hpccd_hpcc *s, uint64_t now_ns,
@@ -406,6 +416,8 @@ static int decode_for_update(struct hpccd_hpcc *s, uint64_t now_ns,
 	if (n_hops > HPCCD_INT_MAX_HOPS)
 		return -E2BIG;
 	fresh = !s->have_L || n_hops != s->n_hops;
+	if (!s->unwrap_horizon_ns)   /* never 0 once computed: >= 0.67 ms */
+		s->unwrap_horizon_ns = compute_horizon(s);
 	if (!fresh && record_is_stale(s, now_ns)) {
 		/* Too long since the last record to trust the deltas: start
 		 * over as on a new path, never compute a rate from them. */

@@ -97,6 +97,7 @@ struct hpccd_hpcc {
 	uint64_t last_update_seq;  /* NewAck, line 22 */
 	uint64_t last_update_time; /* NewINT, line 29 */
 	uint64_t last_rx_local_ns; /* local time of the last record (unwrap guard) */
+	uint64_t unwrap_horizon_ns;/* how long L stays unwrappable; follows L's speeds */
 	uint32_t n_hops;           /* hops in L; 0 = no record yet */
 	uint32_t bottleneck_hop;   /* hop that gave max u' at the last update */
 	uint32_t active_flows;     /* Rx-HPCC: receiver-measured N, 0 = unknown */

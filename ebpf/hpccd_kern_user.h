@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Structures and constants shared by the BPF programs of ebpf/ and their
+ * userspace (the libbpf loader, the daemon, the cffi cdef): map keys and
+ * values, counter layouts and counter indices, configuration bits.
+ *
+ * Who may include this: the BPF programs (after vmlinux.h), C userspace
+ * (after nothing: it pulls linux/types.h), and the cffi cdef (with
+ * HPCCD_CFFI_CDEF defined, where the __u and __be types are typedefs).
+ * Fixed-width types only, every struct padded explicitly so that its
+ * layout is the same on both sides; no maps (those are kernel-only, in
+ * hpccd_maps.bpf.h) and no functions.
+ *
+ * Byte order: fields named *_be or typed __be* hold network order, exactly
+ * as in the packet; everything else is host order.  Map keys that name a
+ * flow are in network order so that BPF copies them from the packet
+ * without swapping and userspace builds them with inet_aton()/htons().
+ */
+#ifndef HPCCD_KERN_USER_H
+#define HPCCD_KERN_USER_H
+
+#if !defined(HPCCD_CFFI_CDEF) && !defined(__bpf__)
+#include <linux/types.h>
+#endif
+
+#include "hpccd/wire.h"      /* HPCCD_E_MAX, struct hpccd_int_hop_wire */
+
+/* ---- flow key --------------------------------------------------------- */
+
+/* An IPv4 5-tuple as the LOCAL SENDER of the flow sees it: saddr is this
+ * host, sport its port.  The tc tracker sees egress segments in this
+ * orientation; the XDP program reverses the addresses of an incoming
+ * PROBE_RESP to get the same key, so that userspace joins the tracker and
+ * the telemetry map on one key.  Same layout as struct hpccd_tag_input of
+ * wire.h (the tag prefix of the same flow), network byte order. */
+struct hpccd_flow_key {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;         /* IPPROTO_TCP (6) or IPPROTO_UDP (17) */
+	__u8 pad[3];        /* zero: hashed as part of the key */
+};
+
+/* ---- tc tracker: one entry per kernel TCP flow this host sends on ------- */
+
+/* Value of the LRU hash hpccd_tcp_flows (key: struct hpccd_flow_key).
+ * Written by tc_tracker.bpf.c on egress; read in batches by the daemon,
+ * which decides from it which TCP flows have data in flight and probes
+ * those (seed 002 section 6.2.1: probes only while data is in flight). */
+struct hpccd_tcp_flow {
+	__u64 bytes;        /* TCP payload bytes sent, retransmissions included */
+	__u64 retx_bytes;   /* of which below snd_nxt: retransmitted */
+	__u64 packets;      /* segments on the wire (a GSO packet counts gso_segs) */
+	__u64 first_ns;     /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at creation */
+	__u64 last_ns;      /* CLOCK_MONOTONIC of the last segment with payload,
+			     * SYN, FIN or RST (not of pure ACKs) */
+	__u32 snd_nxt;      /* highest seq + payload (+1 for SYN, +1 for FIN) seen,
+			     * host order, compared in TCP sequence arithmetic */
+	__u8 tcp_flags;     /* OR of the TCP flag bytes seen (FIN 0x01, SYN 0x02,
+			     * RST 0x04 ...): tells the daemon the flow ended */
+	__u8 pad[3];
+};
+
+/* ---- XDP: telemetry of TCP-side flows, from PROBE_RESP ----------------- */
+
+/* Value of the hash hpccd_telem (key: struct hpccd_flow_key, the
+ * probed flow as this host, its sender, sees it).  The XDP program writes
+ * the whole value from each PROBE_RESP whose tag verified, in one
+ * bpf_map_update_elem, so a reader never sees half of two responses; the
+ * daemon reads it in batches and tells a new response from an old one by
+ * `responses` (or probe_seq). */
+struct hpccd_tcp_telem {
+	struct hpccd_int_hop_wire hops[HPCCD_INT_MAX_HOPS];
+	                    /* raw hop words as in the packet (network order);
+			     * only the first nhop are meaningful, rest zero */
+	__u64 rx_ns;        /* bpf_ktime_get_ns() at reception (CLOCK_MONOTONIC) */
+	__u64 probe_seq;    /* probe number (hpccd header seq), host order */
+	__u64 responses;    /* responses stored for this key so far */
+	__u32 ts_echo;      /* the PROBE's ts echoed back, host order: RTT sample */
+	__u32 flow_id;      /* hpccd header flow_id, host order */
+	__u16 path_id;      /* 12-bit pathID, host order */
+	__u8 nhop;          /* hop records written by switches */
+	__u8 room;          /* hop records the prober reserved */
+	__u8 int_flags;     /* INT flags nibble (HPCCD_INT_F_OVERFLOW ...) */
+	__u8 pad[3];
+};
+
+/* ---- tag key ------------------------------------------------------------ */
+
+/* Value of the one-entry array hpccd_tag_key: the 128-bit SipHash-2-4 key
+ * of the integrity tag (docs/wire-format.md "Integrity tag"), bytes as in
+ * the configuration, k0 = bytes 0..7 and k1 = bytes 8..15 read little-
+ * endian (the SipHash reference convention).  An all-zero key means "not
+ * configured": the XDP program then neither answers probes nor accepts
+ * responses (counted), rather than signing with a key everybody knows. */
+struct hpccd_tag_key {
+	__u8 key[16];
+};
+
+/* ---- local addresses ----------------------------------------------------- */
+
+/* Value of the hash hpccd_addrs (key: __be32 IPv4 address of this
+ * host).  Only packets to one of these are answered, consumed or steered
+ * by the XDP program; others (being forwarded through this host, seen in
+ * promiscuous mode) pass to the kernel.  The value is unused but for a
+ * future per-address flag: userspace writes 1. */
+struct hpccd_local_addr {
+	__u32 flags;
+};
+
+/* ---- load-time configuration (rodata) ----------------------------------- */
+
+/* Bits of the xdp_host rodata `hpccd_cfg_flags`. */
+#define HPCCD_CFG_REFLECT_PROBES  0x1  /* answer PROBEs in XDP (UDP and TCP-side);
+					* without it UDP PROBEs go to the AF_XDP
+					* socket and TCP-side PROBEs are dropped */
+#define HPCCD_CFG_TCP_SIDE        0x2  /* recognise TCP-side probes/responses;
+					* without it they pass to the kernel */
+#define HPCCD_CFG_DEFAULT         (HPCCD_CFG_REFLECT_PROBES | HPCCD_CFG_TCP_SIDE)
+
+/* TTL of the PROBE_RESP the XDP program writes over a PROBE (see
+ * xdp_host.bpf.c: the answer is a new packet of this host). */
+#define HPCCD_REFLECT_TTL         64
+
+/* ---- counters ----------------------------------------------------------- */
+
+/* One slot of a per-CPU counter array; userspace sums the CPUs. */
+struct hpccd_counter {
+	__u64 packets;
+	__u64 bytes;        /* frame bytes (XDP: data_end - data; tc: skb->len) */
+};
+
+/* Slots of hpccd_xdp_cnt: one per verdict and per drop cause of
+ * xdp_host.bpf.c.  Every frame is counted in exactly one slot. */
+enum hpccd_xdp_counter {
+	/* XDP_PASS, untouched: not hpccd's */
+	HPCCD_XDP_PASS_NOT_IPV4 = 0,    /* not IPv4 over Ethernet (ARP, IPv6 ...) */
+	HPCCD_XDP_PASS_BAD_HDR,         /* IPv4/UDP/TCP header truncated or invalid,
+					 * or an IPv4 fragment other than the first */
+	HPCCD_XDP_PASS_OTHER,           /* IPv4 but not hpccd: other protocols and
+					 * ports, TCP that is not a TCP-side probe */
+	/* XDP_PASS of hpccd packets */
+	HPCCD_XDP_PASS_NOT_LOCAL,       /* well formed, not addressed to this host */
+	HPCCD_XDP_PASS_NO_XSK,          /* for the AF_XDP socket, none bound to the
+					 * rx queue: fallback to the stack */
+	/* XDP_DROP: malformed hpccd packets, one slot per enum hpccd_wire_err:
+	 * slot HPCCD_XDP_DROP_MALFORMED + e for e in 1..10 (slot + 0 unused) */
+	HPCCD_XDP_DROP_MALFORMED,
+	HPCCD_XDP_DROP_MALFORMED_LAST = HPCCD_XDP_DROP_MALFORMED + HPCCD_E_MAX - 1,
+	/* XDP_DROP: well formed but unusable */
+	HPCCD_XDP_DROP_TAG_SLOT,        /* PROBE, or TCP-side PROBE_RESP, whose len
+					 * is not the 8-byte tag (slot) */
+	HPCCD_XDP_DROP_NO_KEY,          /* tag key not configured (all zero) */
+	HPCCD_XDP_DROP_TCP_TYPE,        /* TCP-side packet neither PROBE nor PROBE_RESP */
+	HPCCD_XDP_DROP_TCP_PROBE_OFF,   /* TCP-side PROBE, reflection disabled */
+	HPCCD_XDP_DROP_TCP_RESP_TAG,    /* TCP-side PROBE_RESP, tag did not verify */
+	HPCCD_XDP_DROP_TCP_RESP_FULL,   /* TCP-side PROBE_RESP, telemetry map full */
+	/* verdicts of the hpccd path */
+	HPCCD_XDP_TX_PROBE_RESP_UDP,    /* native PROBE answered in place, XDP_TX */
+	HPCCD_XDP_TX_PROBE_RESP_TCP,    /* TCP-side PROBE answered in place, XDP_TX */
+	HPCCD_XDP_TCP_RESP_STORED,      /* TCP-side PROBE_RESP stored in hpccd_telem,
+					 * then XDP_DROP (the TCP stack must not see it) */
+	HPCCD_XDP_REDIRECT_XSK,         /* redirected to the AF_XDP socket */
+	HPCCD_XDP_COUNTERS,             /* number of slots */
+};
+
+/* Slots of hpccd_tc_cnt (tc_tracker.bpf.c, egress).  Every packet
+ * is counted in exactly one slot; the verdict is always TC_ACT_OK. */
+enum hpccd_tc_counter {
+	HPCCD_TC_NOT_TCP = 0,           /* not IPv4 TCP, or an IPv4 fragment */
+	HPCCD_TC_TRUNC,                 /* headers not in the linear data even after
+					 * bpf_skb_pull_data: not tracked */
+	HPCCD_TC_PROBE,                 /* hpccd's own TCP-side probe: not counted */
+	HPCCD_TC_PURE_ACK,              /* no payload, no SYN/FIN/RST: not tracked */
+	HPCCD_TC_NEW_FLOW,              /* tracked, and created the flow's entry */
+	HPCCD_TC_TRACKED,               /* tracked in an existing entry */
+	HPCCD_TC_UNTRACKED_END,         /* FIN/RST of a flow with no entry: ignored */
+	HPCCD_TC_MAP_FAIL,              /* entry could not be created */
+	HPCCD_TC_COUNTERS,              /* number of slots */
+};
+
+#ifndef HPCCD_CFFI_CDEF
+_Static_assert(sizeof(struct hpccd_flow_key) == 16, "flow key is 16 bytes, no holes");
+_Static_assert(sizeof(struct hpccd_tcp_flow) == 48, "tracker entry layout");
+_Static_assert(sizeof(struct hpccd_tcp_telem) ==
+		       HPCCD_INT_MAX_HOPS * HPCCD_INT_HOP_BYTES + 40,
+	       "telemetry entry layout");
+_Static_assert(sizeof(struct hpccd_tag_key) == 16, "SipHash key is 128 bits");
+_Static_assert(sizeof(struct hpccd_counter) == 16, "counter slot layout");
+#endif
+
+#endif /* HPCCD_KERN_USER_H */

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Maps and load-time settings of the hpccd BPF programs.  Kernel-only:
+ * included once by each ebpf/x.bpf.c, after vmlinux.h and bpf_helpers.h.
+ * The key and value types are in hpccd_kern_user.h, shared with userspace.
+ *
+ * Each program says which maps it uses by defining HPCCD_MAPS_XDP and/or
+ * HPCCD_MAPS_TC before the include, because libbpf creates every map an
+ * object defines, used or not: the tc object should not carry an XSKMAP.
+ * The maps are not pinned here (no `pinning` attribute): the loader decides
+ * where they live, and `bpftool prog loadall` in the tests leaves nothing
+ * behind under /sys/fs/bpf.
+ *
+ * Map names have at most 15 characters, the kernel's limit (BPF_OBJ_NAME_LEN),
+ * so `bpftool map show name X` finds them by the name used here.
+ *
+ * Sizes are #ifndef-overridable (-DHPCCD_TCP_FLOWS_MAX=...) for builds
+ * that need bigger tables; counter arrays are sized by their enum.
+ *
+ * Load-time settings are `const volatile` rodata: the loader writes them
+ * between open and load, the verifier then sees constants and prunes the
+ * branches they turn off.  Things that change at run time (addresses, the
+ * tag key) are in maps instead.
+ */
+#ifndef HPCCD_MAPS_BPF_H
+#define HPCCD_MAPS_BPF_H
+
+#include "hpccd_kern_user.h"
+
+#ifndef HPCCD_XSKS_MAX
+#define HPCCD_XSKS_MAX 64          /* rx queues of one interface */
+#endif
+#ifndef HPCCD_TCP_FLOWS_MAX
+#define HPCCD_TCP_FLOWS_MAX 16384  /* kernel TCP flows tracked at once (LRU) */
+#endif
+#ifndef HPCCD_TCP_TELEM_MAX
+#define HPCCD_TCP_TELEM_MAX 4096   /* TCP-side flows being probed at once */
+#endif
+#ifndef HPCCD_LOCAL_ADDRS_MAX
+#define HPCCD_LOCAL_ADDRS_MAX 16   /* IPv4 addresses of this host */
+#endif
+
+/* ---- load-time settings (rodata) ---------------------------------------- */
+
+/* DSCP of TCP-side probes and responses (docs/wire-format.md). */
+const volatile __u8 hpccd_cfg_probe_dscp = HPCCD_PROBE_DSCP_DEFAULT;
+
+#ifdef HPCCD_MAPS_XDP
+/* UDP port of the native transport, host order. */
+const volatile __u16 hpccd_cfg_udp_port = HPCCD_UDP_PORT_DEFAULT;
+/* HPCCD_CFG_* bits (hpccd_kern_user.h). */
+const volatile __u32 hpccd_cfg_flags = HPCCD_CFG_DEFAULT;
+#endif
+
+/* ---- maps of the host XDP program --------------------------------------- */
+
+#ifdef HPCCD_MAPS_XDP
+/* AF_XDP sockets by rx queue index: the daemon's fast path binds one per queue. */
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, HPCCD_XSKS_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+} hpccd_xsks SEC(".maps");
+
+/* Per-CPU counters of xdp_host, one slot per enum hpccd_xdp_counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HPCCD_XDP_COUNTERS);
+	__type(key, __u32);
+	__type(value, struct hpccd_counter);
+} hpccd_xdp_cnt SEC(".maps");
+
+/* Last PROBE_RESP telemetry per TCP-side flow, keyed as its sender (this host) sees it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HPCCD_TCP_TELEM_MAX);
+	__type(key, struct hpccd_flow_key);
+	__type(value, struct hpccd_tcp_telem);
+} hpccd_telem SEC(".maps");
+
+/* SipHash-2-4 key of the integrity tag, entry 0; all zero = not configured. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hpccd_tag_key);
+} hpccd_tag_key SEC(".maps");
+
+/* IPv4 addresses of this host (network order); the value is unused (write 1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HPCCD_LOCAL_ADDRS_MAX);
+	__type(key, __be32);
+	__type(value, struct hpccd_local_addr);
+} hpccd_addrs SEC(".maps");
+#endif /* HPCCD_MAPS_XDP */
+
+/* ---- maps of the tc egress tracker --------------------------------------- */
+
+#ifdef HPCCD_MAPS_TC
+/* Kernel TCP flows this host sends on; LRU so idle flows age out without a sweeper. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HPCCD_TCP_FLOWS_MAX);
+	__type(key, struct hpccd_flow_key);
+	__type(value, struct hpccd_tcp_flow);
+} hpccd_tcp_flows SEC(".maps");
+
+/* Per-CPU counters of tc_tracker, one slot per enum hpccd_tc_counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HPCCD_TC_COUNTERS);
+	__type(key, __u32);
+	__type(value, struct hpccd_counter);
+} hpccd_tc_cnt SEC(".maps");
+#endif /* HPCCD_MAPS_TC */
+
+/* Count one frame of `bytes` in slot `idx` of a per-CPU counter array.
+ * Per-CPU: XDP and tc run with preemption (migration) disabled, so the
+ * plain += cannot race with another writer of the same slot. */
+static __always_inline void hpccd__count(void *map, __u32 idx, __u64 bytes)
+{
+	struct hpccd_counter *c = bpf_map_lookup_elem(map, &idx);
+
+	if (c) {
+		c->packets += 1;
+		c->bytes += bytes;
+	}
+}
+
+#endif /* HPCCD_MAPS_BPF_H */

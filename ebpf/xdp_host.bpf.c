@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * xdp_host: the one XDP program of a host interface (without a dispatcher
+ * an interface runs one XDP program, so classifier, probe reflector and
+ * TCP-side response parser are one program).  In order:
+ *
+ *  (a) parse (include/hpccd/parse.h).  Not IPv4, or IPv4 that is neither
+ *      UDP with the hpccd port as source or destination nor a TCP-side
+ *      probe/response (probe DSCP + no TCP flag + INT magic): XDP_PASS
+ *      untouched.
+ *  (b) hpccd packets that are malformed (enum hpccd_wire_err != 0):
+ *      counted per class and XDP_DROP (docs/wire-format.md "Malformed
+ *      packets": they cannot belong to any hpccd flow).
+ *  (c) PROBE (UDP or TCP-side) to this host: rewritten in place into its
+ *      PROBE_RESP and XDP_TX, without waking userspace (seed 002 section
+ *      6.2.1: the receiver reflects).
+ *  (d) TCP-side PROBE_RESP to this host: tag verified, telemetry written to
+ *      hpccd_telem for the daemon, XDP_DROP (the kernel TCP stack must
+ *      never see probes or responses: seed 002 section 7.2).
+ *  (e) every other valid hpccd packet to this host (DATA, ACK, NACK,
+ *      NOTIFY, PROBE_RESP of native flows): redirected to the AF_XDP socket
+ *      of its rx queue.
+ *
+ * Every frame is counted in exactly one slot of hpccd_xdp_cnt.
+ *
+ * Decisions (also in the report of the change that added this file):
+ *
+ *  - "The hpccd port" means source OR destination port, as in the scapy
+ *    reference (daemon/hpccd/wire.py l4_region): a PROBE_RESP is the PROBE
+ *    with its ports swapped, so it travels FROM the port to the prober's
+ *    port, and must still be recognised at the prober.
+ *  - Only packets to an address of this host (hpccd_addrs) are answered,
+ *    consumed or steered; the others pass to the kernel, which forwards or
+ *    drops them.  An empty hpccd_addrs map therefore makes the program a
+ *    pure classifier that passes every valid hpccd packet: fail-open to the
+ *    kernel rather than answering for somebody else.  Malformed packets are
+ *    dropped whatever their destination (spec).
+ *  - AF_XDP fallback: bpf_redirect_map(..., XDP_PASS).  Since kernel 5.3
+ *    the low bits of the flags are the action returned when the XSKMAP slot
+ *    of the queue is empty, so with no socket bound the packet goes to the
+ *    kernel stack instead of vanishing: the daemon may run without AF_XDP
+ *    (generic-mode debugging, tcpdump sees the traffic), and the count in
+ *    HPCCD_XDP_PASS_NO_XSK says it happened.  The price is that the stack,
+ *    with no UDP socket on the port, answers ICMP port unreachable.
+ *  - The PROBE_RESP is a new packet of this host: IPv4 TTL is reset to
+ *    HPCCD_REFLECT_TTL (the probe's TTL was spent on the forward path; a
+ *    reflected TTL would die on a long path back), and a CE mark of the
+ *    forward path becomes ECT(0), so the response does not carry
+ *    congestion of the forward path onto the reverse one.  DSCP is kept
+ *    (TCP-side responses must carry the probe DSCP, seed 002 section 7.2),
+ *    as are IP id, DF and any IP options.  TCP seq (the probe number) and
+ *    the rest of the TCP header are kept; only the ports are swapped.
+ *  - Checksums are updated incrementally (RFC 1624, parse.h helpers), not
+ *    recomputed: the words that change are few and known (TOS and TTL in
+ *    the IPv4 header; INT flags, hpccd type and the 8-byte tag in the L4
+ *    payload), and swapping addresses or ports leaves a one's complement
+ *    sum unchanged (pseudo-header included).  A full recomputation would
+ *    need a variable-length loop over the payload for no gain.  A zero UDP
+ *    checksum stays zero (spec); TCP-side probes always carry one.
+ *  - The tag of a TCP-side PROBE_RESP is verified here, before the
+ *    telemetry is stored: the map holds hop words only, not the whole
+ *    tagged message, so userspace could not verify it afterwards.
+ *  - TCP-side PROBE_RESP telemetry is stored with BPF_ANY: the tag already
+ *    proves that the response is ours, so no pre-registration is needed;
+ *    the daemon deletes the entry when it stops probing the flow.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "hpccd/parse.h"
+
+#define HPCCD_MAPS_XDP
+#include "hpccd_maps.bpf.h"
+
+#define HPCCD_ETH_ALEN     6       /* vmlinux.h has no macros */
+#define HPCCD_IP_ECN_MASK  0x03
+#define HPCCD_IP_ECN_CE    0x03
+#define HPCCD_IP_ECN_ECT0  0x02
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+static __always_inline int verdict(__u32 idx, __u64 bytes, int action)
+{
+	hpccd__count(&hpccd_xdp_cnt, idx, bytes);
+	return action;
+}
+
+static __always_inline int is_hpccd_port(const struct udphdr *uh)
+{
+	__be16 port = bpf_htons(hpccd_cfg_udp_port);
+
+	return uh->dest == port || uh->source == port;
+}
+
+/* The tag key, or -1 when it is not configured (all zero). */
+static __always_inline int tag_key(__u64 *k0, __u64 *k1)
+{
+	__u32 zero = 0;
+	struct hpccd_tag_key *k = bpf_map_lookup_elem(&hpccd_tag_key, &zero);
+
+	if (!k)
+		return -1;
+	*k0 = hpccd_siphash__le64(k->key);
+	*k1 = hpccd_siphash__le64(k->key + 8);
+	if (!*k0 && !*k1)
+		return -1;
+	return 0;
+}
+
+/* (c) Rewrite the PROBE at v into its PROBE_RESP, in place (the packet
+ * never grows: the tag goes into the slot the prober left), and return
+ * the counter slot of the verdict; on a slot other than the two TX_* ones
+ * the caller drops the packet.  l4: the UDP header, or the TCP header when
+ * tcp is set.  One pointer and a flag rather than a UDP and a TCP pointer
+ * of which one is NULL: clang merges the two inlined copies of this
+ * function, and the verifier then follows a NULL header pointer that it
+ * cannot rule out. */
+static __always_inline __u32 reflect(struct ethhdr *eth, struct iphdr *iph, void *l4, int tcp,
+				     struct hpccd_view *v, void *end)
+{
+	struct hpccd_int_hdr *ih = v->int_hdr;
+	struct hpccd_hdr *h = v->hdr;
+	struct hpccd_tag *tag = v->tag;
+	/* source and dest are the first two words of a UDP and a TCP header */
+	__be16 *ports = (__be16 *)l4, *csum;
+	struct hpccd_tag_input ti;
+	__u16 w_old, w_new, pf;
+	__u8 mac[HPCCD_ETH_ALEN], tos;
+	__u64 k0, k1, t;
+	__be32 addr;
+	__be16 port;
+	__u32 d;
+
+	if (!tag)
+		return HPCCD_XDP_DROP_TAG_SLOT;
+	if (tag_key(&k0, &k1))
+		return HPCCD_XDP_DROP_NO_KEY;
+	/* Bounds for the verifier, which does not carry what hpccd__parse()
+	 * proved through the view on the stack; never true at run time. */
+	if ((void *)(eth + 1) > end || (void *)(iph + 1) > end || !ih || !h ||
+	    (void *)(ih + 1) > end || (void *)(h + 1) > end || (void *)(tag + 1) > end)
+		return HPCCD_XDP_DROP_TAG_SLOT;
+	if (tcp) {
+		if ((void *)((struct tcphdr *)l4 + 1) > end)
+			return HPCCD_XDP_DROP_TAG_SLOT;
+		csum = &((struct tcphdr *)l4)->check;
+	} else {
+		if ((void *)((struct udphdr *)l4 + 1) > end)
+			return HPCCD_XDP_DROP_TAG_SLOT;
+		csum = &((struct udphdr *)l4)->check;
+	}
+
+	/* L2: back to whoever handed us the probe (the last router or the
+	 * prober itself), out of the interface it came in on. */
+	__builtin_memcpy(mac, eth->h_dest, HPCCD_ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, eth->h_source, HPCCD_ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac, HPCCD_ETH_ALEN);
+
+	/* IPv4: swap addresses (checksum-neutral), fresh TTL, CE -> ECT(0).
+	 * Header checksum words: byte 0-1 is version/ihl << 8 | tos, byte 8-9
+	 * is ttl << 8 | protocol. */
+	addr = iph->saddr;
+	iph->saddr = iph->daddr;
+	iph->daddr = addr;
+	d = 0;
+	tos = iph->tos;
+	if ((tos & HPCCD_IP_ECN_MASK) == HPCCD_IP_ECN_CE) {
+		__u8 vihl = *(__u8 *)iph;
+
+		iph->tos = (tos & ~HPCCD_IP_ECN_MASK) | HPCCD_IP_ECN_ECT0;
+		d = hpccd__csum_diff16(d, (__u16)(vihl << 8 | tos), (__u16)(vihl << 8 | iph->tos));
+	}
+	if (iph->ttl != HPCCD_REFLECT_TTL) {
+		w_old = (__u16)(iph->ttl << 8 | iph->protocol);
+		w_new = (__u16)(HPCCD_REFLECT_TTL << 8 | iph->protocol);
+		d = hpccd__csum_diff16(d, w_old, w_new);
+		iph->ttl = HPCCD_REFLECT_TTL;
+	}
+	/* The IPv4 header checksum is always present: CSUM_TCP semantics. */
+	hpccd__csum_apply(&iph->check, d, HPCCD_CSUM_TCP);
+
+	/* L4: swap ports (checksum-neutral). */
+	port = ports[0];
+	ports[0] = ports[1];
+	ports[1] = port;
+
+	/* INT: clear COLLECT so switches on the way back do not stamp into
+	 * the echo (spec "INT header"); hops, nHop, pathID, OVERFLOW kept. */
+	d = 0;
+	pf = bpf_ntohs(ih->path_flags);
+	w_new = pf & ~(HPCCD_INT_F_COLLECT << 12);
+	d = hpccd__csum_diff16(d, pf, w_new);
+	ih->path_flags = bpf_htons(w_new);
+
+	/* hpccd header: type PROBE -> PROBE_RESP; seq (probe number), ts
+	 * (echo of the prober's clock), flow_id and len (8) kept. */
+	w_old = (__u16)(h->ver_type << 8 | h->flags);
+	h->ver_type = (HPCCD_WIRE_VERSION << 4) | HPCCD_T_PROBE_RESP;
+	w_new = (__u16)(h->ver_type << 8 | h->flags);
+	d = hpccd__csum_diff16(d, w_old, w_new);
+
+	/* Tag over the response as it now stands, prefix = the 5-tuple as the
+	 * prober sees it (hpccd__tag_input reverses a PROBE_RESP's). */
+	hpccd__tag_input(&ti, iph, ports[0], ports[1], HPCCD_T_PROBE_RESP);
+	if (hpccd__tag(v, &ti, k0, k1, end, &t))
+		return HPCCD_XDP_DROP_TAG_SLOT;   /* cannot happen: tag checked above */
+	d = hpccd__csum_diff32(d, bpf_ntohl(tag->hi), (__u32)(t >> 32));
+	d = hpccd__csum_diff32(d, bpf_ntohl(tag->lo), (__u32)t);
+	tag->hi = bpf_htonl((__u32)(t >> 32));
+	tag->lo = bpf_htonl((__u32)t);
+
+	if (tcp) {
+		hpccd__csum_apply(csum, d, HPCCD_CSUM_TCP);
+		return HPCCD_XDP_TX_PROBE_RESP_TCP;
+	}
+	hpccd__csum_apply(csum, d, HPCCD_CSUM_UDP);
+	return HPCCD_XDP_TX_PROBE_RESP_UDP;
+}
+
+/* (d) Verify a TCP-side PROBE_RESP and store its telemetry; returns the
+ * counter slot (the packet is dropped whatever the outcome). */
+static __always_inline __u32 store_telem(struct iphdr *iph, struct tcphdr *th,
+					 struct hpccd_view *v, void *end)
+{
+	struct hpccd_tcp_telem val, *old;
+	struct hpccd_flow_key key;
+	struct hpccd_tag_input ti;
+	struct hpccd_int_hop_wire *hop;
+	struct hpccd_hdr *h = v->hdr;
+	__u64 k0, k1, t;
+	__u32 i;
+
+	if (!v->tag)
+		return HPCCD_XDP_DROP_TAG_SLOT;
+	if (tag_key(&k0, &k1))
+		return HPCCD_XDP_DROP_NO_KEY;
+	if ((void *)(iph + 1) > end || (void *)(th + 1) > end || !h || (void *)(h + 1) > end ||
+	    (void *)(v->tag + 1) > end)
+		return HPCCD_XDP_DROP_TAG_SLOT;
+	hpccd__tag_input(&ti, iph, th->source, th->dest, HPCCD_T_PROBE_RESP);
+	if (hpccd__tag(v, &ti, k0, k1, end, &t) || t != hpccd__tag_get(v))
+		return HPCCD_XDP_DROP_TCP_RESP_TAG;
+
+	/* The tag prefix is the flow as the prober (this host) sees it: the
+	 * same bytes as the tracker's key (struct hpccd_flow_key). */
+	__builtin_memcpy(&key, &ti, sizeof(key));
+
+	__builtin_memset(&val, 0, sizeof(val));
+	for (i = 0; i < HPCCD_INT_MAX_HOPS; i++) {
+		if (i >= v->nhop)
+			break;
+		hop = hpccd__hop(v, i, end);
+		if (!hop)
+			break;
+		val.hops[i].hi_be = hop->hi_be;
+		val.hops[i].lo_be = hop->lo_be;
+	}
+	val.rx_ns = bpf_ktime_get_ns();
+	val.probe_seq = (__u64)bpf_ntohl(h->seq_hi) << 32 | bpf_ntohl(h->seq_lo);
+	val.ts_echo = bpf_ntohl(h->ts);
+	val.flow_id = bpf_ntohl(h->flow_id);
+	val.path_id = v->path_id;
+	val.nhop = v->nhop;
+	val.room = v->room;
+	val.int_flags = v->int_flags;
+	old = bpf_map_lookup_elem(&hpccd_telem, &key);
+	val.responses = old ? old->responses + 1 : 1;
+	/* One update of the whole value: a hash map swaps in a new element,
+	 * so a reader sees the old or the new response, never a mix. */
+	if (bpf_map_update_elem(&hpccd_telem, &key, &val, BPF_ANY))
+		return HPCCD_XDP_DROP_TCP_RESP_FULL;
+	return HPCCD_XDP_TCP_RESP_STORED;
+}
+
+SEC("xdp")
+int hpccd_xdp_host(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	/* Frame length for the byte counters: the helper's scalar rather
+	 * than end - data (packet pointer subtraction). */
+	__u64 bytes = bpf_xdp_get_buff_len(ctx);
+	struct hpccd_cursor c = { .pos = data, .end = end };
+	struct ethhdr *eth = NULL;
+	struct iphdr *iph = NULL;
+	struct udphdr *uh = NULL;
+	struct tcphdr *th = NULL;
+	struct hpccd_view v;
+	void *l4 = NULL, *l4_end = NULL;
+	int proto, err, act, tcp = 0;
+	__u32 slot;
+	__be32 daddr;
+
+	/* (a) Is it hpccd's? */
+	if (hpccd__parse_eth(&c, &eth) != HPCCD_ETH_P_IP)
+		return verdict(HPCCD_XDP_PASS_NOT_IPV4, bytes, XDP_PASS);
+	proto = hpccd__parse_ip4(&c, &iph, &l4_end);
+	if (proto < 0)
+		return verdict(HPCCD_XDP_PASS_BAD_HDR, bytes, XDP_PASS);
+
+	if (proto == HPCCD_IPPROTO_UDP) {
+		if (hpccd__parse_udp(&c, &l4_end, &uh) < 0)
+			return verdict(HPCCD_XDP_PASS_BAD_HDR, bytes, XDP_PASS);
+		if (!is_hpccd_port(uh))
+			return verdict(HPCCD_XDP_PASS_OTHER, bytes, XDP_PASS);
+		l4 = uh;
+	} else if (proto == HPCCD_IPPROTO_TCP && (hpccd_cfg_flags & HPCCD_CFG_TCP_SIDE)) {
+		__u8 *p;
+
+		/* TCP-side probe or response: probe DSCP, no TCP flag (AE
+		 * included), at least one byte after the TCP header, with the
+		 * INT magic in it (docs/wire-format.md "TCP-side probe"). */
+		if (hpccd__ip4_dscp(iph) != hpccd_cfg_probe_dscp)
+			return verdict(HPCCD_XDP_PASS_OTHER, bytes, XDP_PASS);
+		if (hpccd__parse_tcp(&c, l4_end, &th) < 0)
+			return verdict(HPCCD_XDP_PASS_BAD_HDR, bytes, XDP_PASS);
+		if (hpccd__tcp_flags(th))
+			return verdict(HPCCD_XDP_PASS_OTHER, bytes, XDP_PASS);
+		p = (__u8 *)c.pos;
+		if ((void *)(p + 1) > l4_end || (void *)(p + 1) > end ||
+		    (*p >> 4) != HPCCD_INT_MAGIC)
+			return verdict(HPCCD_XDP_PASS_OTHER, bytes, XDP_PASS);
+		l4 = th;
+		tcp = 1;
+	} else {
+		return verdict(HPCCD_XDP_PASS_OTHER, bytes, XDP_PASS);
+	}
+
+	/* (b) Malformed: counted per class, dropped. */
+	err = hpccd__parse(&c, l4_end, &v);
+	if (err != HPCCD_E_OK) {
+		if (err < 0 || err >= HPCCD_E_MAX)
+			err = 0;   /* keeps the slot in range for the verifier */
+		return verdict(HPCCD_XDP_DROP_MALFORMED + err, bytes, XDP_DROP);
+	}
+
+	/* Only this host's packets are answered, consumed or steered. */
+	daddr = iph->daddr;
+	if (!bpf_map_lookup_elem(&hpccd_addrs, &daddr))
+		return verdict(HPCCD_XDP_PASS_NOT_LOCAL, bytes, XDP_PASS);
+
+	/* (c) PROBE: answered here.  TCP-side probes never reach the stack,
+	 * answered or not; native ones go to userspace when XDP does not
+	 * answer them. */
+	if (v.type == HPCCD_T_PROBE) {
+		if (!(hpccd_cfg_flags & HPCCD_CFG_REFLECT_PROBES)) {
+			if (tcp)
+				return verdict(HPCCD_XDP_DROP_TCP_PROBE_OFF, bytes, XDP_DROP);
+			goto to_xsk;
+		}
+		slot = reflect(eth, iph, l4, tcp, &v, end);
+		act = slot == HPCCD_XDP_TX_PROBE_RESP_UDP || slot == HPCCD_XDP_TX_PROBE_RESP_TCP
+			      ? XDP_TX
+			      : XDP_DROP;
+		return verdict(slot, bytes, act);
+	}
+	/* (d) TCP-side PROBE_RESP: telemetry to the map; nothing else is valid
+	 * on the TCP side, and none of it may reach the stack. */
+	if (tcp) {
+		if (v.type == HPCCD_T_PROBE_RESP)
+			return verdict(store_telem(iph, l4, &v, end), bytes, XDP_DROP);
+		return verdict(HPCCD_XDP_DROP_TCP_TYPE, bytes, XDP_DROP);
+	}
+
+to_xsk:
+	/* (e) To the fast path's AF_XDP socket of this rx queue; XDP_PASS when
+	 * none is bound (see the header comment). */
+	act = bpf_redirect_map(&hpccd_xsks, ctx->rx_queue_index, XDP_PASS);
+	slot = act == XDP_REDIRECT ? HPCCD_XDP_REDIRECT_XSK : HPCCD_XDP_PASS_NO_XSK;
+	return verdict(slot, bytes, act);
+}

@@ -194,41 +194,11 @@ def pin_dir():
 
 # ---- namespaces ---------------------------------------------------------------
 
-class Pair:
-    """Two namespaces joined by a veth: a (va, 192.0.2.1) <-> b (vb, 192.0.2.2)."""
-
-    def __init__(self, tag: str):
-        self.a, self.b = f"hpccdt-{tag}-a", f"hpccdt-{tag}-b"
-        self.va, self.vb = f"hpccdt{tag}a", f"hpccdt{tag}b"
-        self.ip_a, self.ip_b = "192.0.2.1", "192.0.2.2"
-
-
 @pytest.fixture
-def pair():
-    from pyroute2 import NetNS, netns
-
-    p = Pair(secrets.token_hex(3))
-    made = []
-    try:
-        for name in (p.a, p.b):
-            netns.create(name)
-            made.append(name)
-        with NetNS(p.a) as ns:
-            ns.link("add", ifname=p.va, kind="veth", peer={"ifname": p.vb, "net_ns_fd": p.b})
-        for name, ifname, ip in ((p.a, p.va, p.ip_a), (p.b, p.vb, p.ip_b)):
-            with NetNS(name) as ns:
-                idx = ns.link_lookup(ifname=ifname)[0]
-                ns.addr("add", index=idx, address=ip, prefixlen=24)
-                ns.link("set", index=idx, state="up")
-                lo = ns.link_lookup(ifname="lo")[0]
-                ns.link("set", index=lo, state="up")
-        yield p
-    finally:
-        for name in made:
-            try:
-                netns.remove(name)
-            except OSError:
-                pass
+def pair(netns_pair):
+    """Two namespaces joined by a veth: tests/conftest.py's netns_pair
+    (a: va, ip_a <-> b: vb, ip_b), removed whatever happens."""
+    return netns_pair
 
 
 def _nothing_attached(ifname: str) -> bool:
@@ -482,7 +452,7 @@ def test_in_netns_enters_and_always_returns(pair):
     assert _netns_inode() == home
 
 
-def _send_udp(pair: Pair, n: int = 5) -> int:
+def _send_udp(pair, n: int = 5) -> int:
     """n datagrams from b to a; returns how many a's socket received."""
     with bpf.in_netns(pair.a):
         rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -1,0 +1,327 @@
+"""Fixtures shared by every test directory: the namespace pair, and the
+session-end check that no test namespace is left behind.
+
+One implementation of "two network namespaces joined by a veth" for every
+test that needs one (tests/bpf, tests/integration ...):
+
+    def test_x(netns_pair):
+        netns_pair.a, netns_pair.b        namespace names (hpccdt-...-a / -b)
+        netns_pair.va, netns_pair.vb      the veth ends, va in a, vb in b
+        netns_pair.ip_a, netns_pair.ip_b  10.x addresses, /24, in a and b only
+        netns_pair.ifindex_a / _b, mac_a / _b
+        netns_pair.popen(ns, argv)        a process inside ns, killed in teardown
+        netns_pair.pids_inside(ns)        processes with a task in ns
+        netns_pair.side("a" | "b" | name) (namespace, veth, address)
+
+Outside a test (a script, a session fixture) ``netns_pair_ctx()`` gives the
+same pair as a context manager.
+
+Rules kept here, so that tests do not have to (see also the project's test
+rules): namespaces are named ``hpccdt-`` plus a random suffix; they are
+created with pyroute2 (no ip/tc commands for netlink), removed in teardown
+whatever happened, and teardown checks that they are gone and that no
+process still holds them.  Addresses are private (10.x) and exist only
+inside the namespaces created here, so test traffic never leaves them.
+
+At the end of the session (the teardown of an autouse session fixture, so a
+leak shows as an error in the counts, and a pytest_sessionfinish backstop
+for sessions where that fixture never ran) any ``hpccdt-`` namespace that
+appeared during the session and is still there fails the run loudly.
+Namespaces of this session are recognised by a per-session token in their
+names and are removed after being reported; others (a test that made its
+own, or another session on the same machine) are reported, after a grace
+period for a concurrently running test to finish, and left alone.
+Namespaces that were already there when the session started are only
+warned about.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import itertools
+import os
+import secrets
+import signal
+import subprocess
+import time
+import warnings
+from typing import Iterator
+
+import pytest
+
+NS_PREFIX = "hpccdt-"
+NETNS_DIR = "/run/netns"
+# Names of this session's namespaces start with NS_PREFIX + SESSION_TOKEN:
+# 4 hex digits per session and 2 per pair keep the veth names within the
+# kernel's 15 characters ("hpccdt" + 6 + "a").
+SESSION_TOKEN = secrets.token_hex(2)
+_serial = itertools.count(secrets.randbelow(256))
+# Every namespace this session created (whether or not it is gone since).
+_created: set[str] = set()
+# hpccdt- namespaces present when the session started.
+_at_start: set[str] = set()
+# Set once the end-of-session check has run; the namespaces it reported.
+_checked = False
+_reported: set[str] = set()
+# Seconds to wait for a foreign hpccdt- namespace (possibly another
+# session's test in progress) to go away before reporting it.
+FOREIGN_GRACE_S = 15.0
+
+
+def list_test_netns() -> set[str]:
+    """Names of the hpccdt- namespaces in /run/netns (no netlink needed)."""
+    try:
+        return {n for n in os.listdir(NETNS_DIR) if n.startswith(NS_PREFIX)}
+    except FileNotFoundError:
+        return set()
+
+
+def _netns_inode(name: str) -> int | None:
+    try:
+        return os.stat(f"{NETNS_DIR}/{name}").st_ino
+    except FileNotFoundError:
+        return None
+
+
+def pids_in_netns(inode: int) -> list[int]:
+    """Tasks (pid of their thread group) whose network namespace has `inode`."""
+    found = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                if os.stat(f"/proc/{pid}/task/{tid}/ns/net").st_ino == inode:
+                    found.add(int(pid))
+                    break
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def _remove_netns(name: str) -> None:
+    from pyroute2 import netns
+
+    try:
+        netns.remove(name)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            raise
+    except Exception:                        # pyroute2 wraps some errors
+        if name in list_test_netns():
+            raise
+
+
+@dataclasses.dataclass
+class NetnsPair:
+    """Two namespaces joined by a veth: a (va, ip_a) <-> b (vb, ip_b)."""
+
+    tag: str
+    a: str
+    b: str
+    va: str
+    vb: str
+    ip_a: str = "10.199.0.1"
+    ip_b: str = "10.199.0.2"
+    prefixlen: int = 24
+    ifindex_a: int = 0
+    ifindex_b: int = 0
+    mac_a: str = ""
+    mac_b: str = ""
+    procs: list = dataclasses.field(default_factory=list, repr=False)
+
+    def side(self, ns: str) -> tuple[str, str, str]:
+        """(namespace, veth, address) of side "a"/"b" or of a namespace name."""
+        if ns in ("a", self.a):
+            return self.a, self.va, self.ip_a
+        if ns in ("b", self.b):
+            return self.b, self.vb, self.ip_b
+        raise ValueError(f"{ns!r} is not a side of {self.a}/{self.b}")
+
+    def pids_inside(self, ns: str) -> list[int]:
+        """Processes with a task in namespace `ns` ("a", "b" or a name)."""
+        ino = _netns_inode(self.side(ns)[0])
+        return pids_in_netns(ino) if ino else []
+
+    def popen(self, ns: str, argv: list[str], **kw) -> subprocess.Popen:
+        """Start `argv` inside namespace `ns` ("a", "b" or a name) with
+        `ip netns exec`; the process is killed (by its pid) in teardown if
+        it is still running.  Its own session, so that Ctrl-C of pytest
+        does not reach it half-way through a test."""
+        name, _, _ = self.side(ns)
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        p = subprocess.Popen(["ip", "netns", "exec", name, *argv], start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def stop_procs(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+            for f in (p.stdout, p.stderr):
+                if f is not None:
+                    f.close()
+
+
+def _link_info(ns, ifname: str) -> tuple[int, str]:
+    idx = ns.link_lookup(ifname=ifname)[0]
+    mac = ns.get_links(idx)[0].get_attr("IFLA_ADDRESS")
+    return idx, mac
+
+
+@contextlib.contextmanager
+def netns_pair_ctx(ip_a: str = "10.199.0.1", ip_b: str = "10.199.0.2",
+                   prefixlen: int = 24) -> Iterator[NetnsPair]:
+    """Build a namespace pair; on exit (whatever happened) stop its
+    processes, remove both namespaces and check that they are gone and that
+    no process is left inside them.  A failed check raises after all the
+    clean-up was attempted."""
+    from pyroute2 import NetNS, netns
+
+    existing = list_test_netns()
+    for _ in range(256):                  # skip names a leaked pair still holds
+        tag = f"{SESSION_TOKEN}{next(_serial) % 256:02x}"
+        if f"{NS_PREFIX}{tag}-a" not in existing and f"{NS_PREFIX}{tag}-b" not in existing:
+            break
+    p = NetnsPair(tag=tag, a=f"{NS_PREFIX}{tag}-a", b=f"{NS_PREFIX}{tag}-b",
+                  va=f"hpccdt{tag}a", vb=f"hpccdt{tag}b", ip_a=ip_a, ip_b=ip_b,
+                  prefixlen=prefixlen)
+    made: list[str] = []
+    inodes: dict[str, int] = {}
+    try:
+        for name in (p.a, p.b):
+            _created.add(name)
+            netns.create(name)
+            made.append(name)
+            inodes[name] = _netns_inode(name)
+        with NetNS(p.a, flags=0) as ns:
+            ns.link("add", ifname=p.va, kind="veth", peer={"ifname": p.vb, "net_ns_fd": p.b})
+        for name, ifname, ip in ((p.a, p.va, p.ip_a), (p.b, p.vb, p.ip_b)):
+            with NetNS(name, flags=0) as ns:
+                idx, mac = _link_info(ns, ifname)
+                ns.addr("add", index=idx, address=ip, prefixlen=prefixlen)
+                ns.link("set", index=idx, state="up")
+                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+                if name == p.a:
+                    p.ifindex_a, p.mac_a = idx, mac
+                else:
+                    p.ifindex_b, p.mac_b = idx, mac
+        yield p
+    finally:
+        problems = []
+        try:
+            p.stop_procs()
+        except Exception as e:                          # keep cleaning up
+            problems.append(f"stopping processes: {e!r}")
+        for name in made:
+            try:
+                _remove_netns(name)
+            except Exception as e:
+                problems.append(f"removing {name}: {e!r}")
+        left = list_test_netns() & set(made)
+        if left:
+            problems.append(f"still listed after removal: {sorted(left)}")
+        for name, ino in inodes.items():
+            holders = pids_in_netns(ino) if ino else []
+            if holders:
+                problems.append(f"{name} removed from {NETNS_DIR} but still held by "
+                                f"pids {holders} (a process started in it was not stopped)")
+        if problems:
+            raise RuntimeError("namespace pair teardown: " + "; ".join(problems))
+
+
+@pytest.fixture
+def netns_pair() -> Iterator[NetnsPair]:
+    """Two fresh namespaces joined by a veth (see NetnsPair); removed
+    whatever the test did.  Needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    with netns_pair_ctx() as p:
+        yield p
+
+
+# ---- end-of-session check -----------------------------------------------------------
+
+def _leak_report() -> tuple[list[str], list[str], list[str]]:
+    """(ours, foreign, preexisting): hpccdt- namespaces still present."""
+    now = list_test_netns()
+    ours = sorted(n for n in now if n in _created or n.startswith(NS_PREFIX + SESSION_TOKEN))
+    foreign = sorted(now - set(ours) - _at_start)
+    if foreign:                              # maybe another session's test in progress
+        deadline = time.monotonic() + FOREIGN_GRACE_S
+        while foreign and time.monotonic() < deadline:
+            time.sleep(0.5)
+            foreign = sorted(set(foreign) & list_test_netns())
+    pre = sorted((now & _at_start) - set(ours))
+    return ours, foreign, pre
+
+
+def _check_leaks() -> str | None:
+    """Report (and remove this session's) leftover namespaces; the failure
+    message, or None."""
+    global _checked
+    _checked = True
+    ours, foreign, pre = _leak_report()
+    _reported.update(ours, foreign)
+    if pre:
+        warnings.warn(f"hpccdt- namespaces already present when the session started "
+                      f"(an earlier run left them?): {pre}")
+    if not ours and not foreign:
+        return None
+    msg = ["LEAKED NETWORK NAMESPACES at the end of the test session:"]
+    if ours:
+        removed = []
+        for name in ours:
+            with contextlib.suppress(Exception):
+                _remove_netns(name)
+                removed.append(name)
+        msg.append(f"  created by this session and not removed by their test: {ours} "
+                   f"(now removed: {removed})")
+    if foreign:
+        msg.append(f"  appeared during this session, not made by the netns_pair fixture "
+                   f"(a test that built its own, or another session on this machine; "
+                   f"left in place): {foreign}")
+    return "\n".join(msg)
+
+
+def pytest_sessionstart(session):
+    _at_start.update(list_test_netns())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leaked_netns():
+    """Fails the session (as an error at the teardown of its last test) when
+    hpccdt- namespaces are left over; see the module docstring."""
+    yield
+    msg = _check_leaks()
+    if msg:
+        pytest.fail(msg, pytrace=False)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    # Backstop: the session fixture did not run (collection error, no test
+    # selected), or a namespace appeared after its teardown.
+    unreported = list_test_netns() - _at_start - _reported
+    msg = _check_leaks() if not _checked or unreported else None
+    if msg:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_sep("!", "leaked network namespaces", red=True, bold=True)
+            tr.write_line(msg, red=True)
+        else:
+            print(msg)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

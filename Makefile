@@ -18,16 +18,23 @@ CC_MODULE := daemon/hpccd/_cc$(EXT_SUFFIX)
 # The libbpf bindings (loader): cffi_build/bpf_shim.[ch] linked with -lbpf.
 LOADER_SRCS := cffi_build/bpf_shim.c cffi_build/bpf_shim.h
 LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
+# The AF_XDP socket (cffi_build/xsk/) with the shared wire parser it runs on
+# every frame (cffi_build/cc/wire.c, int_decode.c), linked with -lxdp -lbpf.
+XSK_SRCS := $(wildcard cffi_build/xsk/*.c) cffi_build/cc/wire.c cffi_build/cc/int_decode.c
+XSK_MODULE := daemon/hpccd/_xsk$(EXT_SUFFIX)
 
 all: cffi bpf
 
-cffi: $(CC_MODULE) $(LOADER_MODULE)
+cffi: $(CC_MODULE) $(LOADER_MODULE) $(XSK_MODULE)
 
 $(CC_MODULE): cffi_build/build_cc.py $(CC_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_cc.py
 
 $(LOADER_MODULE): cffi_build/build_bpf.py $(LOADER_SRCS)
 	$(PYTHON) cffi_build/build_bpf.py
+
+$(XSK_MODULE): cffi_build/build_xsk.py $(XSK_SRCS) $(CC_HDRS)
+	$(PYTHON) cffi_build/build_xsk.py
 
 # ---- BPF objects (ebpf/x.bpf.c -> build/ebpf/x.bpf.o) ---------------------
 #
@@ -73,4 +80,4 @@ bench: all
 	bash scripts/bench_cc.sh
 
 clean:
-	rm -rf build daemon/hpccd/_cc*.so daemon/hpccd/_bpf*.so
+	rm -rf build daemon/hpccd/_cc*.so daemon/hpccd/_bpf*.so daemon/hpccd/_xsk*.so

@@ -1,0 +1,427 @@
+"""Properties of the congestion-control core over random traces (hypothesis).
+
+HPCC / Rx-HPCC: random hop counts (1-5, constant per trace), random port
+speeds, monotone ts/tx counters with zero increments allowed, random queue
+lengths, random seq/snd_nxt (or now_ns) progressions, occasional path_id
+changes, random parameters.  After every event, with the state before the
+event written Wc0, inc0, lastUpdateSeq0 (seed 004 Algorithm 1):
+
+  * every output is finite; w_min <= W <= w_max and w_min <= Wc <= w_max;
+    U >= 0;
+  * U is line 9's EWMA of the max u' over hops (lines 3-8) with the trace
+    format's rules (a hop whose ts did not advance contributes nothing; with
+    no u' > 0, tau is the first hop's ts delta);
+  * ComputeWind (lines 11-20) from Wc0, never from the previous W: in the MI
+    branch (U >= eta or inc0 >= maxStage) W = clamp(Wc0 / (U/eta) + W_AI),
+    w_max when U = 0; otherwise W = clamp(Wc0 + W_AI);
+  * W never grows past the reference window when the path is at or above
+    target: U >= eta implies W <= Wc0 + W_AI.  (W itself may exceed the
+    previous W -- a fast-react W computed from a higher U earlier in the RTT
+    -- so "W_after <= W_before" is NOT an invariant; Wc0 / (U/eta) <= Wc0
+    because eta/U <= 1, and the clamp cannot lift it above Wc0 + W_AI
+    because w_min <= Wc0.  The floating-point version holds exactly: U/eta
+    rounds to >= 1 when U >= eta, and rounding is monotone.)
+  * Wc changes only on the ACK beyond lastUpdateSeq0 (lines 22-24), then
+    Wc = W, incStage is 0 (MI) or inc0 + 1 (AI), lastUpdateSeq = snd_nxt;
+    Rx-HPCC: only when now > lastUpdateTime + T (line 29, strictly);
+  * the first event of a path only records (W, Wc, U, incStage unchanged).
+
+DCTCP: alpha in [0, 1], cwnd >= 1 MSS (= 1 MSS right after a timeout).
+LDCP: gamma <= cw, cw finite, fast start never re-entered.
+All four: replaying the same trace on fresh flows gives bit-identical
+outputs, and the batch API gives exactly what the per-event calls gave.
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hpccd.cc import Dctcp, Hpcc, Ldcp, RxHpcc
+
+PROFILE = settings(max_examples=200, deadline=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+G = 1_000_000_000
+SPEEDS = [10 * G, 25 * G, 40 * G, 100 * G, 400 * G]
+
+
+def bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def same_bits(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, float) or isinstance(y, float):
+            if bits(float(x)) != bits(float(y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# HPCC / Rx-HPCC strategies
+# ---------------------------------------------------------------------------
+
+@st.composite
+def hpcc_params(draw) -> dict:
+    line = draw(st.sampled_from(SPEEDS))
+    T = draw(st.sampled_from([1000, 9000, 10_000, 13_000, 50_000]))
+    w_init = line * T / 8e9
+    p = {
+        "T_ns": T,
+        "eta": draw(st.floats(0.5, 1.0)),
+        "max_stage": draw(st.integers(0, 8)),
+        "w_ai_bytes": draw(st.one_of(st.just(0), st.floats(1, 2000))),   # 0: derived
+        "line_rate_bps": line,
+        "mtu_bytes": draw(st.integers(64, min(9000, int(w_init)))),
+        "u_init": draw(st.floats(0, 3)),
+    }
+    if draw(st.booleans()):
+        p["w_max_bytes"] = draw(st.floats(w_init, 4 * w_init))
+    if draw(st.booleans()):
+        p["N_flows"] = draw(st.integers(1, 500))
+    return p
+
+
+@st.composite
+def int_traces(draw, rx: bool) -> list[dict]:
+    n = draw(st.integers(1, 5))
+    bws = draw(st.lists(st.sampled_from(SPEEDS * 4 + [0]), min_size=n, max_size=n))
+    ts = draw(st.lists(st.integers(0, 1 << 40), min_size=n, max_size=n))
+    tx = draw(st.lists(st.integers(0, 1 << 40), min_size=n, max_size=n))
+    hop_step = st.tuples(
+        st.one_of(st.just(0), st.integers(1, 30_000)),           # ts increment (0 allowed)
+        st.one_of(st.just(0), st.integers(0, 1_000_000)),        # tx increment
+        st.one_of(st.just(0), st.integers(0, 3_000_000)),        # qlen
+    )
+    ev_step = st.tuples(
+        st.lists(hop_step, min_size=n, max_size=n),
+        st.integers(0, 30_000),                                   # seq / now increment
+        st.integers(0, 200_000),                                  # snd_nxt - seq
+        st.integers(0, 12),                                       # 0: path change
+        st.sampled_from([None] * 8 + [0, 1, 7, 100, 300]),        # Rx: active flows
+        st.booleans(),                                            # omit path_id
+    )
+    steps = draw(st.lists(ev_step, min_size=1, max_size=40))
+    seq = draw(st.integers(0, 1 << 32))
+    snd_nxt = seq
+    now = draw(st.integers(0, 1 << 40))
+    path = 1
+    evs = []
+    for hops_s, inc, infl, pchange, nflows, omit in steps:
+        hops = []
+        for i, (dts, dtx, q) in enumerate(hops_s):
+            ts[i] += dts
+            tx[i] += dtx
+            hops.append({"ts_ns": ts[i], "tx_bytes": tx[i], "qlen_bytes": q, "bw_bps": bws[i]})
+        if pchange == 0:
+            path += 1
+        e = {"hops": hops, "path_id": None if omit and pchange else path}
+        if rx:
+            now += inc
+            e["now_ns"] = now
+            if nflows is not None:
+                e["active_flows"] = nflows
+        else:
+            seq += inc
+            snd_nxt = max(snd_nxt, seq + infl)
+            e["seq"] = seq
+            e["snd_nxt"] = snd_nxt
+        evs.append(e)
+    return evs
+
+
+# ---------------------------------------------------------------------------
+# The checks
+# ---------------------------------------------------------------------------
+
+def measure_candidates(U0: float, T: float, prev: list[dict], cur: list[dict]):
+    """MeasureInflight (lines 1-10) in the trace format's units, straight from
+    the equations.  Returns [(hop index or None, U)], one per hop whose u' is
+    the maximum up to rounding (exact ties pick the first hop; near-ties are
+    accepted either way)."""
+    tau0 = cur[0]["ts_ns"] - prev[0]["ts_ns"] if cur[0]["ts_ns"] > prev[0]["ts_ns"] else 0
+    ups = []
+    for i, (a, l) in enumerate(zip(cur, prev)):
+        if a["ts_ns"] <= l["ts_ns"] or a["bw_bps"] == 0:
+            continue                                        # contributes nothing
+        dts = a["ts_ns"] - l["ts_ns"]
+        B = a["bw_bps"] / 8e9                               # bytes per ns
+        rate = (a["tx_bytes"] - l["tx_bytes"]) / dts        # line 4
+        up = min(a["qlen_bytes"], l["qlen_bytes"]) / (B * T) + rate / B   # line 5
+        ups.append((i, up, dts))
+    umax = max((up for _, up, _ in ups), default=0.0)
+    if umax <= 0:
+        picks = [(None, 0.0, tau0)]                         # idle: first hop's delta
+    else:
+        picks = [(i, up, d) for i, up, d in ups if up >= umax * (1 - 1e-12)]
+    out = []
+    for i, up, d in picks:
+        tau = min(d, T)                                     # line 8
+        out.append((i, (1 - tau / T) * U0 + tau / T * up))  # line 9
+    return out
+
+
+def clamp(f: Hpcc, w: float) -> float:
+    return min(max(w, f.w_min), f.w_max)
+
+
+def snapshot(f: Hpcc) -> dict:
+    d = {"W": f.W, "Wc": f.Wc, "U": f.U, "inc": f.inc_stage, "w_ai": f.w_ai}
+    d["lus"] = f.last_update_seq
+    if isinstance(f, RxHpcc):
+        d["lut"] = f.last_update_time
+    return d
+
+
+def check_event(f: Hpcc, e: dict, b: dict, flag: bool, reset: bool, prev_hops) -> None:
+    W, Wc, U = f.W, f.Wc, f.U
+    eta, T = f._s.eta, f.T
+    rx = isinstance(f, RxHpcc)
+    assert all(math.isfinite(x) for x in (W, Wc, U, f.rate_bps)), (W, Wc, U)
+    assert f.w_min <= W <= f.w_max
+    assert f.w_min <= Wc <= f.w_max
+    assert U >= 0
+    if reset:
+        # first event of the path: only record L
+        assert flag is False
+        assert (W, Wc, U, f.inc_stage) == (b["W"], b["Wc"], b["U"], b["inc"])
+        if rx:
+            assert f.last_update_time == e["now_ns"]
+        else:
+            assert f.last_update_seq == e["snd_nxt"]
+        return
+
+    # MeasureInflight
+    cands = measure_candidates(b["U"], T, prev_hops, e["hops"])
+    assert any(math.isclose(U, c, rel_tol=1e-9, abs_tol=1e-12) for _, c in cands), (U, cands)
+    bneck = f._s.bottleneck_hop
+    if cands[0][0] is not None:
+        assert bneck in [i for i, _ in cands]               # the most loaded hop
+
+    # W_AI (Rx-HPCC: seed 002 section 6.3.2)
+    w_ai = f.w_ai
+    if rx and f._s.active_flows and bneck == len(e["hops"]) - 1:
+        assert w_ai == f.w_init * (1 - eta) / f._s.active_flows
+    else:
+        assert w_ai == f._s.w_ai_cfg
+
+    # Which update (line 22 / line 29)
+    if rx:
+        assert flag == (e["now_ns"] - b["lut"] > T)
+    else:
+        assert flag == (e["seq"] > b["lus"])
+
+    # ComputeWind from Wc0
+    mi = U >= eta or b["inc"] >= f._s.max_stage
+    if mi:
+        expect = f.w_max if U == 0 else clamp(f, b["Wc"] / (U / eta) + w_ai)   # line 13
+    else:
+        expect = clamp(f, b["Wc"] + w_ai)                                       # line 17
+    assert W == expect, (W, expect, mi)
+    if U >= eta:
+        assert W <= b["Wc"] + w_ai
+
+    if flag:
+        assert Wc == W                                      # lines 15 / 19
+        assert f.inc_stage == (0 if mi else b["inc"] + 1)
+        if rx:
+            assert f.last_update_time == e["now_ns"]        # line 32
+        else:
+            assert f.last_update_seq == e["snd_nxt"]        # line 24
+    else:
+        assert Wc == b["Wc"]
+        assert f.inc_stage == b["inc"]
+        if rx:
+            assert f.last_update_time == b["lut"]
+        else:
+            assert f.last_update_seq == b["lus"]
+
+
+def drive(f: Hpcc, evs: list[dict]) -> list[dict]:
+    """Feed events one by one, checking every step; return the outputs."""
+    rx = isinstance(f, RxHpcc)
+    path = None
+    prev_hops = None
+    outs = []
+    for k, e in enumerate(evs):
+        b = snapshot(f)
+        pid = e["path_id"]
+        reset = k == 0 or (pid is not None and pid != path)
+        if reset:
+            path = pid if pid is not None else 0
+        if rx:
+            if e.get("active_flows") is not None:
+                f.set_active_flows(e["active_flows"])
+            flag = f.new_int(e["now_ns"], e["hops"], path_id=pid)
+        else:
+            flag = f.new_ack(e["seq"], e["snd_nxt"], e["hops"], path_id=pid)
+        check_event(f, e, b, flag, reset, prev_hops)
+        prev_hops = e["hops"]
+        if rx:
+            outs.append({"W_bytes": f.W, "Wc_bytes": f.Wc, "U": f.U, "notify": flag})
+        else:
+            outs.append({"W_bytes": f.W, "Wc_bytes": f.Wc, "U": f.U,
+                         "rate_bps": f.rate_bps, "inc_stage": f.inc_stage})
+    return outs
+
+
+def batch_events(cls, evs: list[dict]):
+    # the batch event's active_flows = 0 means "unchanged"; None is the same here
+    return cls.events([{**e, "active_flows": e.get("active_flows") or 0} for e in evs])
+
+
+# ---------------------------------------------------------------------------
+# HPCC / Rx-HPCC properties
+# ---------------------------------------------------------------------------
+
+@PROFILE
+@given(params=hpcc_params(), evs=int_traces(rx=False))
+def test_hpcc_invariants_hold_on_random_traces(params, evs):
+    drive(Hpcc(**params), evs)
+
+
+@PROFILE
+@given(params=hpcc_params(), evs=int_traces(rx=True))
+def test_rxhpcc_invariants_hold_on_random_traces(params, evs):
+    drive(RxHpcc(**params), evs)
+
+
+@PROFILE
+@given(params=hpcc_params(), evs=int_traces(rx=False))
+def test_hpcc_replay_is_deterministic_and_batch_equals_per_event(params, evs):
+    one = Hpcc(**params).run(Hpcc.events(evs))
+    two = Hpcc(**params).run(Hpcc.events(evs))
+    per_event = drive(Hpcc(**params), evs)
+    assert len(one) == len(two) == len(per_event) == len(evs)
+    for x, y, z in zip(one, two, per_event):
+        assert same_bits(x, y)
+        assert same_bits(x, z)
+
+
+@PROFILE
+@given(params=hpcc_params(), evs=int_traces(rx=True))
+def test_rxhpcc_replay_is_deterministic_and_batch_equals_per_event(params, evs):
+    # active_flows = 0 in a batch event means "unchanged", so that the
+    # per-event run matches, 0 (restore the configured W_AI) is not sent here
+    evs = [{**e, "active_flows": e.get("active_flows") or None} for e in evs]
+    one = RxHpcc(**params).run(batch_events(RxHpcc, evs))
+    two = RxHpcc(**params).run(batch_events(RxHpcc, evs))
+    per_event = drive(RxHpcc(**params), evs)
+    for x, y, z in zip(one, two, per_event, strict=True):
+        assert same_bits(x, y)
+        assert same_bits(x, z)
+
+
+# ---------------------------------------------------------------------------
+# DCTCP
+# ---------------------------------------------------------------------------
+
+@st.composite
+def dctcp_cases(draw):
+    mss = draw(st.integers(100, 9000))
+    params = {"g": 2.0 ** -draw(st.integers(1, 15)), "mtu_bytes": mss,
+              "alpha_reset_on_loss": draw(st.integers(0, 1))}
+    if draw(st.booleans()):
+        params["init_cwnd_bytes"] = draw(st.integers(mss, 100 * mss))
+    steps = draw(st.lists(st.tuples(
+        st.integers(0, 4 * mss),                               # ack advance (0: duplicate)
+        st.integers(0, 20 * mss),                              # new data sent
+        st.booleans(),                                         # ECE
+        st.sampled_from([None] * 10 + ["fast", "rto"]),        # loss signal
+    ), min_size=1, max_size=80))
+    ack, snd_nxt = 0, draw(st.integers(0, 10 * mss))
+    evs = []
+    for dack, dsnd, ece, loss in steps:
+        snd_nxt += dsnd
+        ack = min(ack + dack, snd_nxt)
+        e = {"ack": ack, "snd_nxt": snd_nxt, "ece": int(ece)}
+        if loss:
+            e["loss"] = loss
+        evs.append(e)
+    return params, evs
+
+
+@PROFILE
+@given(case=dctcp_cases())
+def test_dctcp_alpha_in_unit_interval_and_cwnd_at_least_one_mss(case):
+    params, evs = case
+    f = Dctcp(**params)
+    mss = params["mtu_bytes"]
+    outs = []
+    for e in evs:
+        f.on_ack(e["ack"], e["snd_nxt"], e["ece"], e.get("loss"))
+        assert 0.0 <= f.alpha <= 1.0
+        assert 0 <= f.alpha_scaled <= 65536
+        assert f.cwnd >= mss
+        if e.get("loss") == "rto":
+            # seed 001 section 3.4: at most the loss window (1 segment) on a timeout
+            assert f.cwnd == mss
+        outs.append({"cwnd_bytes": f.cwnd, "alpha": f.alpha})
+    one = Dctcp(**params).run(Dctcp.events(evs))
+    two = Dctcp(**params).run(Dctcp.events(evs))
+    for x, y, z in zip(one, two, outs, strict=True):
+        assert same_bits(x, y)
+        assert same_bits(x, z)
+
+
+# ---------------------------------------------------------------------------
+# LDCP
+# ---------------------------------------------------------------------------
+
+@st.composite
+def ldcp_cases(draw):
+    params = {
+        "alpha": draw(st.floats(0.01, 1.0)),
+        "beta": draw(st.floats(0.01, 1.0)),
+        "gamma": draw(st.floats(0.01, 0.99)),
+        "eta": draw(st.floats(0.01, 0.99)),
+        "mtu_bytes": draw(st.integers(64, 9000)),
+        "rtt_ns": draw(st.integers(1000, 100_000)),
+        "line_rate_bps": draw(st.sampled_from(SPEEDS)),
+    }
+    if draw(st.booleans()):
+        params["iw_pkts"] = draw(st.floats(1, 300))
+    steps = draw(st.lists(st.tuples(
+        st.integers(0, 8),                                     # packets acknowledged
+        st.booleans(),                                         # ECE
+        st.sampled_from([False] * 12 + [True]),                # loss
+        st.one_of(st.just(0), st.integers(1, 50_000)),         # clock advance (0: no clock)
+    ), min_size=1, max_size=120))
+    now = 1
+    evs = []
+    for n, ece, loss, dt in steps:
+        now += dt
+        evs.append({"acked_pkts": n, "ece": int(ece), "loss": loss,
+                    "now_ns": now if dt else 0})
+    return params, evs
+
+
+@PROFILE
+@given(case=ldcp_cases())
+def test_ldcp_cw_at_least_gamma_and_finite(case):
+    params, evs = case
+    f = Ldcp(**params)
+    gamma = params["gamma"]
+    stable_seen = False
+    outs = []
+    for e in evs:
+        f.on_ack(e["acked_pkts"], e["ece"], e["loss"], e["now_ns"])
+        assert math.isfinite(f.cw)
+        assert f.cw >= gamma
+        if stable_seen:
+            assert f.stage == "stable"                         # fast start only once
+        stable_seen = f.stage == "stable"
+        outs.append({"cw_pkts": f.cw, "stage": f.stage})
+    one = Ldcp(**params).run(Ldcp.events(evs))
+    two = Ldcp(**params).run(Ldcp.events(evs))
+    for x, y, z in zip(one, two, outs, strict=True):
+        assert same_bits(x, y)
+        assert same_bits(x, z)

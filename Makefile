@@ -27,13 +27,13 @@ all: cffi bpf
 
 cffi: $(CC_MODULE) $(LOADER_MODULE) $(XSK_MODULE)
 
-$(CC_MODULE): cffi_build/build_cc.py $(CC_SRCS) $(CC_HDRS)
+$(CC_MODULE): cffi_build/build_cc.py cffi_build/cffi_common.py $(CC_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_cc.py
 
-$(LOADER_MODULE): cffi_build/build_bpf.py $(LOADER_SRCS)
+$(LOADER_MODULE): cffi_build/build_bpf.py cffi_build/cffi_common.py $(LOADER_SRCS)
 	$(PYTHON) cffi_build/build_bpf.py
 
-$(XSK_MODULE): cffi_build/build_xsk.py $(XSK_SRCS) $(CC_HDRS)
+$(XSK_MODULE): cffi_build/build_xsk.py cffi_build/cffi_common.py $(XSK_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_xsk.py
 
 # ---- BPF objects (ebpf/x.bpf.c -> build/ebpf/x.bpf.o) ---------------------

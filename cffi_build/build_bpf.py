@@ -11,45 +11,22 @@ it compiles ``hpccd._bpf`` and places it in daemon/hpccd/.
 """
 from __future__ import annotations
 
-import os
-import pathlib
-import shutil
-import subprocess
 import sys
 
 from cffi import FFI
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-HERE = ROOT / "cffi_build"
-HEADER = HERE / "bpf_shim.h"
+from cffi_common import CFLAGS, HERE, build_and_install, cdef_source, includes
+
 SOURCES = [str(HERE / "bpf_shim.c")]
-CFLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
-
-
-def cdef_source() -> str:
-    cc = os.environ.get("CC", "cc")
-    return subprocess.run(
-        [cc, "-E", "-P", "-DHPCCD_CFFI_CDEF", str(HEADER)],
-        check=True, capture_output=True, text=True).stdout
-
+HEADERS = ["bpf_shim.h"]
 
 ffibuilder = FFI()
-ffibuilder.cdef(cdef_source())
+ffibuilder.cdef(cdef_source(HEADERS, [HERE], kernel_types=False))
 ffibuilder.set_source(
-    "hpccd._bpf", '#include "bpf_shim.h"\n',
+    "hpccd._bpf", includes(HEADERS),
     sources=SOURCES, include_dirs=[str(HERE)],
     extra_compile_args=CFLAGS, libraries=["bpf", "pthread"])
 
 
-def main() -> int:
-    build = ROOT / "build" / "cffi"
-    build.mkdir(parents=True, exist_ok=True)
-    so = pathlib.Path(ffibuilder.compile(tmpdir=str(build), verbose=False))
-    dest = ROOT / "daemon" / "hpccd" / so.name
-    shutil.copy2(so, dest)
-    print(f"built {dest.relative_to(ROOT)}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(build_and_install(ffibuilder))

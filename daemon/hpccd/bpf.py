@@ -168,7 +168,28 @@ def _ifdesc(ifindex: int) -> str:
 
 # ---- programs ----------------------------------------------------------------
 
-class Program:
+class _FdHandle:
+    """A kernel object held by fd; closes it (when it owns it) once."""
+
+    _fd: int = -1
+    _owns: bool = False
+
+    def close(self) -> None:
+        if self._owns and self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Program(_FdHandle):
     """A loaded BPF program: one of a :class:`BpfObject`'s (valid while the
     object is open), or one found by id or pin (then it owns its fd; close
     it or use it as a context manager)."""
@@ -238,27 +259,13 @@ class Program:
         _check(lib.hpccd_bpf_obj_pin(self.fd, os.fsencode(path)),
                f"pin program {self._name} at {path}")
 
-    def close(self) -> None:
-        if self._owns and self._fd >= 0:
-            os.close(self._fd)
-        self._fd = -1
-
-    def __enter__(self) -> "Program":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"<Program {self._name} fd={self._fd}>"
 
 
 # ---- maps --------------------------------------------------------------------
 
-class Map:
+class Map(_FdHandle):
     """A BPF map by fd.  Keys and values are given as bytes-like objects,
     cffi structs or ints (host byte order, the key's or value's size) and
     come back as bytes; a per-CPU map's value comes back as a list with one
@@ -438,20 +445,6 @@ class Map:
     def pin(self, path: str) -> None:
         _check(lib.hpccd_bpf_obj_pin(self.fd, os.fsencode(path)),
                f"pin map {self.name} at {path}")
-
-    def close(self) -> None:
-        if self._owns and self._fd >= 0:
-            os.close(self._fd)
-        self._fd = -1
-
-    def __enter__(self) -> "Map":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Map {self.name} fd={self._fd} id={self.id}>"

@@ -1,0 +1,53 @@
+"""What the cffi builders share: paths, flags, the cdef from a header, the install step.
+
+Every module's cdef is read from the header its C code includes, run through
+the C preprocessor with HPCCD_CFFI_CDEF defined so that includes and static
+asserts drop out and array sizes become numbers.  The kernel's type names used
+by the shared wire headers are declared first.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+INCLUDE = ROOT / "include"
+HERE = ROOT / "cffi_build"
+
+CFLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
+# The congestion-control core also needs: the same events give the same bits
+# on every build (include/hpccd/cc.h, "Numeric type").
+CFLAGS_NUMERIC = ["-ffp-contract=off", "-fno-fast-math"]
+
+KERNEL_TYPES = """
+typedef uint8_t __u8; typedef uint16_t __u16; typedef uint32_t __u32;
+typedef uint64_t __u64; typedef uint16_t __be16; typedef uint32_t __be32;
+"""
+
+
+def includes(headers: list[str]) -> str:
+    """`#include "h"` lines for set_source and the preprocessor."""
+    return "".join(f'#include "{h}"\n' for h in headers)
+
+
+def cdef_source(headers: list[str], include_dirs: list[pathlib.Path],
+                kernel_types: bool = True) -> str:
+    cc = os.environ.get("CC", "cc")
+    text = subprocess.run(
+        [cc, "-E", "-P", "-DHPCCD_CFFI_CDEF", *(f"-I{d}" for d in include_dirs),
+         "-x", "c", "-"],
+        input=includes(headers), check=True, capture_output=True, text=True).stdout
+    return (KERNEL_TYPES if kernel_types else "") + text
+
+
+def build_and_install(ffibuilder) -> int:
+    """Compile in build/cffi and copy the module into daemon/hpccd/."""
+    build = ROOT / "build" / "cffi"
+    build.mkdir(parents=True, exist_ok=True)
+    so = pathlib.Path(ffibuilder.compile(tmpdir=str(build), verbose=False))
+    dest = ROOT / "daemon" / "hpccd" / so.name
+    shutil.copy2(so, dest)
+    print(f"built {dest.relative_to(ROOT)}")
+    return 0

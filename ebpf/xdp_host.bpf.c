@@ -50,13 +50,27 @@
  *    (TCP-side responses must carry the probe DSCP, seed 002 section 7.2),
  *    as are IP id, DF and any IP options.  TCP seq (the probe number) and
  *    the rest of the TCP header are kept; only the ports are swapped.
- *  - Checksums are updated incrementally (RFC 1624, parse.h helpers), not
- *    recomputed: the words that change are few and known (TOS and TTL in
- *    the IPv4 header; INT flags, hpccd type and the 8-byte tag in the L4
- *    payload), and swapping addresses or ports leaves a one's complement
- *    sum unchanged (pseudo-header included).  A full recomputation would
- *    need a variable-length loop over the payload for no gain.  A zero UDP
- *    checksum stays zero (spec); TCP-side probes always carry one.
+ *  - The L4 (UDP or TCP) checksum of the PROBE_RESP is patched
+ *    incrementally (RFC 1624; swapping addresses or ports leaves a one's
+ *    complement sum unchanged), except when the probe's field is
+ *    CHECKSUM_PARTIAL: a probe sent by a kernel socket over a veth (the
+ *    prober in a neighbouring namespace) carries only the folded
+ *    pseudo-header sum, the rest being left to the "device".  XDP does not
+ *    see that state and XDP_TX loses it, so a patched partial value reached
+ *    the prober as a wrong checksum and its kernel dropped the response
+ *    (Udp InCsumErrors; tests/integration/test_host_xdp.py).  Such a field
+ *    is recognised by its value (exactly the folded pseudo-header sum) and
+ *    the checksum is then recomputed in full over the segment (L4 header,
+ *    INT header, hops, hpccd header, tag: at most 168 bytes, summed with
+ *    bpf_csum_diff() in constant-size pieces, sum_segment()).  Recomputing
+ *    every probe would also "repair" one corrupted on the way and answer
+ *    it with a valid checksum (and a tag over the damaged bytes), so any
+ *    other value is patched and a wrong checksum stays wrong.  A zero UDP
+ *    checksum ("none") stays zero, and a probe whose announced L4 length is
+ *    not the length it was parsed with is always patched: its checksum
+ *    covers bytes the frame does not carry.  The IPv4 header
+ *    checksum stays incremental (TOS and TTL change): Linux computes it in
+ *    software (ip_send_check()), it is never left partial.
  *  - The tag of a TCP-side PROBE_RESP is verified here, before the
  *    telemetry is stored: the map holds hop words only, not the whole
  *    tagged message, so userspace could not verify it afterwards.
@@ -108,6 +122,41 @@ static __always_inline int tag_key(__u64 *k0, __u64 *k1)
 	return 0;
 }
 
+/* One piece of sum_segment(): the sz bytes at *p when n has the bit sz
+ * (a constant power of two), then *p moves past them. */
+static __always_inline int sum_piece(void **p, __u32 n, __u32 sz, void *end, __s64 *sum)
+{
+	if (!(n & sz))
+		return 0;
+	if (*p + sz > end)
+		return -1;
+	*sum = bpf_csum_diff(NULL, 0, *p, sz, (__wsum)*sum);
+	if (*sum < 0)
+		return -1;
+	*p += sz;
+	return 0;
+}
+
+/* The one's complement sum (bpf_csum_diff()'s, host-order loads: see
+ * hpccd__csum_from_mem()) of the n bytes at p, n a multiple of 4 below
+ * 256, or -1 when they are not in the frame (never at run time: the
+ * parser checked them).  One helper call per set bit of n, each with a
+ * constant size behind its own `p + size > end` check: a size known to
+ * the verifier only as a range would need the packet range of p proven
+ * for the range's maximum, which a variable-length check does not give. */
+static __always_inline __s64 sum_segment(void *p, __u32 n, void *end)
+{
+	__s64 sum = 0;
+
+	if (n & 3 || n > 255)
+		return -1;
+	if (sum_piece(&p, n, 128, end, &sum) || sum_piece(&p, n, 64, end, &sum) ||
+	    sum_piece(&p, n, 32, end, &sum) || sum_piece(&p, n, 16, end, &sum) ||
+	    sum_piece(&p, n, 8, end, &sum) || sum_piece(&p, n, 4, end, &sum))
+		return -1;
+	return sum;
+}
+
 /* (c) Rewrite the PROBE at v into its PROBE_RESP, in place (the packet
  * never grows: the tag goes into the slot the prober left), and return
  * the counter slot of the verdict; on a slot other than the two TX_* ones
@@ -130,7 +179,9 @@ static __always_inline __u32 reflect(struct ethhdr *eth, struct iphdr *iph, void
 	__u64 k0, k1, t;
 	__be32 addr;
 	__be16 port;
-	__u32 d;
+	__u32 d, l4_len, announced;
+	__s64 seg;
+	int kind;
 
 	if (!tag)
 		return HPCCD_XDP_DROP_TAG_SLOT;
@@ -141,14 +192,26 @@ static __always_inline __u32 reflect(struct ethhdr *eth, struct iphdr *iph, void
 	if ((void *)(eth + 1) > end || (void *)(iph + 1) > end || !ih || !h ||
 	    (void *)(ih + 1) > end || (void *)(h + 1) > end || (void *)(tag + 1) > end)
 		return HPCCD_XDP_DROP_TAG_SLOT;
+	/* L4 length: as parsed (header, INT header, room hop records, hpccd
+	 * header, tag: the parser found len == 8 and nothing after it), from
+	 * masked fields so that the verifier bounds it (<= 60 + 4 + 15 * 8 +
+	 * 40 = 224; a multiple of 4); and as the headers announce it. */
+	l4_len = HPCCD_INT_HDR_BYTES + (v->room & 0xf) * HPCCD_INT_HOP_BYTES + HPCCD_HDR_BYTES +
+		 HPCCD_TAG_BYTES;
 	if (tcp) {
 		if ((void *)((struct tcphdr *)l4 + 1) > end)
 			return HPCCD_XDP_DROP_TAG_SLOT;
 		csum = &((struct tcphdr *)l4)->check;
+		kind = HPCCD_CSUM_TCP;
+		l4_len += (__u32)(((__u8 *)l4)[12] >> 4) * 4;
+		announced = bpf_ntohs(iph->tot_len) - (__u32)(*(__u8 *)iph & 0xf) * 4;
 	} else {
 		if ((void *)((struct udphdr *)l4 + 1) > end)
 			return HPCCD_XDP_DROP_TAG_SLOT;
 		csum = &((struct udphdr *)l4)->check;
+		kind = HPCCD_CSUM_UDP;
+		l4_len += sizeof(struct udphdr);
+		announced = bpf_ntohs(((struct udphdr *)l4)->len);
 	}
 
 	/* L2: back to whoever handed us the probe (the last router or the
@@ -210,12 +273,24 @@ static __always_inline __u32 reflect(struct ethhdr *eth, struct iphdr *iph, void
 	tag->hi = bpf_htonl((__u32)(t >> 32));
 	tag->lo = bpf_htonl((__u32)t);
 
-	if (tcp) {
-		hpccd__csum_apply(csum, d, HPCCD_CSUM_TCP);
-		return HPCCD_XDP_TX_PROBE_RESP_TCP;
+	/* L4 checksum (see the header comment): a CHECKSUM_PARTIAL field,
+	 * recognised by holding exactly the folded pseudo-header sum, is
+	 * recomputed over the segment as it now stands; any other value
+	 * (complete, zero UDP, or wrong) is patched with d, so that a probe
+	 * corrupted on the way keeps a checksum that says so. */
+	if (announced == l4_len && (tcp || *csum) &&
+	    bpf_ntohs(*csum) == hpccd__csum_fold(hpccd__csum_pseudo4(iph, l4_len))) {
+		*csum = 0;
+		seg = sum_segment(l4, l4_len, end);
+		if (seg < 0)
+			return HPCCD_XDP_DROP_TAG_SLOT;   /* cannot happen: parsed above */
+		hpccd__csum_put(csum, hpccd__csum_pseudo4(iph, l4_len) +
+					      hpccd__csum_from_mem((__u32)seg),
+				kind);
+	} else {
+		hpccd__csum_apply(csum, d, kind);
 	}
-	hpccd__csum_apply(csum, d, HPCCD_CSUM_UDP);
-	return HPCCD_XDP_TX_PROBE_RESP_UDP;
+	return tcp ? HPCCD_XDP_TX_PROBE_RESP_TCP : HPCCD_XDP_TX_PROBE_RESP_UDP;
 }
 
 /* (d) Verify a TCP-side PROBE_RESP and store its telemetry; returns the

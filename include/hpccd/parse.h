@@ -4,8 +4,9 @@
  * classifier, probe reflector, software INT switch) and the C fast path
  * (cffi_build/cc/wire.c) include this same text, so that they classify
  * every packet alike (docs/wire-format.md "Malformed packets").  Also the
- * switch's in-place hop stamp, incremental checksum updates (RFC 1624) and
- * the integrity tag over a parsed packet.
+ * switch's in-place hop stamp, incremental checksum updates (RFC 1624),
+ * the arithmetic of a full L4 checksum (pseudo-header, byte order, final
+ * write) and the integrity tag over a parsed packet.
  *
  * Who may include this: BPF C (after vmlinux.h, <bpf/bpf_helpers.h> and
  * <bpf/bpf_endian.h>) and userspace C (it pulls the Linux UAPI headers).
@@ -457,6 +458,65 @@ static __always_inline void hpccd__csum_apply(__be16 *csum, __u32 acc, int kind)
 	if (kind == HPCCD_CSUM_UDP && hc == 0)
 		return;                          /* no checksum: leave it zero */
 	res = (__u16)~hpccd__csum_fold((__u32)(__u16)~hc + hpccd__csum_fold(acc));
+	if (kind == HPCCD_CSUM_UDP && res == 0)
+		res = 0xffff;
+	*csum = HPCCD_HTONS(res);
+}
+
+/* ---- full L4 checksum (RFC 1071) ------------------------------------------- */
+
+/* For a writer that recomputes an L4 checksum instead of patching it (the
+ * probe reflector: an incremental update is only as right as the checksum
+ * it starts from, and a probe from a local kernel socket may carry a
+ * CHECKSUM_PARTIAL value, see ebpf/xdp_host.bpf.c).  Same accumulator and
+ * byte-order convention as above (16-bit big-endian numbers in a 32-bit
+ * sum, folded at the end):
+ *
+ *	acc = hpccd__csum_pseudo4(iph, l4_len);
+ *	(checksum field set to 0)
+ *	acc += the 16-bit words of the whole L4 segment, header included;
+ *	hpccd__csum_put(&udph->check, acc, HPCCD_CSUM_UDP);
+ *
+ * The segment sum itself is the caller's, since it is a loop or a helper
+ * call (BPF: bpf_csum_diff(), which this file does not call); a sum that
+ * was taken over host-order loads of the bytes (bpf_csum_diff(), the
+ * kernel's csum_partial()) enters through hpccd__csum_from_mem().  A UDP
+ * checksum that was 0 ("none") must be left alone by the caller: the
+ * write below never produces 0 for UDP. */
+
+/* Sum of the IPv4 pseudo-header: source and destination address, zero,
+ * protocol (iph->protocol), L4 length (l4_len: the UDP length, or the IP
+ * total length minus the IP header for TCP).  Symmetric in the two
+ * addresses.  The caller has bounds-checked the IPv4 header. */
+static __always_inline __u32 hpccd__csum_pseudo4(const struct iphdr *iph, __u16 l4_len)
+{
+	__u32 s = HPCCD_NTOHL(iph->saddr), d = HPCCD_NTOHL(iph->daddr);
+
+	return (s >> 16) + (s & 0xffff) + (d >> 16) + (d & 0xffff) + iph->protocol + l4_len;
+}
+
+/* A one's complement sum of host-order loads of packet bytes (the 32-bit
+ * result of bpf_csum_diff() or csum_partial(), folded or not) as a term of
+ * this file's accumulator: folded to 16 bits it is the big-endian sum with
+ * its two bytes in memory order (RFC 1071 section 2(B): the sum does not
+ * depend on byte order but for a swap), so NTOHS turns it into the number
+ * the big-endian words sum to. */
+static __always_inline __u32 hpccd__csum_from_mem(__u32 sum)
+{
+	return HPCCD_NTOHS(hpccd__csum_fold(sum));
+}
+
+/* Writes the checksum of a complete sum acc (pseudo-header and every word
+ * of the segment with the checksum field at 0): its one's complement,
+ * folded.  For HPCCD_CSUM_UDP a computed 0 is sent as 0xffff (RFC 768);
+ * HPCCD_CSUM_NONE writes nothing. */
+static __always_inline void hpccd__csum_put(__be16 *csum, __u32 acc, int kind)
+{
+	__u16 res;
+
+	if (kind == HPCCD_CSUM_NONE)
+		return;
+	res = (__u16)~hpccd__csum_fold(acc);
 	if (kind == HPCCD_CSUM_UDP && res == 0)
 		res = 0xffff;
 	*csum = HPCCD_HTONS(res);

@@ -213,6 +213,15 @@ def csum_residual(data: bytes) -> int:
     return s or 0xFFFF
 
 
+def partial_csum(frame: bytes, ip: int, l4_len: int) -> int:
+    """The CHECKSUM_PARTIAL value a kernel socket leaves in the L4 checksum
+    field: the folded (not complemented) IPv4 pseudo-header sum."""
+    s = (sum(struct.unpack_from("!4H", frame, ip + 12)) + frame[ip + 9] + l4_len)
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
 def residuals(frame: bytes, cfg: Cfg = DEFAULT) -> tuple[int, int]:
     """Checksum residuals of the IPv4 header and of the L4 (pseudo-header
     included) of an hpccd UDP or TCP-side frame."""
@@ -300,12 +309,23 @@ def check_probe_resp(probe: bytes, out: bytes, cfg: Cfg = DEFAULT) -> None:
         assert (qh.flow_id, qh.seq, qh.ack, qh.ts, qh.aux, int(qh.flags)) == \
             (ph.flow_id, ph.seq, ph.ack, ph.ts, ph.aux, int(ph.flags))
         assert wire.verify_tag(cfg.key, out)
-    # checksums: an incremental update keeps whatever residual the probe had,
-    # so a correct probe checksum gives a correct response checksum
+    # checksums (xdp_host.bpf.c header comment): the IPv4 header checksum is
+    # updated incrementally, so it keeps whatever residual the probe had; the
+    # L4 checksum is recomputed in full only when the probe's field held
+    # exactly the folded pseudo-header sum (CHECKSUM_PARTIAL from a local
+    # kernel socket) and the announced L4 length is the parsed one; otherwise
+    # it is patched, keeping the probe's residual (a wrong checksum stays
+    # wrong, a zero UDP checksum stays zero)
     csum = l4 + (6 if kind == "udp" else 16)
+    ip = ip_offset(probe)
+    announced = (u16(probe, l4 + 4) if kind == "udp"
+                 else u16(probe, ip + 2) - (probe[ip] & 0xF) * 4)
+    assert residuals(out, cfg)[0] == residuals(probe, cfg)[0]
     if kind == "udp" and probe[csum:csum + 2] == b"\0\0":
         assert out[csum:csum + 2] == b"\0\0", "a zero UDP checksum must stay zero"
-        assert residuals(out, cfg)[0] == residuals(probe, cfg)[0]
+    elif (announced == hpccd_offsets(probe, cfg)[4] - l4
+          and u16(probe, csum) == partial_csum(probe, ip, announced)):
+        assert residuals(out, cfg)[1] == 0xFFFF, f"{kind.upper()} partial checksum not completed"
     else:
         assert residuals(out, cfg) == residuals(probe, cfg)
     ip_ok, l4_ok = scapy_checksums_ok(probe)

@@ -421,12 +421,6 @@ def test_reflection_needs_napi_on_the_peer(lab):
         check_probe_resp(lab.key, _as_resp(p, sport, u.recv(2048)), 1, 2, 1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known: a probe sent by a kernel UDP socket over a veth with checksum offload "
-    "(CHECKSUM_PARTIAL) carries only the pseudo-header sum in its UDP checksum; "
-    "xdp_host updates that incrementally and XDP_TX loses the offload state, so the "
-    "PROBE_RESP arrives with a wrong checksum and the prober's stack drops it "
-    "(Udp InCsumErrors).  Passes once the reflector recomputes the checksum in full."))
 def test_udp_probe_from_kernel_socket_with_checksum_offload(lab):
     p = lab.pair
     lab.xdp_host("b")

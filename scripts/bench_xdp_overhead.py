@@ -53,7 +53,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
 
 NS_PREFIX = "hpccdb-"
-MODES = ("none", "all", "xdp", "tc", "pass", "frags")
+MODES = ("none", "all", "xdp", "tc", "pass", "frags", "all-skb")
 REFERENCE_XDP = """
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -148,18 +148,21 @@ class Lab:
         """Attach exactly the programs of `mode`, detach the others."""
         from hpccd import bpf
 
-        want_tc = mode in ("all", "tc")
+        want_tc = mode in ("all", "tc", "all-skb")
+        # all-skb: the same programs, XDP in generic (skb) mode: on a veth,
+        # native XDP of any program turns the peer's TSO off; generic XDP
+        # runs after the skb exists and leaves it on.
+        xmode = "skb" if mode == "all-skb" else "native"
         for side, ns, ifname in (("a", self.a, self.va), ("b", self.b, self.vb)):
             prog = None
-            if mode in ("all", "xdp"):
+            if mode in ("all", "xdp", "all-skb"):
                 prog = self.xdp[side].program("hpccd_xdp_host")
             elif mode in ("pass", "frags"):
                 prog = self.ref.program("hpccd_pass" if mode == "pass" else "hpccd_pass_frags")
             with bpf.in_netns(ns):
+                bpf.xdp_detach(ifname)
                 if prog is not None:
-                    bpf.xdp_attach(ifname, prog, mode="native")
-                else:
-                    bpf.xdp_detach(ifname)
+                    bpf.xdp_attach(ifname, prog, mode=xmode)
         with bpf.in_netns(self.a):
             if want_tc:
                 bpf.tc_attach(self.va, self.tc.program("hpccd_tc_tracker"), "egress")

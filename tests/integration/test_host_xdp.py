@@ -141,7 +141,7 @@ class XdpHost:
     native mode to its veth."""
 
     def __init__(self, path: pathlib.Path, ns: str, ifname: str, key: bytes,
-                 addrs: tuple[str, ...]):
+                 addrs: tuple[str, ...], mode: str = "native"):
         self.ns, self.ifname = ns, ifname
         self.obj = bpf.BpfObject.open(path)
         try:
@@ -149,7 +149,7 @@ class XdpHost:
             self.obj.map("hpccd_tag_key").update(0, key)
             self.set_addrs(addrs)
             with bpf.in_netns(ns):
-                bpf.xdp_attach(ifname, self.obj.program("hpccd_xdp_host"), mode="native")
+                bpf.xdp_attach(ifname, self.obj.program("hpccd_xdp_host"), mode=mode)
         except BaseException:
             self.obj.close()
             raise
@@ -225,7 +225,8 @@ class Lab:
     """The pair plus the programs a test attached; detached and closed in
     teardown, before the namespaces go."""
 
-    def __init__(self, pair, built: pathlib.Path):
+    def __init__(self, pair, built: pathlib.Path, mode: str = "native"):
+        self.mode = mode
         self.pair = pair
         self.built = built
         self.key = secrets.token_bytes(16)
@@ -234,7 +235,7 @@ class Lab:
     def xdp_host(self, side: str, local: bool = True) -> XdpHost:
         ns, ifname, ip = self.pair.side(side)
         h = XdpHost(self.built / "xdp_host.bpf.o", ns, ifname, self.key,
-                    (ip,) if local else ())
+                    (ip,) if local else (), self.mode)
         self._stack.callback(h.close)
         return h
 
@@ -249,8 +250,10 @@ class Lab:
 
 
 @pytest.fixture
-def lab(netns_pair, built):
-    lab = Lab(netns_pair, built)
+def lab(request, netns_pair, built):
+    """Native XDP by default; tests parametrised with indirect=True also run
+    in generic (skb) mode, the mode hpccd uses on veth (ebpf/README.md)."""
+    lab = Lab(netns_pair, built, getattr(request, "param", "native"))
     try:
         yield lab
     finally:
@@ -357,6 +360,7 @@ def _as_resp(p, sport: int, data: bytes):
     return IP(bytes(IP(src=p.ip_b, dst=p.ip_a) / UDP(sport=PORT, dport=sport) / Raw(data)))
 
 
+@pytest.mark.parametrize("lab", ["native", "skb"], indirect=True)
 def test_udp_probe_answered_by_xdp_alone(lab):
     p = lab.pair
     b = lab.xdp_host("b")
@@ -421,6 +425,7 @@ def test_reflection_needs_napi_on_the_peer(lab):
         check_probe_resp(lab.key, _as_resp(p, sport, u.recv(2048)), 1, 2, 1)
 
 
+@pytest.mark.parametrize("lab", ["native", "skb"], indirect=True)
 def test_udp_probe_from_kernel_socket_with_checksum_offload(lab):
     p = lab.pair
     lab.xdp_host("b")
@@ -467,6 +472,7 @@ def _pin_to_one_cpu():
     return old
 
 
+@pytest.mark.parametrize("lab", ["native", "skb"], indirect=True)
 def test_tcp_side_probe_answered_and_never_reaches_tcp(lab):
     p = lab.pair
     a = lab.xdp_host("a", local=False)     # a passes responses on: captured below
@@ -566,6 +572,7 @@ TRANSFER = 50 * 1000 * 1000
 TCP_SYN, TCP_FIN = 0x02, 0x01
 
 
+@pytest.mark.parametrize("lab", ["native", "skb"], indirect=True)
 def test_kernel_tcp_with_all_programs(lab):
     p = lab.pair
     xa, xb = lab.xdp_host("a"), lab.xdp_host("b")
@@ -664,6 +671,7 @@ def _malformed_payloads() -> dict[int, bytes]:
     }
 
 
+@pytest.mark.parametrize("lab", ["native", "skb"], indirect=True)
 def test_malformed_dropped_and_counted_by_class(lab):
     p = lab.pair
     b = lab.xdp_host("b")

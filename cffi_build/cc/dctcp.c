@@ -147,7 +147,10 @@ void hpccd_dctcp_on_ack(struct hpccd_dctcp *s, uint64_t ack, uint64_t snd_nxt,
 		if (congested && s->snd_una >= s->reduce_end) {
 			uint64_t cut = (s->cwnd * s->alpha) >> (HPCCD_DCTCP_SCF_SHIFT + 1);
 
-			s->cwnd = max_u64(s->cwnd - cut, 2ULL * s->mss);
+			/* Floor of 2 SMSS, but a cut never raises cwnd (it may
+			 * be 1 SMSS after a timeout). */
+			s->cwnd = max_u64(s->cwnd - cut,
+					  s->cwnd < 2ULL * s->mss ? s->cwnd : 2ULL * s->mss);
 			s->ssthresh = s->cwnd;
 			s->ca_acc = 0;
 			s->reduce_end = snd_nxt;

@@ -24,7 +24,14 @@ event written Wc0, inc0, lastUpdateSeq0 (seed 004 Algorithm 1):
   * Wc changes only on the ACK beyond lastUpdateSeq0 (lines 22-24), then
     Wc = W, incStage is 0 (MI) or inc0 + 1 (AI), lastUpdateSeq = snd_nxt;
     Rx-HPCC: only when now > lastUpdateTime + T (line 29, strictly);
-  * the first event of a path only records (W, Wc, U, incStage unchanged).
+  * the first event of a path only records (W, Wc, U, incStage unchanged);
+  * the parameters left out take the derived defaults (W_init = B_NIC x T,
+    w_min = mtu, w_max = W_init, W_AI = W_init (1 - eta) / N).
+
+HPCC over the wire: the INT hop words (ts mod 2^24, txBytes mod 2^20 in
+128 B, qLen in 80 B) through new_ack_wire() give bit for bit what new_ack()
+gives on the unwrapped records, and a local gap at or beyond the unwrap
+horizon starts over like a path change.
 
 DCTCP: alpha in [0, 1], cwnd >= 1 MSS (= 1 MSS right after a timeout).
 LDCP: gamma <= cw, cw finite, fast start never re-entered.
@@ -39,13 +46,14 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpccd.cc import Dctcp, Hpcc, Ldcp, RxHpcc
+from hpccd.cc import Dctcp, Hpcc, Ldcp, RxHpcc, hop_pack, speed_mbps
 
 PROFILE = settings(max_examples=200, deadline=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 G = 1_000_000_000
 SPEEDS = [10 * G, 25 * G, 40 * G, 100 * G, 400 * G]
+T_CHOICES = [1000, 9000, 10_000, 13_000, 50_000]
 
 
 def bits(x: float) -> bytes:
@@ -72,7 +80,7 @@ def same_bits(a: dict, b: dict) -> bool:
 @st.composite
 def hpcc_params(draw) -> dict:
     line = draw(st.sampled_from(SPEEDS))
-    T = draw(st.sampled_from([1000, 9000, 10_000, 13_000, 50_000]))
+    T = draw(st.sampled_from(T_CHOICES))
     w_init = line * T / 8e9
     p = {
         "T_ns": T,
@@ -103,11 +111,14 @@ def int_traces(draw, rx: bool) -> list[dict]:
     )
     ev_step = st.tuples(
         st.lists(hop_step, min_size=n, max_size=n),
-        st.integers(0, 30_000),                                   # seq / now increment
+        # seq / now increment; the T values of hpcc_params() make Rx-HPCC
+        # land exactly on now = lastUpdateTime + T (line 29 is strict)
+        st.one_of(st.sampled_from(T_CHOICES), st.integers(0, 30_000)),
         st.integers(0, 200_000),                                  # snd_nxt - seq
         st.integers(0, 12),                                       # 0: path change
         st.sampled_from([None] * 8 + [0, 1, 7, 100, 300]),        # Rx: active flows
         st.booleans(),                                            # omit path_id
+        st.sampled_from([False] * 3 + [True]),                    # ACK all sent: seq = snd_nxt
     )
     steps = draw(st.lists(ev_step, min_size=1, max_size=40))
     seq = draw(st.integers(0, 1 << 32))
@@ -115,7 +126,7 @@ def int_traces(draw, rx: bool) -> list[dict]:
     now = draw(st.integers(0, 1 << 40))
     path = 1
     evs = []
-    for hops_s, inc, infl, pchange, nflows, omit in steps:
+    for hops_s, inc, infl, pchange, nflows, omit, ack_all in steps:
         hops = []
         for i, (dts, dtx, q) in enumerate(hops_s):
             ts[i] += dts
@@ -130,7 +141,9 @@ def int_traces(draw, rx: bool) -> list[dict]:
             if nflows is not None:
                 e["active_flows"] = nflows
         else:
-            seq += inc
+            # ack_all lands seq exactly on a past snd_nxt, i.e. on
+            # lastUpdateSeq (line 22 is strict)
+            seq = snd_nxt if ack_all else seq + inc
             snd_nxt = max(snd_nxt, seq + infl)
             e["seq"] = seq
             e["snd_nxt"] = snd_nxt
@@ -245,6 +258,19 @@ def check_event(f: Hpcc, e: dict, b: dict, flag: bool, reset: bool, prev_hops) -
             assert f.last_update_seq == b["lus"]
 
 
+def check_derived_params(f: Hpcc, p: dict) -> None:
+    """Section 3.2 / 3.3 and trace-format.md: W_init = line rate x T / 8e9
+    (bytes), w_min = mtu, w_max = W_init, W_AI = W_init (1 - eta) / N with
+    N = 100, each unless given; W = Wc = W_init and U = u_init at the start."""
+    w_init = p["line_rate_bps"] * p["T_ns"] / 8e9
+    assert f.w_init == w_init
+    assert f.w_min == p["mtu_bytes"]
+    assert f.w_max == p.get("w_max_bytes", w_init)
+    n = p.get("N_flows", 100)
+    assert f._s.w_ai_cfg == (p["w_ai_bytes"] or w_init * (1 - p["eta"]) / n)
+    assert (f.W, f.Wc, f.U, f.inc_stage) == (w_init, w_init, p["u_init"], 0)
+
+
 def drive(f: Hpcc, evs: list[dict]) -> list[dict]:
     """Feed events one by one, checking every step; return the outputs."""
     rx = isinstance(f, RxHpcc)
@@ -285,13 +311,17 @@ def batch_events(cls, evs: list[dict]):
 @PROFILE
 @given(params=hpcc_params(), evs=int_traces(rx=False))
 def test_hpcc_invariants_hold_on_random_traces(params, evs):
-    drive(Hpcc(**params), evs)
+    f = Hpcc(**params)
+    check_derived_params(f, params)
+    drive(f, evs)
 
 
 @PROFILE
 @given(params=hpcc_params(), evs=int_traces(rx=True))
 def test_rxhpcc_invariants_hold_on_random_traces(params, evs):
-    drive(RxHpcc(**params), evs)
+    f = RxHpcc(**params)
+    check_derived_params(f, params)
+    drive(f, evs)
 
 
 @PROFILE
@@ -318,6 +348,83 @@ def test_rxhpcc_replay_is_deterministic_and_batch_equals_per_event(params, evs):
     for x, y, z in zip(one, two, per_event, strict=True):
         assert same_bits(x, y)
         assert same_bits(x, z)
+
+
+# ---------------------------------------------------------------------------
+# HPCC over the INT wire word: decoding + unwrapping is transparent
+# ---------------------------------------------------------------------------
+
+TS_WRAP, TX_WRAP, Q_MAX = 1 << 24, 1 << 20, (1 << 15) - 1
+
+
+def unwrap_horizon(bws: list[int]) -> int:
+    """Longest local gap over which the last record still unwraps: half the
+    2^24 ns ts range, and the time the fastest known hop takes to send the
+    2^20 x 128 B txBytes range (include/hpccd/int_hop.h; hpcc.c)."""
+    h = TS_WRAP / 2
+    for bw in bws:
+        if bw:
+            h = min(h, float(TX_WRAP * 128) * 8e9 / bw)
+    return int(h)
+
+
+@st.composite
+def wire_traces(draw):
+    n = draw(st.integers(1, 5))
+    codes = draw(st.lists(st.sampled_from(list(range(1, 32)) * 3 + [0]), min_size=n, max_size=n))
+    bws = [speed_mbps(c) * 1_000_000 for c in codes]
+    h = unwrap_horizon(bws)
+    ts = draw(st.lists(st.integers(0, 1 << 40), min_size=n, max_size=n))      # switch clocks, ns
+    tx = draw(st.lists(st.integers(0, 1 << 40), min_size=n, max_size=n))      # 128 B units
+    hop_step = st.tuples(st.integers(-1000, 1000),                            # clock jitter
+                         st.one_of(st.just(0), st.integers(0, TX_WRAP - 1)),  # tx units sent
+                         st.one_of(st.just(0), st.integers(0, Q_MAX)))        # qlen units
+    steps = draw(st.lists(st.tuples(
+        st.one_of(st.integers(0, 20_000), st.sampled_from(["h-1", "h", "far"])),
+        st.lists(hop_step, min_size=n, max_size=n),
+        st.integers(0, 30_000), st.integers(0, 200_000),
+    ), min_size=1, max_size=30))
+    now = draw(st.integers(0, 1 << 50))
+    seq = snd_nxt = 0
+    evs = []
+    for gap, hops_s, dseq, infl in steps:
+        gap = {"h-1": h - 1, "h": h, "far": 3 * TS_WRAP + 12_345}.get(gap, gap)
+        now += gap
+        recs, raw = [], b""
+        for i, (jit, dtx, q) in enumerate(hops_s):
+            ts[i] += max(0, gap + jit)      # < 2^24 whenever gap < h <= 2^23
+            tx[i] += dtx                    # < 2^20 units: one wrap at most
+            recs.append({"ts_ns": ts[i], "tx_bytes": tx[i] * 128, "qlen_bytes": q * 80,
+                         "bw_bps": bws[i]})
+            raw += hop_pack(codes[i], ts[i] % TS_WRAP, tx[i] % TX_WRAP, q)
+        seq += dseq
+        snd_nxt = max(snd_nxt, seq + infl)
+        evs.append({"now": now, "gap": gap, "seq": seq, "snd_nxt": snd_nxt,
+                    "hops": recs, "wire": raw})
+    return h, evs
+
+
+@PROFILE
+@given(params=hpcc_params(), trace=wire_traces())
+def test_hpcc_wire_path_equals_decoded_records(params, trace):
+    # new_ack_wire() on the packed words gives bit for bit what new_ack()
+    # gives on the unwrapped records; a local gap >= the unwrap horizon
+    # starts over exactly like a path change (the ACK only records).
+    h, evs = trace
+    wire, dec = Hpcc(**params), Hpcc(**params)
+    path, stale = 1, 0
+    for k, e in enumerate(evs):
+        if k and e["gap"] >= h:
+            path += 1
+            stale += 1
+        fw = wire.new_ack_wire(e["now"], e["seq"], e["snd_nxt"], 1, e["wire"])
+        fd = dec.new_ack(e["seq"], e["snd_nxt"], e["hops"], path_id=path)
+        assert fw == fd
+        for x, y in zip((wire.W, wire.Wc, wire.U), (dec.W, dec.Wc, dec.U)):
+            assert bits(x) == bits(y)
+        assert (wire.inc_stage, wire.last_update_seq) == (dec.inc_stage, dec.last_update_seq)
+    assert wire.counters()["n_stale_resets"] == stale
+    assert wire.counters()["n_path_resets"] == 0
 
 
 # ---------------------------------------------------------------------------

@@ -541,3 +541,17 @@ def test_batch_run_gives_hand_values():
     #    = 735432000 / 131072 = 5610.9 -> 5610; cwnd = 12000 - 5610 = 6390
     assert [o["cwnd_bytes"] for o in out] == [11000, 11000, 11000, 6390]
     assert [o["alpha"] for o in out] == [61440 / SCF, 61440 / SCF, 61440 / SCF, 61286 / SCF]
+
+
+def test_ece_cut_never_raises_cwnd_after_a_timeout():
+    # seed 001 section 3.3: cwnd = cwnd (1 - alpha/2) never increases cwnd; the
+    # 2-SMSS floor of a cut must not lift the 1-SMSS loss window of an RTO.
+    d = Dctcp()
+    d.on_ack(0, 10000, ece=False, loss="rto")     # cwnd 1000, reduce_end 10000
+    assert d.cwnd == 1000
+    d.on_ack(1000, 10000, ece=True)   # ack 1000 > WindowEnd 0: window ends, marked,
+    assert d.cwnd == 1000             # but snd_una 1000 < reduce_end 10000: no cut
+    d.on_ack(11000, 20000, ece=True)  # ack 11000 > WindowEnd 10000: window ends,
+    # marked, snd_una >= reduce_end: cut = (1000 x alpha) >> 17 <= 500, floored at
+    # min(cwnd, 2 SMSS) = 1000: cwnd stays 1000 (the old floor gave 2000)
+    assert d.cwnd == 1000

@@ -253,6 +253,74 @@ def netns_pair() -> Iterator[NetnsPair]:
         yield p
 
 
+# ---- the lab (hpccd.lab, docs/lab.md) -------------------------------------------------
+
+def new_lab_name() -> str:
+    """A lab name of this session, ``hpccdt-<session><nn>``: its namespaces
+    (``hpccdt-<session><nn>-<node>``) fall under the end-of-session leak
+    check, and two labs of the same topology file never meet."""
+    existing = list_test_netns()
+    for _ in range(256):
+        name = f"{NS_PREFIX}{SESSION_TOKEN}{next(_serial) % 256:02x}"
+        if not any(n.startswith(name + "-") for n in existing):
+            return name
+    raise RuntimeError("no free lab name")
+
+
+@contextlib.contextmanager
+def lab_ctx(topology, **kw):
+    """A Lab of `topology` (Topology, file or bundled name; `kw` go to
+    Lab()) that is up, under a name of new_lab_name().  On exit, whatever
+    happened (also when up() itself failed): Lab.down(), then the checks
+    that every namespace of the lab is gone and freed by the kernel (no
+    process, fd or socket holds it, so its veths and tc programs are gone
+    too), that no half-built veth is left in the root namespace, and that
+    the state file is gone.  A failed check raises after all the clean-up
+    was attempted."""
+    import socket
+
+    from hpccd.lab import Lab
+
+    lab = Lab(topology, name=new_lab_name(), **kw)
+    _created.update(lab.namespaces)
+    try:
+        lab.up()
+        yield lab
+    finally:
+        problems = []
+        try:
+            report = lab.down()
+            if report["held"]:
+                problems.append(f"processes still in removed namespaces: {report['held']}")
+        except Exception as e:
+            problems.append(f"down: {e}")
+        left = list_test_netns() & set(lab.namespaces)
+        if left:
+            problems.append(f"namespaces still listed: {sorted(left)}")
+        temps = []
+        for i in lab.ifaces:
+            with contextlib.suppress(OSError):
+                socket.if_nametoindex(i.temp)
+                temps.append(i.temp)
+        if temps:
+            problems.append(f"half-built veths left in the root namespace: {temps}")
+        if os.path.exists(lab.state_file):
+            problems.append(f"state file left: {lab.state_file}")
+        if problems:
+            raise RuntimeError(f"lab {lab.name} teardown: " + "; ".join(problems))
+
+
+@pytest.fixture
+def lab():
+    """A factory: ``lab(topology, **Lab_kwargs)`` builds a lab (see
+    lab_ctx) and returns the Lab, up; every lab made is torn down and
+    checked at the end of the test, whatever the test did.  Needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    with contextlib.ExitStack() as stack:
+        yield lambda topology, **kw: stack.enter_context(lab_ctx(topology, **kw))
+
+
 # ---- end-of-session check -----------------------------------------------------------
 
 def _leak_report() -> tuple[list[str], list[str], list[str]]:

@@ -4,6 +4,7 @@ Subcommands so far:
   replay TRACE   run a feedback trace through one algorithm (trace-format.md)
   demo           the main job: bundled INT trace through every algorithm
   decode HEX     print hpccd packets field by field (hex frames or --pcap FILE)
+  lab up|down|status   the netns lab of a topology file (docs/lab.md)
 """
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def _cmd_decode(args: argparse.Namespace) -> int:
     from . import decode
 
     return decode.run(args.hex, args.pcap, args.key, args.port, args.dscp, args.json)
+
+
+def _cmd_lab(args: argparse.Namespace) -> int:
+    from . import lab
+
+    return lab.cli(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--dscp", type=int, default=45, help="TCP-side probe DSCP (default 45)")
     x.add_argument("--json", action="store_true", help="one JSON object per packet")
     x.set_defaults(func=_cmd_decode)
+
+    lab = sub.add_parser("lab", help="build, inspect and remove a netns lab",
+                         description="The netns lab of a topology file (docs/lab.md, "
+                                     "docs/topology.md). Needs root.")
+    lsub = lab.add_subparsers(dest="lab_cmd", required=True, metavar="ACTION")
+    lu = lsub.add_parser("up", help="build the lab of a topology file or bundled name")
+    lu.add_argument("topology", metavar="FILE|NAME",
+                    help="a topology file, or a bundled one: dumbbell, incast, tree")
+    lu.add_argument("--name", help="lab name instead of the file's [lab] name")
+    lu.add_argument("--offloads", choices=("trains", "frames", "on", "off"), default="trains",
+                    help="segmentation/GRO offloads of the lab's veths (docs/lab.md; "
+                         "default trains)")
+    ld = lsub.add_parser("down", help="remove a lab (every namespace, veth and program)")
+    ld.add_argument("name", nargs="?", metavar="NAME|FILE",
+                    help="lab name (default: the only lab up), or a topology whose "
+                         "namespaces to remove when its state file is lost")
+    ls = lsub.add_parser("status", help="namespaces, links and per-port queue counters")
+    ls.add_argument("name", nargs="?", metavar="NAME", help="lab name (default: every lab)")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    lab.set_defaults(func=_cmd_lab)
     return p
 
 

@@ -190,4 +190,97 @@ _Static_assert(sizeof(struct hpccd_tag_key) == 16, "SipHash key is 128 bits");
 _Static_assert(sizeof(struct hpccd_counter) == 16, "counter slot layout");
 #endif
 
+/* ==== software INT switch (int_switch.bpf.c) ============================= */
+/* Everything of the switch is in this section; hpccd_maps.bpf.h has its
+ * maps under HPCCD_MAPS_SWITCH. */
+
+/* Port numbers are 1..HPCCD_SW_PORTS_MAX-1 (docs/topology.md numbers a
+ * switch's ports from 1); counter slot group 0 counts packets on
+ * interfaces without a configuration. */
+#define HPCCD_SW_PORTS_MAX        64
+
+/* Bits of struct hpccd_sw_port.flags. */
+#define HPCCD_SW_F_INT            0x01  /* stamp INT into hpccd packets and TCP-side probes */
+#define HPCCD_SW_F_ECN            0x02  /* WRED/ECN marking of ECN-capable packets */
+#define HPCCD_SW_F_FS_HPCCD       0x04  /* fast-start class: hpccd native (UDP, hpccd port) */
+#define HPCCD_SW_F_FS_DSCP        0x08  /* fast-start class: DSCP == fs_dscp */
+#define HPCCD_SW_F_FS_ALL         0x10  /* fast-start class: every IPv4 packet */
+#define HPCCD_SW_F_SAMPLE         0x20  /* queue samples of this port into hpccd_sw_qsamp */
+#define HPCCD_SW_F_FS_MASK        (HPCCD_SW_F_FS_HPCCD | HPCCD_SW_F_FS_DSCP | HPCCD_SW_F_FS_ALL)
+
+/* Value of the hash hpccd_sw_ports (key: __u32 ifindex of the port, in the
+ * switch's namespace).  Written by the lab builder, read per packet.
+ * WRED/ECN model of seed 003 section 2.1 on the instantaneous queue q:
+ * q < kmin no mark, kmin <= q < kmax mark with probability
+ * (q - kmin) / (kmax - kmin) x pmax, q >= kmax mark; kmin = kmax = K is
+ * DCTCP's threshold marking.  ECN-incapable packets of the fast-start class
+ * are dropped when q >= fast_start_k_bytes (seed 003 section 2.3). */
+struct hpccd_sw_port {
+	__u64 buffer_bytes;       /* the port's bfifo limit (buf_max), for the
+				   * buffer-drop estimate; 0: not checked */
+	__u32 kmin_bytes;
+	__u32 kmax_bytes;
+	__u32 pmax_u32;           /* P_max x 2^32, P_max = 1 as 0xffffffff */
+	__u32 fast_start_k_bytes; /* K of LDCP's first-RTT drop */
+	__u32 flags;              /* HPCCD_SW_F_* */
+	__u16 port;               /* port number, 1..HPCCD_SW_PORTS_MAX-1 */
+	__u16 switch_id;          /* 12-bit switch id, XORed into pathID */
+	__u8 speed_code;          /* B of the hop record (int_hop.h, wire-format.md) */
+	__u8 fs_dscp;             /* DSCP of the fast-start class (HPCCD_SW_F_FS_DSCP) */
+	__u8 pad[6];
+};
+
+/* Slots of hpccd_sw_cnt: slot port * HPCCD_SW_COUNTERS + c, per CPU.
+ * packets counts segments (gso_segs), bytes qdisc_pkt_len (wire_len), as
+ * the qdisc's own counters do.  Every packet is in exactly one VERDICT slot
+ * and in any number of EVENT slots. */
+enum hpccd_sw_counter {
+	/* verdicts */
+	HPCCD_SW_FORWARDED = 0,         /* TC_ACT_OK: handed to the port's queue */
+	HPCCD_SW_DROP_FAST_START,       /* TC_ACT_SHOT: ECN-incapable, fast-start
+					 * class, q >= fast_start_k_bytes */
+	/* events */
+	HPCCD_SW_NOT_IPV4,              /* not IPv4 (ARP, IPv6 ...): untouched */
+	HPCCD_SW_TRUNC,                 /* headers not linear even after a pull */
+	HPCCD_SW_INT_STAMPED,           /* hop record written */
+	HPCCD_SW_INT_FULL,              /* nHop == room: OVERFLOW set, passed */
+	HPCCD_SW_INT_NO_COLLECT,        /* hpccd packet without COLLECT: untouched */
+	HPCCD_SW_INT_MALFORMED,         /* hpccd port/probe marks, fails the parser:
+					 * untouched (the host drops it) */
+	HPCCD_SW_INT_GSO,               /* GSO hpccd packet: not stamped */
+	HPCCD_SW_NO_QSTATS,             /* stamped with B = 0: the qdisc keeps
+					 * per-CPU stats that cannot be read */
+	HPCCD_SW_ECN_MARKED,            /* mark decision: CE set (or already CE) */
+	HPCCD_SW_BUFFER_DROP_SEEN,      /* q + packet > buffer_bytes: the bfifo will
+					 * drop it (estimate; the qdisc's drop
+					 * counter is authoritative) */
+	HPCCD_SW_SAMPLED,               /* queue samples emitted (bytes 0) */
+	HPCCD_SW_SAMPLE_LOST,           /* queue samples lost: ring buffer full */
+	HPCCD_SW_COUNTERS,              /* slots per port */
+};
+
+/* hpccd_sw_sample.flags */
+#define HPCCD_SW_SAMPLE_F_NO_QSTATS 0x1 /* per-CPU qdisc stats: values are 0 */
+
+/* One record of the ring buffer hpccd_sw_qsamp: the port's root qdisc as a
+ * packet arriving at time ts_ns found it (at most one record per port per
+ * sample interval, rodata hpccd_cfg_sample_ns). */
+struct hpccd_sw_sample {
+	__u64 ts_ns;              /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
+	__u64 tx_bytes;           /* qdisc bstats.bytes: bytes dequeued so far */
+	__u64 tx_packets;         /* qdisc bstats.packets */
+	__u32 backlog_bytes;      /* qdisc qstats.backlog, the arriving packet excluded */
+	__u32 qlen;               /* packets in the queue */
+	__u32 drops;              /* qdisc qstats.drops (buffer-limit drops) */
+	__u32 ifindex;
+	__u16 port;
+	__u16 flags;              /* HPCCD_SW_SAMPLE_F_* */
+	__u32 pad;
+};
+
+#ifndef HPCCD_CFFI_CDEF
+_Static_assert(sizeof(struct hpccd_sw_port) == 40, "switch port config layout");
+_Static_assert(sizeof(struct hpccd_sw_sample) == 48, "queue sample layout");
+#endif
+
 #endif /* HPCCD_KERN_USER_H */

@@ -116,6 +116,60 @@ struct {
 } hpccd_tc_cnt SEC(".maps");
 #endif /* HPCCD_MAPS_TC */
 
+/* ==== maps and settings of the software INT switch (int_switch.bpf.c) ==== */
+
+#ifdef HPCCD_MAPS_SWITCH
+#ifndef HPCCD_SW_QSAMP_BYTES
+#define HPCCD_SW_QSAMP_BYTES (1 << 20)  /* queue-sample ring: 18k records, ~2 s of one busy port */
+#endif
+
+#ifndef HPCCD_MAPS_XDP
+/* UDP port of the native transport, host order (as in the XDP group). */
+const volatile __u16 hpccd_cfg_udp_port = HPCCD_UDP_PORT_DEFAULT;
+#endif
+/* Queue sampler interval per port, ns; 0 turns the sampler off. */
+const volatile __u64 hpccd_cfg_sample_ns = 100000;
+
+/* Per-port sampler state (kernel-only): the lock makes "at most one sample
+ * per interval" hold across CPUs without cmpxchg (not in clang's default
+ * BPF ISA). */
+struct hpccd_sw_state {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 last_sample_ns;
+};
+
+/* Port configuration by ifindex (struct hpccd_sw_port); unconfigured ports forward untouched. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HPCCD_SW_PORTS_MAX);
+	__type(key, __u32);
+	__type(value, struct hpccd_sw_port);
+} hpccd_sw_ports SEC(".maps");
+
+/* Per-CPU counters, slot port * HPCCD_SW_COUNTERS + enum hpccd_sw_counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HPCCD_SW_PORTS_MAX * HPCCD_SW_COUNTERS);
+	__type(key, __u32);
+	__type(value, struct hpccd_counter);
+} hpccd_sw_cnt SEC(".maps");
+
+/* Sampler state by port number. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HPCCD_SW_PORTS_MAX);
+	__type(key, __u32);
+	__type(value, struct hpccd_sw_state);
+} hpccd_sw_state SEC(".maps");
+
+/* Queue samples (struct hpccd_sw_sample) for the experiment runner. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, HPCCD_SW_QSAMP_BYTES);
+} hpccd_sw_qsamp SEC(".maps");
+#endif /* HPCCD_MAPS_SWITCH */
+
 /* Count one frame of `bytes` in slot `idx` of a per-CPU counter array.
  * Per-CPU: XDP and tc run with preemption (migration) disabled, so the
  * plain += cannot race with another writer of the same slot. */

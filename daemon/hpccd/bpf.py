@@ -48,8 +48,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import mmap
 import os
 import socket
+import struct
 import sys
 from typing import Any, Iterator, Mapping, NamedTuple
 
@@ -448,6 +450,56 @@ class Map(_FdHandle):
 
     def __repr__(self) -> str:
         return f"<Map {self.name} fd={self._fd} id={self.id}>"
+
+
+# ---- ring buffers ----------------------------------------------------------------
+
+class RingBuffer:
+    """Consumer of a BPF_MAP_TYPE_RINGBUF map through mmap, in Python: the
+    kernel's layout is a consumer-position page (read-write), a producer-
+    position page, and the data area mapped twice so that a record never
+    wraps; each record has an 8-byte header whose length word carries BUSY
+    (bit 31: still being written) and DISCARD (bit 30).  For readers that
+    poll at their own pace (the experiment runner, tests); records are
+    returned as bytes, oldest first."""
+
+    BUSY, DISCARD = 1 << 31, 1 << 30
+
+    def __init__(self, m: "Map"):
+        self.size = m.max_entries
+        pg = mmap.PAGESIZE
+        self._pg = pg
+        self._cons = mmap.mmap(m.fd, pg, mmap.MAP_SHARED,
+                               mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+        self._prod = mmap.mmap(m.fd, pg + 2 * self.size, mmap.MAP_SHARED,
+                               mmap.PROT_READ, offset=pg)
+
+    def close(self) -> None:
+        self._cons.close()
+        self._prod.close()
+
+    def __enter__(self) -> "RingBuffer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def read(self) -> list[bytes]:
+        """Every complete record not read yet; advances the consumer."""
+        out = []
+        cons = struct.unpack_from("<Q", self._cons, 0)[0]
+        prod = struct.unpack_from("<Q", self._prod, 0)[0]
+        while cons < prod:
+            off = self._pg + (cons & (self.size - 1))
+            hlen = struct.unpack_from("<I", self._prod, off)[0]
+            if hlen & self.BUSY:
+                break
+            n = hlen & ~(self.BUSY | self.DISCARD)
+            if not hlen & self.DISCARD:
+                out.append(bytes(self._prod[off + 8:off + 8 + n]))
+            cons += (n + 8 + 7) & ~7
+            struct.pack_into("<Q", self._cons, 0, cons)
+        return out
 
 
 # ---- struct_ops links ----------------------------------------------------------

@@ -139,41 +139,8 @@ def port_cfg(port: int = 1, flags: int = F["INT"], kmin: int = 0, kmax: int = 0,
 
 # ---- ring buffer reader ---------------------------------------------------------------
 
-class Ring:
-    """Consumer of a BPF_MAP_TYPE_RINGBUF through mmap (the kernel's layout:
-    consumer position page (rw), producer position page, data area mapped
-    twice so that a record never wraps; each record has an 8-byte header
-    whose length word carries BUSY (bit 31) and DISCARD (bit 30))."""
-
-    BUSY, DISCARD = 1 << 31, 1 << 30
-
-    def __init__(self, m: bpf.Map):
-        self.size = m.max_entries
-        self.pg = mmap.PAGESIZE
-        self.cons = mmap.mmap(m.fd, self.pg, mmap.MAP_SHARED,
-                              mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
-        self.prod = mmap.mmap(m.fd, self.pg + 2 * self.size, mmap.MAP_SHARED,
-                              mmap.PROT_READ, offset=self.pg)
-
-    def close(self) -> None:
-        self.cons.close()
-        self.prod.close()
-
-    def read(self) -> list[bytes]:
-        out = []
-        cons = struct.unpack_from("<Q", self.cons, 0)[0]
-        prod = struct.unpack_from("<Q", self.prod, 0)[0]
-        while cons < prod:
-            off = self.pg + (cons & (self.size - 1))
-            hlen = struct.unpack_from("<I", self.prod, off)[0]
-            if hlen & self.BUSY:
-                break
-            n = hlen & ~(self.BUSY | self.DISCARD)
-            if not hlen & self.DISCARD:
-                out.append(bytes(self.prod[off + 8:off + 8 + n]))
-            cons += (n + 8 + 7) & ~7
-            struct.pack_into("<Q", self.cons, 0, cons)
-        return out
+class Ring(bpf.RingBuffer):
+    """The queue sampler's ring buffer (hpccd.bpf.RingBuffer), decoded."""
 
     def samples(self) -> list[Sample]:
         return [Sample(*struct.unpack(SAMPLE_FMT, r)) for r in self.read()]
@@ -722,7 +689,17 @@ def standing_queue(ns_name: str, datagrams: int = 40, size: int = 1000):
     try:
         yield
     finally:
-        rx.close()
+        # Drop what is still queued before the socket goes: delivered to a
+        # closed port later, each datagram would make an ICMP port
+        # unreachable that waits behind the same 8 kbit/s queue, holding the
+        # send buffer of the kernel's ICMP socket, which is one per CPU for
+        # all namespaces: echo replies of every other lab would starve
+        # until this namespace's asynchronous cleanup (docs/lab.md).
+        try:
+            with NetNS(ns_name, flags=0) as ns:
+                ns.tc("del", "htb", LO, 0x10000)
+        finally:
+            rx.close()
 
 
 def run_in(sw: Switch, ns_name: str, frame: bytes, repeat: int = 1):

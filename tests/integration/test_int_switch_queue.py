@@ -163,39 +163,12 @@ N_SLOTS = SLOTS["COUNTERS"]
 
 # ---- the switch program, attached by a lab port hook -----------------------------------------
 
-class Ring:
-    """Consumer of the BPF ring buffer hpccd_sw_qsamp through mmap (see
-    tests/bpf/test_int_switch.py: same layout)."""
-
-    BUSY, DISCARD = 1 << 31, 1 << 30
-
-    def __init__(self, m: bpf.Map):
-        self.size = m.max_entries
-        self.pg = mmap.PAGESIZE
-        self.cons = mmap.mmap(m.fd, self.pg, mmap.MAP_SHARED,
-                              mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
-        self.prod = mmap.mmap(m.fd, self.pg + 2 * self.size, mmap.MAP_SHARED,
-                              mmap.PROT_READ, offset=self.pg)
-
-    def close(self) -> None:
-        self.cons.close()
-        self.prod.close()
+class Ring(bpf.RingBuffer):
+    """The queue sampler's ring buffer (hpccd.bpf.RingBuffer), as tuples of
+    SAMPLE_FMT."""
 
     def read(self) -> list[tuple]:
-        out = []
-        cons = struct.unpack_from("<Q", self.cons, 0)[0]
-        prod = struct.unpack_from("<Q", self.prod, 0)[0]
-        while cons < prod:
-            off = self.pg + (cons & (self.size - 1))
-            hlen = struct.unpack_from("<I", self.prod, off)[0]
-            if hlen & self.BUSY:
-                break
-            n = hlen & ~(self.BUSY | self.DISCARD)
-            if not hlen & self.DISCARD:
-                out.append(struct.unpack_from(SAMPLE_FMT, self.prod, off + 8))
-            cons += (n + 8 + 7) & ~7
-            struct.pack_into("<Q", self.cons, 0, cons)
-        return out
+        return [struct.unpack_from(SAMPLE_FMT, r) for r in super().read()]
 
 
 class SwitchHook:

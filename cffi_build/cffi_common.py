@@ -48,6 +48,11 @@ def build_and_install(ffibuilder) -> int:
     build.mkdir(parents=True, exist_ok=True)
     so = pathlib.Path(ffibuilder.compile(tmpdir=str(build), verbose=False))
     dest = ROOT / "daemon" / "hpccd" / so.name
-    shutil.copy2(so, dest)
+    # Copy beside the destination, then rename over it: a process that has
+    # the old module loaded keeps its (unlinked) file instead of seeing its
+    # mapped code rewritten under it.
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    shutil.copy2(so, tmp)
+    os.replace(tmp, dest)
     print(f"built {dest.relative_to(ROOT)}")
     return 0

@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     ld.add_argument("name", nargs="?", metavar="NAME|FILE",
                     help="lab name (default: the only lab up), or a topology whose "
                          "namespaces to remove when its state file is lost")
+    ld.add_argument("--topology", metavar="FILE|NAME",
+                    help="without a state file: remove NAME-<node> for every node of "
+                         "this topology")
     ls = lsub.add_parser("status", help="namespaces, links and per-port queue counters")
     ls.add_argument("name", nargs="?", metavar="NAME", help="lab name (default: every lab)")
     ls.add_argument("--json", action="store_true", help="print JSON")

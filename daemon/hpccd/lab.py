@@ -90,8 +90,10 @@ ETH_HLEN = 14
 HTB_BURST_US = 100
 OFFLOAD_MODES = ("trains", "frames", "on", "off")
 TEMP_PREFIX = "hl"
-# How long down() waits for the kernel to free a removed namespace.
-ALIVE_WAIT_S = 3.0
+# How long down() waits for the kernel to free a removed namespace: at
+# once normally, but the last sockets of a namespace are freed after an RCU
+# grace period, which a saturated machine can stretch to seconds.
+ALIVE_WAIT_S = 10.0
 
 # ethtool feature names (ethtool -k): TSO is a family of features.
 _TSO = ("tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation",
@@ -99,7 +101,7 @@ _TSO = ("tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segme
 _GSO = ("tx-generic-segmentation",)
 _UFO = ("tx-udp-segmentation",)
 _GRO = ("rx-gro",)
-_GRO_OFF_ALWAYS = ("rx-gro-list", "rx-udp-gro-forwarding")
+_GRO_VARIANTS = ("rx-gro-list", "rx-udp-gro-forwarding")
 
 
 def _offload_features(mode: str, on_switch: bool) -> dict[str, bool]:
@@ -108,8 +110,8 @@ def _offload_features(mode: str, on_switch: bool) -> dict[str, bool]:
 
     - "trains" (default): veth's defaults, plus GRO on the hosts' receive
       side (as a host NIC's GRO); with the super-packet cap of
-      _gso_max_segs a host's TCP sends trains of at most one HTB bucket,
-      which travel as one skb until the receiving host.
+      _gso_max_segs a host's TCP sends trains of at most half an HTB
+      bucket, which travel as one skb until the receiving host.
     - "frames": hosts TSO off (super-packets are cut into frames after the
       host's own queue, as a TSO NIC does), GRO on; switch ports TSO, GSO
       and GRO off: every switch queue holds single frames only.
@@ -123,7 +125,7 @@ def _offload_features(mode: str, on_switch: bool) -> dict[str, bool]:
         return {}
     if mode == "trains":
         return {} if on_switch else dict.fromkeys(_GRO, True)
-    feats = dict.fromkeys(_TSO + _UFO + _GRO_OFF_ALWAYS, False)
+    feats = dict.fromkeys(_TSO + _UFO + _GRO_VARIANTS, False)
     host = mode == "frames" and not on_switch
     feats.update(dict.fromkeys(_GSO, host))
     feats.update(dict.fromkeys(_GRO, host))
@@ -268,6 +270,8 @@ class Lab:
 
     def up(self) -> "Lab":
         """Build the lab; on any failure remove what was built and re-raise."""
+        if self._claimed:
+            raise LabError(f"lab {self.name} is up already (this Lab object built it)")
         try:
             self._claim()        # down() removes nothing unless the claim succeeded
             self._build()
@@ -293,7 +297,8 @@ class Lab:
         there = [n for n in self.namespaces if os.path.exists(f"{NETNS_DIR}/{n}")]
         if there:
             raise LabError(f"lab {self.name}: namespaces {there} exist but no state file "
-                           f"does (hpccctl lab down {self.topology.file} removes them)")
+                           f"does (hpccctl lab down {self.name} --topology "
+                           f"{self.topology.file} removes them)")
         try:
             fd = os.open(self.state_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
@@ -868,8 +873,9 @@ def _remove(lab: str, namespaces: Iterable[str], temps: Iterable[str], state_fil
             report["held"][name] = holders
         else:
             errors.append(f"namespace {name} is removed from {NETNS_DIR} but still alive "
-                          f"with no process in it: an open file descriptor or socket of a "
-                          f"process outside holds it (and its veths)")
+                          f"after {ALIVE_WAIT_S:.0f} s with no process in it: an open file "
+                          f"descriptor or socket of a process outside holds it (and its "
+                          f"veths)")
     left = [n for n in namespaces if os.path.exists(f"{NETNS_DIR}/{n}")]
     if left:
         errors.append(f"namespaces still there: {left}")
@@ -906,11 +912,14 @@ def list_labs(state_dir: str = STATE_DIR) -> list[str]:
     return sorted(f[4:-5] for f in files if f.startswith("lab-") and f.endswith(".json"))
 
 
-def down(what: str, state_dir: str = STATE_DIR) -> dict[str, Any]:
-    """Tear down a lab from any process: by lab name (its state file), or,
-    when there is no state file of that name, by topology (a file or a
-    bundled name), removing that topology's ``<lab>-<node>`` namespaces.
-    Processes still inside are reported in ``["held"]``, not killed."""
+def down(what: str, state_dir: str = STATE_DIR,
+         topology: Topology | str | None = None) -> dict[str, Any]:
+    """Tear down a lab from any process: by lab name (its state file).
+    Without a state file of that name: the namespaces ``<what>-<node>``
+    of `topology` (a Topology, file or bundled name), or, without
+    `topology`, those of the topology `what` names (a file or bundled
+    name, under its own [lab] name).  Processes still inside are reported
+    in ``["held"]``, not killed."""
     errors: list[str] = []
     if os.path.exists(state_path(what, state_dir)):
         st = load_state(what, state_dir)
@@ -918,12 +927,13 @@ def down(what: str, state_dir: str = STATE_DIR) -> dict[str, Any]:
                          state_path(what, state_dir), errors)
     else:
         try:
-            topo = Topology.load(what)
+            topo = topology if isinstance(topology, Topology) else Topology.load(topology or what)
         except TopologyError as e:
             raise LabError(f"no lab {what!r} (no state file {state_path(what, state_dir)}) "
-                           f"and not a topology: {e}") from None
-        report = _remove(topo.name, [netns_name(topo.name, n) for n in topo.nodes], [],
-                         state_path(topo.name, state_dir), errors)
+                           f"and no topology to find its namespaces: {e}") from None
+        name = what if topology is not None else topo.name
+        report = _remove(name, [netns_name(name, n) for n in topo.nodes], [],
+                         state_path(name, state_dir), errors)
     if errors:
         raise LabError(f"lab {what}: down: " + "; ".join(errors))
     return report
@@ -1076,7 +1086,7 @@ def cli(args) -> int:
                           f"{', '.join(labs)}", file=err)
                     return 2
                 name = labs[0]
-            rep = down(name)
+            rep = down(name, topology=args.topology)
             print(f"lab {rep['name']} down: removed {len(rep['namespaces'])} namespaces"
                   + (f" and {len(rep['temp_ifnames'])} half-built interfaces"
                      if rep["temp_ifnames"] else ""))

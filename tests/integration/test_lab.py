@@ -295,14 +295,15 @@ def test_down_leaves_nothing():
     assert lb.name not in labmod.list_labs()
 
 
-def test_a_socket_held_open_is_reported_not_ignored():
+def test_a_socket_held_open_is_reported_not_ignored(monkeypatch):
+    monkeypatch.setattr(labmod, "ALIVE_WAIT_S", 1.0)     # it will not go away by itself
     lb = Lab("incast", name=new_lab_name())
     _created.update(lb.namespaces)
     lb.up()
     with labmod._in_netns(lb.netns("h3")):
         leak = socket.socket()                   # not made by lb.socket: down() can't close it
     try:
-        with pytest.raises(LabError, match="still alive with no process in it"):
+        with pytest.raises(LabError, match="still alive after 1 s with no process in it"):
             lb.down()
         assert os.path.exists(lb.state_file)     # kept: hpccctl lab down can finish later
     finally:
@@ -418,12 +419,19 @@ def test_namespaces_without_state_are_not_taken_over():
     netns.create(squatter)
     try:
         lb = Lab("incast", name=name)
-        with pytest.raises(LabError, match="no state file"):
+        with pytest.raises(LabError, match="no state file") as ei:
             lb.up()
         assert os.path.exists(f"/run/netns/{squatter}")
         assert not os.path.exists(lb.state_file)
+        # what the message proposes removes them (here: the one squatter)
+        assert f"hpccctl lab down {name} --topology " in str(ei.value)
+        r = hpccctl("down", name, "--topology", "incast")
+        assert r.returncode == 0, r.stderr
+        assert "removed 1 namespaces" in r.stdout
+        assert not os.path.exists(f"/run/netns/{squatter}")
     finally:
-        netns.remove(squatter)
+        if os.path.exists(f"/run/netns/{squatter}"):
+            netns.remove(squatter)
 
 
 # ---- hooks -----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ Invariants protected:
 Offloads: the lab is built with offloads="on" (veth defaults: TCP sends 64
 KB GSO packets through the switch queue).  Two cores cannot push kernel
 TCP through three namespaces at 1 Gbit/s frame by frame (measured here:
-about 0.79 Gbit/s in the lab's "wire" mode, with the queue mostly empty),
+about 0.79 Gbit/s in the lab's "frames" mode, with the queue mostly empty),
 and a test of "txBytes grows at the link rate" needs a queue that never
 runs empty.  The probes are single frames either way.
 

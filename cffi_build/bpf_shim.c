@@ -488,17 +488,8 @@ int hpccd_bpf_xdp_attach(int ifindex, int prog_fd, uint32_t flags, int old_prog_
 int hpccd_bpf_xdp_detach(int ifindex, uint32_t flags, int old_prog_fd,
 			 struct hpccd_bpf_log *log)
 {
-	LIBBPF_OPTS(bpf_xdp_attach_opts, opts, .old_prog_fd = old_prog_fd);
-	int err;
-
-	if (old_prog_fd >= 0)
-		flags |= XDP_FLAGS_REPLACE;
-	else
-		flags &= ~XDP_FLAGS_REPLACE;
-	capture_begin(log);
-	err = bpf_xdp_detach(ifindex, flags, (flags & XDP_FLAGS_REPLACE) ? &opts : NULL);
-	capture_end();
-	return err;
+	/* libbpf's bpf_xdp_detach() is bpf_xdp_attach() with no program. */
+	return hpccd_bpf_xdp_attach(ifindex, -1, flags, old_prog_fd, log);
 }
 
 int hpccd_bpf_xdp_query(int ifindex, struct hpccd_bpf_xdp_state *out,

@@ -50,8 +50,9 @@ from typing import Iterator
 
 import pytest
 
+from hpccd.lab import NETNS_DIR, netns_inode, pids_in_netns
+
 NS_PREFIX = "hpccdt-"
-NETNS_DIR = "/run/netns"
 # Names of this session's namespaces start with NS_PREFIX + SESSION_TOKEN:
 # 4 hex digits per session and 2 per pair keep the veth names within the
 # kernel's 15 characters ("hpccdt" + 6 + "a").
@@ -75,33 +76,6 @@ def list_test_netns() -> set[str]:
         return {n for n in os.listdir(NETNS_DIR) if n.startswith(NS_PREFIX)}
     except FileNotFoundError:
         return set()
-
-
-def _netns_inode(name: str) -> int | None:
-    try:
-        return os.stat(f"{NETNS_DIR}/{name}").st_ino
-    except FileNotFoundError:
-        return None
-
-
-def pids_in_netns(inode: int) -> list[int]:
-    """Tasks (pid of their thread group) whose network namespace has `inode`."""
-    found = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                if os.stat(f"/proc/{pid}/task/{tid}/ns/net").st_ino == inode:
-                    found.add(int(pid))
-                    break
-            except OSError:
-                continue
-    return sorted(found)
 
 
 def _remove_netns(name: str) -> None:
@@ -145,7 +119,7 @@ class NetnsPair:
 
     def pids_inside(self, ns: str) -> list[int]:
         """Processes with a task in namespace `ns` ("a", "b" or a name)."""
-        ino = _netns_inode(self.side(ns)[0])
+        ino = netns_inode(self.side(ns)[0])
         return pids_in_netns(ino) if ino else []
 
     def popen(self, ns: str, argv: list[str], **kw) -> subprocess.Popen:
@@ -206,7 +180,7 @@ def netns_pair_ctx(ip_a: str = "10.199.0.1", ip_b: str = "10.199.0.2",
             _created.add(name)
             netns.create(name)
             made.append(name)
-            inodes[name] = _netns_inode(name)
+            inodes[name] = netns_inode(name)
         with NetNS(p.a, flags=0) as ns:
             ns.link("add", ifname=p.va, kind="veth", peer={"ifname": p.vb, "net_ns_fd": p.b})
         for name, ifname, ip in ((p.a, p.va, p.ip_a), (p.b, p.vb, p.ip_b)):

@@ -708,25 +708,32 @@ def _in_netns(name: str) -> Iterator[None]:
         yield
 
 
-def _netns_inode(name: str) -> int | None:
+def netns_inode(name: str) -> int | None:
+    """Inode of named namespace `name` (/run/netns), None when it is not there."""
     try:
         return os.stat(f"{NETNS_DIR}/{name}").st_ino
     except FileNotFoundError:
         return None
 
 
-def _pids_in_netns(inode: int) -> list[int]:
+def pids_in_netns(inode: int) -> list[int]:
+    """Tasks (pid of their thread group) whose network namespace has `inode`:
+    what still holds a namespace after its name was removed."""
     found = set()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
                 if os.stat(f"/proc/{pid}/task/{tid}/ns/net").st_ino == inode:
                     found.add(int(pid))
                     break
-        except OSError:
-            continue
+            except OSError:
+                continue
     return sorted(found)
 
 
@@ -842,7 +849,7 @@ def _remove(lab: str, namespaces: Iterable[str], temps: Iterable[str], state_fil
                     errors.append(f"deleting interface {t}: {e!r}")
         ids: dict[str, tuple[int, int | None]] = {}
         for name in namespaces:
-            ino = _netns_inode(name)
+            ino = netns_inode(name)
             if ino is None:
                 continue
             try:
@@ -868,7 +875,7 @@ def _remove(lab: str, namespaces: Iterable[str], temps: Iterable[str], state_fil
                 break
             time.sleep(0.02)
     for name in alive:
-        holders = _pids_in_netns(ids[name][0])
+        holders = pids_in_netns(ids[name][0])
         if holders:
             report["held"][name] = holders
         else:

@@ -17,6 +17,8 @@ CC_HDRS := $(wildcard include/hpccd/*.h)
 CC_MODULE := daemon/hpccd/_cc$(EXT_SUFFIX)
 # The libbpf bindings (loader): cffi_build/bpf_shim.[ch] linked with -lbpf.
 LOADER_SRCS := cffi_build/bpf_shim.c cffi_build/bpf_shim.h
+# ... and the kernel/user ABI of the programs it loads, which it exports to Python.
+LOADER_HDRS := ebpf/hpccd_kern_user.h $(CC_HDRS)
 LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
 # The AF_XDP socket (cffi_build/xsk/) with the shared wire parser it runs on
 # every frame (cffi_build/cc/wire.c, int_decode.c), linked with -lxdp -lbpf.
@@ -30,7 +32,7 @@ cffi: $(CC_MODULE) $(LOADER_MODULE) $(XSK_MODULE)
 $(CC_MODULE): cffi_build/build_cc.py cffi_build/cffi_common.py $(CC_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_cc.py
 
-$(LOADER_MODULE): cffi_build/build_bpf.py cffi_build/cffi_common.py $(LOADER_SRCS)
+$(LOADER_MODULE): cffi_build/build_bpf.py cffi_build/cffi_common.py $(LOADER_SRCS) $(LOADER_HDRS)
 	$(PYTHON) cffi_build/build_bpf.py
 
 $(XSK_MODULE): cffi_build/build_xsk.py cffi_build/cffi_common.py $(XSK_SRCS) $(CC_HDRS)

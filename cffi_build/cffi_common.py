@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 INCLUDE = ROOT / "include"
 HERE = ROOT / "cffi_build"
+EBPF = ROOT / "ebpf"
 
 CFLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
 # The congestion-control core also needs: the same events give the same bits
@@ -40,6 +42,23 @@ def cdef_source(headers: list[str], include_dirs: list[pathlib.Path],
          "-x", "c", "-"],
         input=includes(headers), check=True, capture_output=True, text=True).stdout
     return (KERNEL_TYPES if kernel_types else "") + text
+
+
+_DEFINE = re.compile(r"^#define[ \t]+(HPCCD_[A-Z0-9_]+)[ \t]+[^ \t\n]", re.M)
+
+
+def constant_defines(headers: list[pathlib.Path]) -> str:
+    """cdef lines ``#define NAME ...`` for every object-like HPCCD_* macro
+    with a value in `headers` (header guards have none; function-like
+    macros are not matched).  In API mode cffi takes each value from the
+    compiler, so Python reads ``lib.NAME`` exactly as C sees it and the
+    header stays the one place the number is written."""
+    names: list[str] = []
+    for h in headers:
+        for m in _DEFINE.finditer(h.read_text()):
+            if m.group(1) not in names:
+                names.append(m.group(1))
+    return "".join(f"#define {n} ...\n" for n in names)
 
 
 def build_and_install(ffibuilder) -> int:

@@ -280,6 +280,9 @@ def lab_ctx(topology, **kw):
             problems.append(f"half-built veths left in the root namespace: {temps}")
         if os.path.exists(lab.state_file):
             problems.append(f"state file left: {lab.state_file}")
+        from hpccd.int_switch import pin_dir
+        if os.path.exists(pin_dir(lab.name)):
+            problems.append(f"INT switch pins left: {pin_dir(lab.name)}")
         if problems:
             raise RuntimeError(f"lab {lab.name} teardown: " + "; ".join(problems))
 

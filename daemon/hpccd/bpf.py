@@ -61,14 +61,19 @@ __all__ = [
     "BpfError", "BpfObject", "Program", "Map", "Link",
     "xdp_attach", "xdp_detach", "xdp_query", "XdpState",
     "tc_attach", "tc_detach", "tc_query", "tc_list", "tc_remove_clsact", "TcFilter",
-    "cleanup_stale", "ensure_bpffs", "in_netns", "set_libbpf_stderr_level",
-    "NAME_PREFIX", "BPFFS", "PIN_DIR",
+    "cleanup_stale", "ensure_bpffs", "unpin_tree", "in_netns", "set_libbpf_stderr_level",
+    "object_path", "NAME_PREFIX", "BPFFS", "PIN_DIR", "OBJ_DIR",
 ]
 
 NAME_PREFIX = "hpccd_"
 BPFFS = "/sys/fs/bpf"
 PIN_DIR = BPFFS + "/hpccd"
 LOG_SIZE = 1 << 20            # bytes of libbpf messages kept per load (the tail)
+# Where `make bpf` puts the objects (ebpf/x.bpf.c -> build/ebpf/x.bpf.o);
+# HPCCD_BPF_DIR overrides it (an installed daemon, a test's own build).
+OBJ_DIR = os.environ.get("HPCCD_BPF_DIR") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "build", "ebpf")
 
 _XDP_MODES = {"native": lib.HPCCD_BPF_XDP_DRV_MODE, "drv": lib.HPCCD_BPF_XDP_DRV_MODE,
               "skb": lib.HPCCD_BPF_XDP_SKB_MODE, "generic": lib.HPCCD_BPF_XDP_SKB_MODE}
@@ -988,7 +993,7 @@ def ensure_bpffs(path: str = BPFFS) -> bool:
     return True
 
 
-def _unpin_tree(pin_dir: str) -> list[str]:
+def unpin_tree(pin_dir: str) -> list[str]:
     """Remove everything pinned under `pin_dir`, and the directory itself."""
     if not os.path.isdir(pin_dir):
         return []
@@ -1050,10 +1055,20 @@ def cleanup_stale(ifaces: list[str | int], name_prefix: str = NAME_PREFIX,
                                                             f.priority):
                 done["tc"].append((ifindex, f))
     if pin_dir:
-        done["pins"] = _unpin_tree(pin_dir)
+        done["pins"] = unpin_tree(pin_dir)
     if struct_ops:
         done["struct_ops"] = _stale_struct_ops(name_prefix)
     return done
+
+
+def object_path(name: str) -> str:
+    """Path of the compiled BPF object `name` ("int_switch" ->
+    OBJ_DIR/int_switch.bpf.o); BpfError ENOENT naming the build step if it
+    is not there."""
+    path = os.path.join(OBJ_DIR, f"{name}.bpf.o")
+    if not os.path.exists(path):
+        _check(-errno.ENOENT, f"BPF object {path} (built by `make bpf`)")
+    return path
 
 
 # ---- network namespaces ---------------------------------------------------------

@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     lu.add_argument("topology", metavar="FILE|NAME",
                     help="a topology file, or a bundled one: dumbbell, incast, tree")
     lu.add_argument("--name", help="lab name instead of the file's [lab] name")
+    lu.add_argument("--no-int", action="store_true",
+                    help="plain routers: no INT switch program on the switch ports")
     lu.add_argument("--offloads", choices=("trains", "frames", "on", "off"), default="trains",
                     help="segmentation/GRO offloads of the lab's veths (docs/lab.md; "
                          "default trains)")

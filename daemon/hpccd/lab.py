@@ -42,6 +42,15 @@ removes the state file.  down() runs on any exception in up() (including
 KeyboardInterrupt), in ``__exit__``, and from another process by name
 (``hpccctl lab down NAME``, :func:`down`), for instance after a crash.
 
+The INT switch.  ``Lab(topology)`` attaches the software INT switch
+(hpccd.int_switch: ebpf/int_switch.bpf.o on tc egress of every switch
+port, configured from the topology's switch ids, port rates and ``ecn``
+tables) as the first port hook, and keeps it as ``lab.int_switch`` for
+counters, queue samples and reconfiguration; its maps are pinned under
+``/sys/fs/bpf/hpccd-lab/<lab>/`` for other processes, and down() removes
+the pins.  ``int_switch=False`` builds plain routers (the queues are
+there, no INT, no marking); an ``IntSwitch`` instance is used as given.
+
 Hooks for the switch program.  ``Lab(topology, port_hooks=[hook, ...])``:
 after everything is up, every hook is called once per switch port as
 ``hook(port: SwitchPort)`` with the calling thread inside that switch's
@@ -211,12 +220,13 @@ class Lab:
 
     ``name`` overrides the topology's lab name (tests use unique names so
     that labs of the same file can coexist); ``offloads`` is one of
-    OFFLOAD_MODES; ``port_hooks`` are called per switch port once the lab
-    is up."""
+    OFFLOAD_MODES; ``int_switch``: attach the INT switch (True), not
+    (False), or this hpccd.int_switch.IntSwitch; ``port_hooks`` are called
+    per switch port once the lab is up, after the INT switch."""
 
     def __init__(self, topology: Topology | str, *, name: str | None = None,
-                 offloads: str = "trains", port_hooks: Sequence[PortHook] = (),
-                 state_dir: str = STATE_DIR):
+                 offloads: str = "trains", int_switch: "bool | Any" = True,
+                 port_hooks: Sequence[PortHook] = (), state_dir: str = STATE_DIR):
         if not isinstance(topology, Topology):
             topology = Topology.load(topology)
         if offloads not in OFFLOAD_MODES:
@@ -226,7 +236,11 @@ class Lab:
         if not LAB_NAME.fullmatch(self.name):
             raise ValueError(f"lab name {self.name!r}: must match {LAB_NAME.pattern}")
         self.offloads = offloads
-        self.port_hooks = list(port_hooks)
+        if int_switch is True:
+            from .int_switch import IntSwitch
+            int_switch = IntSwitch()
+        self.int_switch = int_switch or None
+        self.port_hooks = ([self.int_switch] if self.int_switch else []) + list(port_hooks)
         self.state_dir = state_dir
         self.state_file = state_path(self.name, state_dir)
         self.token = secrets.token_hex(3)
@@ -235,6 +249,7 @@ class Lab:
         self._claimed = False
         self._procs: list[subprocess.Popen] = []
         self._socks: list[_socket.socket] = []
+        self.reroutes: dict[tuple[str, str], int] = {}    # (switch, host) -> port
 
     # ---- names ----
 
@@ -312,6 +327,7 @@ class Lab:
         return {
             "version": 1, "name": self.name, "status": status, "pid": os.getpid(),
             "time": time.time(), "offloads": self.offloads,
+            "int_switch": self.int_switch is not None,
             "topology_file": self.topology.file, "topology_text": self.topology.text,
             "namespaces": self.namespaces,
             "temp_ifnames": [i.temp for i in self.ifaces],
@@ -413,6 +429,71 @@ class Lab:
                         ns.route("add", dst=f"{r.dst}/32", oif=oif, scope=253)
                     else:
                         ns.route("add", dst=f"{r.dst}/32", gateway=str(r.via), oif=oif)
+
+    # ---- route changes ----
+
+    def reroute(self, switch: str, host: str, port: int) -> None:
+        """Send `switch`'s traffic to `host` out of `port` from now on (a
+        path change, seed 002 section 9.1 / seed 004 section 4.1): its /32
+        route to the host is replaced, via the neighbour on that port.  The
+        neighbour must be a switch (whose own routes carry on) or the host
+        itself; a change that makes a loop is refused.  ``path()`` follows."""
+        topo = self.topology
+        sw = topo.switches.get(switch)
+        if sw is None:
+            raise LabError(f"lab {self.name}: reroute: no switch {switch!r}")
+        if host not in topo.hosts:
+            raise LabError(f"lab {self.name}: reroute: no host {host!r}")
+        if not 1 <= port <= len(sw.ports):
+            raise LabError(f"lab {self.name}: reroute: {switch} has no port {port} "
+                           f"(ports 1..{len(sw.ports)})")
+        p = sw.port(port)
+        if p.peer != host and not topo.is_switch(p.peer):
+            raise LabError(f"lab {self.name}: reroute {switch} -> {host} via p{port}: its "
+                           f"neighbour there is host {p.peer}, which does not forward")
+        before = self.reroutes.get((switch, host))
+        self.reroutes[(switch, host)] = port
+        try:
+            for src in topo.hosts:
+                if src != host:
+                    self.path(src, host)
+        except LabError:
+            if before is None:
+                del self.reroutes[(switch, host)]
+            else:
+                self.reroutes[(switch, host)] = before
+            raise
+        from pyroute2 import NetNS
+
+        dst = f"{topo.address(host)}/32"
+        with NetNS(self.netns(switch), flags=0) as ns:
+            oif = _lookup(ns, port_ifname(port), switch)
+            if p.peer == host:
+                ns.route("replace", dst=dst, oif=oif, scope=253)
+            else:
+                ns.route("replace", dst=dst, gateway=str(p.peer_address), oif=oif)
+
+    def path(self, src: str, dst: str) -> list:
+        """Like Topology.path (the switches and egress ports from host `src`
+        to host `dst`), with the reroute()s made so far."""
+        topo = self.topology
+        s, d = topo.hosts[src], topo.hosts[dst]
+        if s.name == d.name:
+            return []
+        from .topology import Hop
+
+        hops: list = []
+        node = s.switch
+        while True:
+            port = self.reroutes.get((node, dst)) or topo.route(node, dst).port
+            hops.append(Hop(node, port))
+            peer = topo.switches[node].port(port).peer
+            if peer == dst:
+                return hops
+            if len(hops) > len(topo.switches):
+                raise LabError(f"lab {self.name}: the routes from {src} to {dst} loop: "
+                               f"{' -> '.join(f'{h.switch}:p{h.port}' for h in hops)}")
+            node = peer
 
     def switch_ports(self) -> Iterator[SwitchPort]:
         """Every switch port, for hooks; needs the lab up (reads ifindexes)."""
@@ -886,10 +967,21 @@ def _remove(lab: str, namespaces: Iterable[str], temps: Iterable[str], state_fil
     left = [n for n in namespaces if os.path.exists(f"{NETNS_DIR}/{n}")]
     if left:
         errors.append(f"namespaces still there: {left}")
+    try:
+        report["pins"] = _remove_pins(lab)
+    except Exception as e:
+        errors.append(f"removing the INT switch pins of lab {lab}: {e!r}")
     if len(errors) == before:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(state_file)
     return report
+
+
+def _remove_pins(lab: str) -> list[str]:
+    """Unpin the INT switch maps of `lab` (hpccd.int_switch), if any."""
+    from .int_switch import pin_dir, remove_pins
+
+    return remove_pins(lab) if os.path.isdir(pin_dir(lab)) else []
 
 
 def _gone(e: BaseException) -> bool:
@@ -1024,6 +1116,8 @@ def status(name: str, state_dir: str = STATE_DIR) -> dict[str, Any]:
                         entry["interfaces"].append(iface)
             except Exception as e:              # gone meanwhile, or unreadable
                 entry["error"] = repr(e)
+            if topo.is_switch(node) and st.get("int_switch"):
+                entry["int_switch"] = _int_switch_counters(st["name"], topo.switches[node])
         nodes.append(entry)
     return {"name": st["name"], "status": st["status"], "pid": st.get("pid"),
             "offloads": st.get("offloads"), "topology_file": st.get("topology_file"),
@@ -1031,6 +1125,18 @@ def status(name: str, state_dir: str = STATE_DIR) -> dict[str, Any]:
             "links": [{"index": ln.index, "a": ln.a.node, "b": ln.b.node,
                        "network": str(ln.network), "rate_mbps": ln.rate_mbps,
                        "buffer_bytes": ln.buffer_bytes} for ln in topo.links]}
+
+
+def _int_switch_counters(lab: str, sw) -> dict[str, Any]:
+    """The INT switch's counters of every port of `sw`, {port: {name:
+    [packets, bytes]}}, or {"error": ...} when the pins cannot be read."""
+    from .int_switch import read_counters
+
+    try:
+        got = read_counters(lab, sw.name, [p.number for p in sw.ports])
+    except Exception as e:
+        return {"error": repr(e)}
+    return {str(n): {k: list(v) for k, v in c.items()} for n, c in got.items()}
 
 
 # ---- hpccctl lab ------------------------------------------------------------------------
@@ -1058,6 +1164,20 @@ def _print_status(st: dict[str, Any], out) -> None:
                   f"{i['address']:18s} {i['rate_mbps']:6d} {i['buffer_bytes']:8d} "
                   f"{q.get('bytes', 0):12d} {q.get('packets', 0):9d} {q.get('drops', 0):6d} "
                   f"{q.get('backlog', 0):8d}", file=out)
+    sws = [n for n in st["nodes"] if n.get("int_switch")]
+    if not sws:
+        return
+    print(f"  INT switch (packets): {'node':8s} {'if':4s} {'forwarded':>10s} "
+          f"{'INT stamped':>11s} {'INT full':>8s} {'ECN marked':>10s} {'fast-start drops':>16s}",
+          file=out)
+    for n in sws:
+        if "error" in n["int_switch"]:
+            print(f"  {'':22s}{n['node']:8s} ({n['int_switch']['error']})", file=out)
+            continue
+        for num, c in n["int_switch"].items():
+            print(f"  {'':22s}{n['node']:8s} {'p' + num:4s} {c['forwarded'][0]:10d} "
+                  f"{c['int_stamped'][0]:11d} {c['int_full'][0]:8d} {c['ecn_marked'][0]:10d} "
+                  f"{c['drop_fast_start'][0]:16d}", file=out)
 
 
 def cli(args) -> int:
@@ -1075,10 +1195,16 @@ def cli(args) -> int:
             except TopologyError as e:
                 print(f"hpccctl lab up: {e}", file=err)
                 return 2
-            lab = Lab(topo, name=args.name, offloads=args.offloads).up()
+            lab = Lab(topo, name=args.name, offloads=args.offloads,
+                      int_switch=not args.no_int).up()
             print(f"lab {lab.name} up: {len(lab.namespaces)} namespaces "
                   f"({', '.join(lab.namespaces)}), {len(topo.links)} links, state in "
                   f"{lab.state_file}")
+            if lab.int_switch is not None:
+                from .int_switch import pin_dir
+                lab.int_switch.close()      # the tc filters keep the programs
+                print(f"  INT switch on {sum(len(s.ports) for s in topo.switches.values())} "
+                      f"switch ports, maps pinned in {pin_dir(lab.name)}")
             print(f"  hpccctl lab status {lab.name}; hpccctl lab down {lab.name}")
             return 0
         if args.lab_cmd == "down":

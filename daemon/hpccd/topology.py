@@ -57,7 +57,9 @@ _TOP_KEYS = ("lab", "defaults", "switches", "hosts", "links")
 _LAB_KEYS = ("name", "subnet")
 _DEFAULT_KEYS = ("rate_mbps", "buffer_bytes", "mtu")
 _SWITCH_KEYS = ("name", "id", "ecn")
-_ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax", "fast_start_k_bytes")
+_ECN_KEYS = ("kmin_bytes", "kmax_bytes", "pmax", "fast_start_k_bytes", "fast_start_class")
+# Which ECN-incapable packets the fast-start rule drops (docs/topology.md).
+FAST_START_CLASSES = ("hpccd", "all")
 _HOST_KEYS = ("name",)
 _LINK_KEYS = ("endpoints", "rate_mbps", "buffer_bytes")
 
@@ -170,12 +172,16 @@ def _key_name(path: tuple) -> str:
 class Ecn:
     """Marking on every egress port of a switch (docs/topology.md).
     ``fast_start_k_bytes`` None: ECN-incapable packets are never dropped
-    for the queue (only when the buffer is full)."""
+    for the queue (only when the buffer is full).  ``fast_start_class``:
+    which ECN-incapable packets that rule applies to: "hpccd" (native
+    transport packets, where LDCP's first-RTT packets come from), "all"
+    (every IPv4 packet) or a DSCP (int 0..63)."""
 
     kmin_bytes: int
     kmax_bytes: int
     pmax: float
     fast_start_k_bytes: int | None = None
+    fast_start_class: str | int = "hpccd"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -639,7 +645,20 @@ class _Validator:
         fsk = None
         if "fast_start_k_bytes" in e:
             fsk = self.int_(e, p, "fast_start_k_bytes", lo=0)
-        return Ecn(kmin, kmax, float(pmax), fsk)
+        fsc: str | int = "hpccd"
+        if "fast_start_class" in e:
+            if fsk is None:
+                self.fail(p + ("fast_start_class",), "needs fast_start_k_bytes")
+            v = e["fast_start_class"]
+            if isinstance(v, str):
+                if v not in FAST_START_CLASSES:
+                    self.fail(p + ("fast_start_class",),
+                              f"{v!r}: one of {', '.join(map(repr, FAST_START_CLASSES))} "
+                              f"or a DSCP 0..63")
+                fsc = v
+            else:
+                fsc = self.int_(e, p, "fast_start_class", lo=0, hi=63)
+        return Ecn(kmin, kmax, float(pmax), fsk, fsc)
 
     def check_buffer(self, buf: int, path: tuple, mtu: int) -> None:
         if buf < mtu + ETH_HLEN:

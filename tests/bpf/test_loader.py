@@ -189,7 +189,7 @@ def pin_dir():
     try:
         yield d
     finally:
-        bpf._unpin_tree(d)
+        bpf.unpin_tree(d)
 
 
 # ---- namespaces ---------------------------------------------------------------

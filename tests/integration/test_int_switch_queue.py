@@ -79,17 +79,14 @@ lab_mod = pytest.importorskip("hpccd.lab", reason="the lab builder (hpccd.lab) i
 
 from scapy.layers.inet import IP, UDP  # noqa: E402
 
-from hpccd import bpf, wire  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
+from hpccd import wire  # noqa: E402
+from hpccd._bpf import ffi, lib  # noqa: E402
+from hpccd.topology import Ecn, Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OBJ = ROOT / "build" / "ebpf" / "int_switch.bpf.o"
 PROG = "hpccd_int_sw"
-HDR = (ROOT / "ebpf" / "hpccd_kern_user.h").read_text()
 
-PORT_FMT = "<QIIIIIHHBB6x"          # struct hpccd_sw_port
-SAMPLE_FMT = "<QQQIIIIHH4x"         # struct hpccd_sw_sample
-COUNTER_FMT = "<QQ"
 
 LINK_BPS = 1_000_000_000
 LINK_BYTES_S = LINK_BPS // 8
@@ -138,86 +135,15 @@ rate_mbps = 1000
 """
 
 
-def _define(name: str) -> int:
-    import re
-    m = re.search(r"#define\s+%s\s+(0x[0-9a-fA-F]+|\d+)" % name, HDR)
-    assert m, name
-    return int(m.group(1), 0)
+F_INT, F_ECN, F_FS_DSCP, F_SAMPLE = (lib.HPCCD_SW_F_INT, lib.HPCCD_SW_F_ECN,
+                                     lib.HPCCD_SW_F_FS_DSCP, lib.HPCCD_SW_F_SAMPLE)
 
 
-F_INT, F_ECN, F_FS_DSCP, F_SAMPLE = (_define(f"HPCCD_SW_F_{n}")
-                                     for n in ("INT", "ECN", "FS_DSCP", "SAMPLE"))
-
-
-def _counter_slots() -> dict[str, int]:
-    import re
-    body = re.search(r"enum\s+hpccd_sw_counter\s*\{(.*?)\}\s*;", HDR, re.S).group(1)
-    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    names = [i.strip().split("=")[0].strip() for i in body.split(",") if i.strip()]
-    return {n.removeprefix("HPCCD_SW_"): k for k, n in enumerate(names)}
-
-
-SLOTS = _counter_slots()
-N_SLOTS = SLOTS["COUNTERS"]
-
-
-# ---- the switch program, attached by a lab port hook -----------------------------------------
-
-class Ring(bpf.RingBuffer):
-    """The queue sampler's ring buffer (hpccd.bpf.RingBuffer), as tuples of
-    SAMPLE_FMT."""
-
-    def read(self) -> list[tuple]:
-        return [struct.unpack_from(SAMPLE_FMT, r) for r in super().read()]
-
-
-class SwitchHook:
-    """Lab port hook: one int_switch object per switch namespace (the port
-    map is keyed by ifindex, unique only within a namespace), attached to
-    every port's tc egress and configured from the topology."""
-
-    def __init__(self):
-        self.objs: dict[str, bpf.BpfObject] = {}
-        self.ports: dict[tuple[str, int], object] = {}
-        self.rings: dict[str, Ring] = {}
-
-    def __call__(self, sp) -> None:
-        obj = self.objs.get(sp.switch.name)
-        if obj is None:
-            obj = bpf.BpfObject.open(OBJ, rodata={"hpccd_cfg_sample_ns": 100_000})
-            self.objs[sp.switch.name] = obj
-            obj.load()
-            self.rings[sp.switch.name] = Ring(obj.map("hpccd_sw_qsamp"))
-        self.ports[(sp.switch.name, sp.port.number)] = sp
-        self.configure(sp.switch.name, sp.port.number)
-        bpf.tc_attach(sp.ifname, obj.program(PROG), "egress")
-
-    def configure(self, switch: str, number: int, flags: int = F_INT | F_SAMPLE,
-                  kmin: int = 0, kmax: int = 0, pmax: float = 1.0, fs_k: int = 0,
-                  fs_dscp: int = 0) -> None:
-        sp = self.ports[(switch, number)]
-        pmax_u32 = min(round(pmax * 2 ** 32), 0xFFFFFFFF)
-        cfg = struct.pack(PORT_FMT, sp.port.buffer_bytes, kmin, kmax, pmax_u32, fs_k, flags,
-                          number, sp.switch.id, sp.port.speed_code, fs_dscp)
-        self.objs[switch].map("hpccd_sw_ports").update(sp.ifindex, cfg)
-
-    def counters(self, switch: str, number: int) -> dict[str, tuple[int, int]]:
-        m = self.objs[switch].map("hpccd_sw_cnt")
-        out = {}
-        for name, slot in SLOTS.items():
-            if name == "COUNTERS":
-                continue
-            vals = [struct.unpack(COUNTER_FMT, v) for v in m.lookup(number * N_SLOTS + slot)]
-            out[name] = (sum(v[0] for v in vals), sum(v[1] for v in vals))
-        return out
-
-    def close(self) -> None:
-        for r in self.rings.values():
-            r.close()
-        for o in self.objs.values():
-            o.close()
-        self.rings.clear()
-        self.objs.clear()
+def _port_flags(lab) -> int:
+    """Flags of s1's port 2 as the program reads them (its map)."""
+    sp = lab.hook.ports[("s1", 2)]
+    raw = lab.hook.objs["s1"].map("hpccd_sw_ports").lookup(sp.ifindex)
+    return ffi.cast("struct hpccd_sw_port *", ffi.from_buffer(raw)).flags
 
 
 def _prog_ids() -> list[int]:
@@ -245,10 +171,9 @@ def chain():
     if not OBJ.exists():
         pytest.skip(f"{OBJ.relative_to(ROOT)} is not built (make bpf)")
     before = set(_prog_ids())
-    hook = SwitchHook()
-    with lab_ctx(Topology.loads(TOPOLOGY), offloads="on", port_hooks=[hook]) as lb:
+    with lab_ctx(Topology.loads(TOPOLOGY), offloads="on") as lb:
         name = lb.name
-        lb.hook = hook
+        lb.hook = lb.int_switch
         lb.ping("h1", "h2")
         lb.popen("h2", ["iperf3", "-s"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)
@@ -328,7 +253,7 @@ class ProbeFrames:
 def run_flow(lab, *, tos: int, duration: float = 3.0, warmup: float = 1.0,
              interval: float = 0.001) -> Run:
     hook = lab.hook
-    ring = hook.rings["s1"]
+    ring = hook.sampler("s1")
     ring.read()                                    # start from now
     c0 = hook.counters("s1", 2)
     err0 = _udp_csum_errors(lab)
@@ -429,7 +354,8 @@ def run_flow(lab, *, tos: int, duration: float = 3.0, warmup: float = 1.0,
 @pytest.fixture(scope="module")
 def int_run(chain):
     """INT and the sampler only (no marking, no drops)."""
-    chain.hook.configure("s1", 2, flags=F_INT | F_SAMPLE)
+    chain.hook.configure("s1", 2, ecn=None)
+    assert _port_flags(chain) == F_INT | F_SAMPLE
     return run_flow(chain, tos=ECT0)
 
 
@@ -444,13 +370,13 @@ def test_every_probe_stamped_once_with_a_good_checksum(int_run):
     r = int_run
     assert len(r.probes) >= 0.98 * len(r.sent)
     assert r.csum_errors == 0
-    assert r.counters["INT_STAMPED"][0] == len(r.sent)
-    assert r.counters["INT_MALFORMED"] == (0, 0) and r.counters["INT_FULL"] == (0, 0)
+    assert r.counters["int_stamped"][0] == len(r.sent)
+    assert r.counters["int_malformed"] == (0, 0) and r.counters["int_full"] == (0, 0)
     for p in r.probes:
         assert (p.nhop, p.path_id, p.speed) == (1, SWITCH_ID, 14)   # 14: 1000 Mbit/s
         assert p.flags == wire.INT_F_COLLECT
         assert p.tos == ECT0                     # not marked: ECN is off
-    assert r.counters["DROP_FAST_START"] == (0, 0)
+    assert r.counters["drop_fast_start"] == (0, 0)
 
 
 def test_timestamps_strictly_increase_and_lie_in_flight(int_run):
@@ -545,7 +471,7 @@ def test_checksum_partial_probe_is_left_for_completion(chain):
     cap.bind((lab_mod.HOST_IFNAME, 0x0800))
     cap.settimeout(0.5)
     tx = chain.socket("h1", socket.AF_INET, socket.SOCK_DGRAM)
-    c0 = chain.hook.counters("s1", 2)["INT_STAMPED"][0]
+    c0 = chain.hook.counters("s1", 2)["int_stamped"][0]
     n, seen = 5, []
     for seq in range(n):
         body = bytes(wire.int_header(room=5, flags=wire.INT_F_COLLECT)
@@ -566,7 +492,7 @@ def test_checksum_partial_probe_is_left_for_completion(chain):
     tx.close()
     cap.close()
     assert len(seen) == n
-    assert chain.hook.counters("s1", 2)["INT_STAMPED"][0] - c0 == n
+    assert chain.hook.counters("s1", 2)["int_stamped"][0] - c0 == n
     for ip in seen:
         ihl = (ip[0] & 0xF) * 4
         udp_len = struct.unpack_from("!H", ip, ihl + 4)[0]
@@ -590,7 +516,8 @@ def test_threshold_marking_is_exactly_q_ge_k(chain):
     """K_min = K_max = K (DCTCP): CE exactly when the probe's own record
     says q >= K (K a multiple of 80, so qLen x 80 >= K <=> backlog >= K)."""
     k = 1600 * 80
-    chain.hook.configure("s1", 2, flags=F_INT | F_ECN | F_SAMPLE, kmin=k, kmax=k)
+    chain.hook.configure("s1", 2, ecn=Ecn(k, k, 1.0))
+    assert _port_flags(chain) == F_INT | F_ECN | F_SAMPLE
     r = run_flow(chain, tos=ECT0, duration=2.0)
     assert len(r.probes) >= 0.98 * len(r.sent)
     above = [p for p in r.probes if _q(p) >= k]
@@ -598,14 +525,14 @@ def test_threshold_marking_is_exactly_q_ge_k(chain):
     assert above and below, (len(above), len(below))
     assert all(p.tos & 3 == CE for p in above)
     assert all(p.tos & 3 == ECT0 for p in below)
-    assert r.counters["ECN_MARKED"][0] >= len(above)
+    assert r.counters["ecn_marked"][0] >= len(above)
 
 
 def test_marking_probability_follows_the_queue(chain):
     """K_min <= q < K_max: each probe is marked with probability
     (q - K_min) / (K_max - K_min) x P_max of the q it saw."""
     kmin, kmax, pmax = 400 * 80, 3000 * 80, 0.8
-    chain.hook.configure("s1", 2, flags=F_INT | F_ECN | F_SAMPLE, kmin=kmin, kmax=kmax, pmax=pmax)
+    chain.hook.configure("s1", 2, ecn=Ecn(kmin, kmax, pmax))
     r = run_flow(chain, tos=ECT0, duration=3.0)
     assert len(r.probes) >= 0.98 * len(r.sent)
 
@@ -631,10 +558,13 @@ def test_fast_start_drops_ecn_incapable_class_above_k(chain):
     """ECN-incapable probes of DSCP class 10 are dropped when q >= K; the
     TCP flow (DSCP 0) is not of the class and loses nothing to it."""
     k = 1600 * 80
-    chain.hook.configure("s1", 2, flags=F_INT | F_FS_DSCP | F_SAMPLE, fs_k=k,
-                       fs_dscp=PROBE_DSCP_FS)
+    # Fast start alone: a standing queue of kernel TCP above K marks nothing
+    # (cubic is not ECN-capable) and the class is the probes' DSCP.
+    chain.hook.configure("s1", 2, ecn=Ecn(k, k, 1.0, fast_start_k_bytes=k,
+                                          fast_start_class=PROBE_DSCP_FS))
+    assert _port_flags(chain) == F_INT | F_ECN | F_FS_DSCP | F_SAMPLE
     r = run_flow(chain, tos=PROBE_DSCP_FS << 2, duration=2.0)
-    dropped = r.counters["DROP_FAST_START"][0]
+    dropped = r.counters["drop_fast_start"][0]
     missing = len(r.sent) - len(r.probes)
     assert all(_q(p) < k for p in r.probes)
     assert dropped > 0 and r.probes, (dropped, len(r.probes))

@@ -258,6 +258,14 @@ def test_link_values_override_defaults():
      "switches[0].ecn.kmax_bytes", "exceeds the 100000-byte buffer of port 1"),
     ("negative fast-start K", "pmax = 0.5 }", "pmax = 0.5, fast_start_k_bytes = -1 }", 12,
      "switches[0].ecn.fast_start_k_bytes", "out of range"),
+    ("fast-start class without K", "pmax = 0.5 }", 'pmax = 0.5, fast_start_class = "all" }',
+     12, "switches[0].ecn.fast_start_class", "needs fast_start_k_bytes"),
+    ("unknown fast-start class", "pmax = 0.5 }",
+     'pmax = 0.5, fast_start_k_bytes = 3000, fast_start_class = "tcp" }', 12,
+     "switches[0].ecn.fast_start_class", "'hpccd', 'all' or a DSCP"),
+    ("fast-start DSCP above 63", "pmax = 0.5 }",
+     "pmax = 0.5, fast_start_k_bytes = 3000, fast_start_class = 64 }", 12,
+     "switches[0].ecn.fast_start_class", "out of range"),
     ("buffer smaller than a frame", "buffer_bytes = 100000", "buffer_bytes = 1000", 7,
      "defaults.buffer_bytes", "one full-size frame"),
     ("mtu too small", "buffer_bytes = 100000\n", "buffer_bytes = 100000\nmtu = 100\n", 8,
@@ -274,6 +282,15 @@ def test_schema_errors_name_file_line_and_key(desc, old, new, line, key, words):
     assert (e.file, e.line, e.key) == ("t.toml", line, key), (desc, str(e))
     assert words in e.message, (desc, e.message)
     assert str(e).startswith(f"t.toml:{line}: {key}: "), str(e)
+
+
+@pytest.mark.parametrize("value, want", [(None, "hpccd"), ('"hpccd"', "hpccd"),
+                                         ('"all"', "all"), ("10", 10)])
+def test_fast_start_class(value, want):
+    extra = ", fast_start_k_bytes = 3000" + (f", fast_start_class = {value}" if value else "")
+    topo = Topology.loads(replace("pmax = 0.5 }", f"pmax = 0.5{extra} }}"))
+    e = next(iter(topo.switches.values())).ecn
+    assert (e.fast_start_k_bytes, e.fast_start_class) == (3000, want)
 
 
 def test_disconnected_graph_names_the_unreachable_node():

@@ -546,6 +546,11 @@ class Lab:
         self._socks.append(s)
         return s
 
+    def track(self, s: _socket.socket) -> _socket.socket:
+        """Have down() close `s` too (a socket accepted from one of ours)."""
+        self._socks.append(s)
+        return s
+
     def probe(self, src: str, dst: str, timeout: float = 3.0) -> tuple[float, int, int]:
         """A UDP round trip from host `src` to host `dst` and back, between
         two sockets of this process (one made in each namespace), resent

@@ -1,0 +1,222 @@
+"""``incast``: N senders start together toward the receiver of a long flow
+(seed 004 section 5.2, Figure 9c/9d: seven senders in the paper's testbed).
+
+Set-up (embedded topology, :func:`topology`): N + 1 senders and one
+receiver on one switch, every link at the same rate (default 1 Gbit/s),
+so the switch port toward the receiver is the only bottleneck; DCTCP
+threshold marking at K on that switch.  Per algorithm, in one lab:
+
+1. the long flow (sender ``l1``) runs alone for ``warmup`` seconds;
+2. at t0 the N incast senders (``h1``..``hN``) each send ``size`` bytes,
+   started on one barrier;
+3. recording goes on for ``observe`` seconds after t0.
+
+Reported per algorithm: the bottleneck queue over [t0, t0 + observe]
+(p50, p99, max, p99 in BDPs of the idle base RTT), the time from t0 until
+the queue has drained (after its peak, back to its pre-incast p95 plus one
+host GSO train and two full frames) in base RTTs, the incast flows' completion times, and the long
+flow's throughput before, during and after the incast -- with the check
+that the emulated queue, not the CPU, was the bottleneck.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any
+
+from ..lab import htb_burst_bytes
+from . import measure
+from .algos import Algo
+from .common import base_rtt, open_flow, open_sink, Skip
+from .report import Results, progress, pyplot, table
+
+NAME = "incast"
+PORT = 5201
+DEFAULTS = {"senders": 7, "size": 500_000, "rate_mbps": 1000, "buffer_bytes": 1_000_000,
+            "k_bytes": 30_000, "warmup": 1.0, "observe": 1.0}
+
+
+def topology(senders: int, rate_mbps: int, buffer_bytes: int, k_bytes: int) -> str:
+    """The embedded incast topology (docs/experiments.md)."""
+    hosts = ["l1"] + [f"h{i}" for i in range(1, senders + 1)] + ["r1"]
+    lines = ["[lab]", 'name = "xincast"', 'subnet = "10.120.0.0/16"', "",
+             "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
+             "[[switches]]", 'name = "s1"', "id = 0x0E1",
+             f"ecn = {{ kmin_bytes = {k_bytes}, kmax_bytes = {k_bytes}, pmax = 1.0, "
+             f"fast_start_k_bytes = {k_bytes} }}", ""]
+    for h in hosts:
+        lines += ["[[hosts]]", f'name = "{h}"']
+    for h in hosts:
+        lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
+    return "\n".join(lines) + "\n"
+
+
+def _drain_time(samples, t0: int, pre_level: float) -> float:
+    """Seconds from t0 until, after the queue's peak, the backlog is back at
+    `pre_level`; inf if it never is."""
+    after = [s for s in samples if s.ts_ns >= t0]
+    if not after:
+        return math.nan
+    peak = max(range(len(after)), key=lambda i: after[i].backlog_bytes)
+    for s in after[peak:]:
+        if s.backlog_bytes <= pre_level:
+            return (s.ts_ns - t0) / 1e9
+    return math.inf
+
+
+def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
+    topo = lab.topology
+    sw = topo.switches["s1"]
+    port = next(pt.number for pt in sw.ports if pt.peer == "r1")
+    link_bps = sw.port(port).rate_bps
+    sink = open_sink(lab, algo, "r1", PORT)
+    flows = []
+    try:
+        rec = measure.QueueRecorder(lab, "s1", port).start()
+        cpu = measure.CpuMeter().start()
+        long = open_flow(lab, algo, "l1", "r1", PORT, sink, "long").start()
+        flows.append(long)
+        senders = [open_flow(lab, algo, f"h{i}", "r1", PORT, sink, f"incast{i}")
+                   for i in range(1, p["senders"] + 1)]
+        flows += senders
+        time.sleep(p["warmup"])
+        barrier = threading.Barrier(len(senders) + 1)
+        for f in senders:
+            f.start(p["size"], barrier)
+        barrier.wait()
+        t0 = time.monotonic_ns()
+        time.sleep(p["observe"])
+        long.stop()
+        for f in flows:
+            f.join()
+        busy = cpu.stop()
+        samples = rec.stop()
+    finally:
+        for f in flows:
+            f.close()
+        sink.close()
+
+    pre = [s.backlog_bytes for s in samples if t0 - 0.5e9 <= s.ts_ns < t0]
+    during = [s for s in samples if t0 <= s.ts_ns <= t0 + p["observe"] * 1e9]
+    q = [s.backlog_bytes for s in during]
+    # Drained: back at the pre-incast p95 plus one host train (the lab's
+    # hosts send GSO trains of half an HTB bucket, docs/lab.md "Offloads")
+    # and two frames: a queue that only ever holds the train in flight.
+    mtu = sw.port(port).mtu
+    pre_level = ((measure.percentile(pre, 95) if pre else 0)
+                 + htb_burst_bytes(sw.port(port).rate_mbps, mtu) // 2 + 2 * (mtu + 14))
+    drain = _drain_time(during, t0, pre_level)
+    bdp = link_bps / 8 * rtt
+    fcts = []
+    for f in senders:
+        c = sink.conn(f)
+        done = next((t for t, b in c.points if b >= p["size"]), None)
+        fcts.append((done - t0) / 1e9 if done else math.inf)
+    lc = sink.conn(long)
+    before = _rate(lc.points, t0 - int(0.5e9), t0)
+    t_incast_end = t0 + int(max(fcts) * 1e9) if all(map(math.isfinite, fcts)) else None
+    during_rate = _rate(lc.points, t0, t_incast_end) if t_incast_end else math.nan
+    after_rate = _rate(lc.points, t_incast_end, t0 + int(p["observe"] * 1e9)) \
+        if t_incast_end else math.nan
+    verdict = measure.bottleneck_verdict(samples, link_bps, busy)
+    return {
+        "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "base_rtt_s": rtt, "bdp_bytes": bdp,
+        "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),
+        "q_max": max(q) if q else math.nan,
+        "q_p99_bdp": measure.percentile(q, 99) / bdp if q else math.nan,
+        "drain_s": drain, "drain_rtts": drain / rtt,
+        "fct_max_s": max(fcts), "fct_p50_s": measure.percentile(fcts, 50),
+        "long_before_bps": before, "long_during_bps": during_rate, "long_after_bps": after_rate,
+        "cpu_busy": busy, "queue_bound": verdict.queue_bound, "verdict": verdict.text,
+        "_samples": samples, "_long_points": lc.points,
+    }
+
+
+def _rate(points, a: int, b: int | None) -> float:
+    """Bits/s received in (a, b], CLOCK_MONOTONIC ns, from (t, bytes so far)."""
+    if b is None or b <= a:
+        return math.nan
+    at_a = [n for t, n in points if t <= a]
+    at_b = [n for t, n in points if t <= b]
+    start = at_a[-1] if at_a else 0
+    end = at_b[-1] if at_b else 0
+    return (end - start) * 8 / ((b - a) / 1e9)
+
+
+COLUMNS = [("algo", "algo"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
+           ("q_max_kb", "q max KB"), ("q_p99_bdp", "q p99 BDP"), ("drain_rtts", "drain RTTs"),
+           ("fct_max_ms", "incast FCT max ms"), ("long_during_mbps", "long during Mbit/s"),
+           ("long_after_mbps", "long after Mbit/s"), ("queue_bound", "queue-bound")]
+
+
+def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
+           p: dict[str, Any]) -> str:
+    plt = pyplot()
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    for r in rows:
+        t0 = r["t0_ns"]
+        qs = r.pop("_samples")
+        pts = r.pop("_long_points")
+        res.csv(f"queue_{r['algo']}.csv", ["t_ms", "backlog_bytes", "tx_bytes", "drops"],
+                [((s.ts_ns - t0) / 1e6, s.backlog_bytes, s.tx_bytes, s.drops) for s in qs])
+        ax1.plot([(s.ts_ns - t0) / 1e6 for s in qs], [s.backlog_bytes / 1e3 for s in qs],
+                 label=r["algo"], lw=1)
+        series = measure.rate_series(pts, 20_000_000)
+        start = (pts[0][0] - t0) / 1e6 if pts else 0
+        res.csv(f"long_flow_{r['algo']}.csv", ["t_ms", "bits_per_s"],
+                [(start + t * 1e3, bps) for t, bps in series])
+        ax2.plot([start + t * 1e3 for t, _ in series], [bps / 1e6 for _, bps in series],
+                 label=r["algo"], lw=1)
+    ax1.set_ylabel("bottleneck queue (KB)")
+    ax1.axvline(0, color="grey", lw=0.5)
+    ax1.legend()
+    ax1.set_title(f"{p['senders']}-to-1 incast of {p['size'] // 1000} KB each "
+                  f"into a long flow, {p['rate_mbps']} Mbit/s")
+    ax2.set_ylabel("long flow (Mbit/s, 20 ms bins)")
+    ax2.set_xlabel("ms from the incast start")
+    ax2.set_xlim(-200, p["observe"] * 1e3)
+    res.figure("incast.png", fig)
+    for r in rows:
+        r.update(q_p50_kb=r["q_p50"] / 1e3, q_p99_kb=r["q_p99"] / 1e3, q_max_kb=r["q_max"] / 1e3,
+                 fct_max_ms=r["fct_max_s"] * 1e3, long_during_mbps=r["long_during_bps"] / 1e6,
+                 long_after_mbps=r["long_after_bps"] / 1e6)
+    text = table(rows, COLUMNS)
+    if rows:
+        r0 = rows[0]
+        text += (f"\nbase RTT {r0['base_rtt_s'] * 1e6:.0f} us (idle UDP round trip), "
+                 f"BDP {r0['bdp_bytes'] / 1e3:.1f} KB at {r0['link_bps'] / 1e9:g} Gbit/s")
+    for r in rows:
+        text += f"\n{r['algo']}: {r['verdict']}"
+    for name, why in skipped.items():
+        text += f"\n{name}: skipped: {why}"
+    res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
+    return text
+
+
+def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
+    """Run `algos` one after the other in one lab; returns (summary text,
+    results folder)."""
+    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
+    from ..topology import Topology
+    topo = Topology.loads(topology(p["senders"], p["rate_mbps"], p["buffer_bytes"],
+                                   p["k_bytes"]), "<incast experiment>")
+    res = Results(out, NAME)
+    rows, skipped = [], {}
+    with lab_factory(topo) as lab:
+        rtt = base_rtt(lab, "l1", "r1")
+        progress(NAME, f"lab up ({len(topo.hosts)} hosts); base RTT {rtt * 1e6:.0f} us")
+        for a in algos:
+            try:
+                progress(NAME, f"{a.name}: long flow for {p['warmup']} s, then "
+                               f"{p['senders']} x {p['size']} B")
+                r = run_one(lab, a, p, rtt)
+            except Skip as e:
+                skipped[a.name] = str(e)
+                progress(NAME, f"{a.name}: skipped: {e}")
+                continue
+            rows.append(r)
+            progress(NAME, f"{a.name}: q p99 {r['q_p99'] / 1e3:.0f} KB, drained in "
+                           f"{r['drain_rtts']:.1f} RTTs")
+            time.sleep(0.3)                         # let the queue empty between algorithms
+    return report(res, rows, skipped, p), res.dir

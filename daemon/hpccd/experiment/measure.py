@@ -1,0 +1,151 @@
+"""What an experiment measures while it runs: the bottleneck queue (from
+the INT switch's queue sampler), the CPU, and the statistics over them.
+
+QueueRecorder reads QueueSample records of one switch port in a thread
+(the sampler's ring holds about 2 s of one busy port; it is read every
+20 ms).  CpuMeter reads /proc/stat at start and stop.  The figures an
+experiment reports come from these, and the check "the emulated queue was
+the bottleneck, not the CPU" (docs/experiments.md) too:
+:func:`bottleneck_verdict`.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Iterable, NamedTuple, Sequence
+
+__all__ = ["QueueRecorder", "CpuMeter", "percentile", "jain", "bottleneck_verdict",
+           "Verdict", "rate_series"]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation; nan if empty."""
+    if not values:
+        return math.nan
+    v = sorted(values)
+    k = (len(v) - 1) * q / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def jain(xs: Iterable[float]) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all equal."""
+    xs = list(xs)
+    sq = sum(x * x for x in xs)
+    return (sum(xs) ** 2) / (len(xs) * sq) if sq > 0 else math.nan
+
+
+def rate_series(points: Sequence[tuple[int, int]], bin_ns: int) -> list[tuple[float, float]]:
+    """(t_ns, cumulative bytes) points -> [(bin start s, bit/s)] per bin of
+    `bin_ns`, from the first point; a bin without points gets 0."""
+    if len(points) < 2:
+        return []
+    t0 = points[0][0]
+    nbins = (points[-1][0] - t0) // bin_ns + 1
+    last = [None] * nbins
+    for t, b in points:
+        last[(t - t0) // bin_ns] = b
+    out, prev = [], points[0][1]
+    for i, b in enumerate(last):
+        if b is None:
+            b = prev
+        out.append((i * bin_ns / 1e9, (b - prev) * 8 * 1e9 / bin_ns))
+        prev = b
+    return out
+
+
+class QueueRecorder:
+    """Queue samples of `port` of `switch` of a lab's INT switch, recorded
+    from start() to stop() (QueueSample tuples, in order)."""
+
+    def __init__(self, lab, switch: str, port: int, period_s: float = 0.02):
+        self.sampler = lab.int_switch.sampler(switch)
+        self.port = port
+        self.period_s = period_s
+        self.samples: list = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _take(self) -> None:
+        self.samples.extend(s for s in self.sampler.read() if s.port == self.port)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._take()
+
+    def start(self) -> "QueueRecorder":
+        self.sampler.read()                       # drop what came before
+        self._thread = threading.Thread(target=self._run, daemon=True, name="queue-recorder")
+        self._thread.start()
+        return self
+
+    def stop(self) -> list:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._take()
+        return self.samples
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)     # idle + iowait
+    total = sum(fields[:8])                                       # guest is in user already
+    return total - idle, total
+
+
+class CpuMeter:
+    """Share of the machine's CPU time spent busy between start and stop."""
+
+    def start(self) -> "CpuMeter":
+        self._t0 = _cpu_times()
+        return self
+
+    def stop(self) -> float:
+        b1, t1 = _cpu_times()
+        b0, t0 = self._t0
+        self.busy = (b1 - b0) / (t1 - t0) if t1 > t0 else math.nan
+        return self.busy
+
+
+class Verdict(NamedTuple):
+    queue_bound: bool        # the emulated queue limited the traffic
+    tx_ratio: float          # bytes the port sent / link rate, while it had a backlog
+    backlogged_s: float      # time with a backlog over which tx_ratio was measured
+    cpu_busy: float          # share of all CPUs busy over the run
+    text: str
+
+
+def bottleneck_verdict(samples: Sequence, link_bps: int, cpu_busy: float,
+                       min_backlog: int = 3000) -> Verdict:
+    """Was the emulated queue the bottleneck?  Over the intervals between
+    consecutive samples that both saw at least `min_backlog` bytes queued,
+    the port must have sent at >= 95% of its link rate (a port that has a
+    backlog and still sends less is starved by the CPU, not the link)."""
+    sent = dur = 0
+    for a, b in zip(samples, samples[1:]):
+        if a.backlog_bytes >= min_backlog and b.backlog_bytes >= min_backlog:
+            sent += b.tx_bytes - a.tx_bytes
+            dur += b.ts_ns - a.ts_ns
+    if dur < 1_000_000:                  # < 1 ms backlogged: nothing to judge
+        ratio = math.nan
+        ok = False
+        why = "the queue was never backlogged long enough to judge (< 1 ms)"
+    else:
+        ratio = sent * 8 * 1e9 / dur / link_bps
+        ok = ratio >= 0.95
+        why = (f"while backlogged ({dur / 1e9:.3f} s) the port sent at {ratio:.1%} of its "
+               f"link rate")
+    cpu = f"CPU {cpu_busy:.0%} busy"
+    text = (f"emulated queue was the bottleneck: {why}; {cpu}" if ok else
+            f"CPU or host was the bottleneck, not the queue: {why}; {cpu}")
+    return Verdict(ok, ratio, dur / 1e9, cpu_busy, text)
+
+
+def wait_until(deadline: float) -> None:
+    d = deadline - time.monotonic()
+    if d > 0:
+        time.sleep(d)

@@ -1,0 +1,82 @@
+"""hpccd.experiment.measure and the incast experiment's arithmetic on
+synthetic samples with hand-computed answers."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hpccd.experiment import algos, incast, measure
+from hpccd.int_switch import QueueSample
+
+
+def qs(ts_ns: int, backlog: int, tx: int = 0) -> QueueSample:
+    return QueueSample(ts_ns, tx, 0, backlog, 0, 0, 1, 2, 0)
+
+
+def test_percentile_interpolates_and_is_nan_on_nothing():
+    assert measure.percentile([1, 2, 3, 4], 50) == 2.5
+    assert measure.percentile([5], 99) == 5
+    assert measure.percentile(list(range(101)), 99) == 99
+    assert math.isnan(measure.percentile([], 50))
+
+
+def test_jain():
+    assert measure.jain([1, 1, 1, 1]) == 1.0
+    assert measure.jain([1, 0, 0, 0]) == 0.25
+    assert measure.jain([2, 1]) == pytest.approx(9 / 10)
+
+
+def test_rate_series_bins_cumulative_bytes():
+    pts = [(0, 0), (5_000_000, 1000), (10_000_000, 3000), (25_000_000, 3000)]
+    # 10 ms bins: bin 0 ends at 1000 bytes, bin 1 at 3000, bin 2 has nothing (3000)
+    assert measure.rate_series(pts, 10_000_000) == [
+        (0.0, 1000 * 8 / 0.01), (0.01, 2000 * 8 / 0.01), (0.02, 0.0)]
+
+
+def test_verdict_needs_the_port_to_send_at_line_rate_while_backlogged():
+    link = 1_000_000_000
+    # 2 ms backlogged, 250 000 bytes sent = 1 Gbit/s exactly
+    full = [qs(0, 50_000, 0), qs(1_000_000, 50_000, 125_000), qs(2_000_000, 40_000, 250_000)]
+    v = measure.bottleneck_verdict(full, link, 0.5)
+    assert v.queue_bound and v.tx_ratio == pytest.approx(1.0)
+    # same backlog, half the bytes: the host, not the link, was slow
+    starved = [qs(0, 50_000, 0), qs(1_000_000, 50_000, 62_500), qs(2_000_000, 40_000, 125_000)]
+    v = measure.bottleneck_verdict(starved, link, 0.99)
+    assert not v.queue_bound and v.tx_ratio == pytest.approx(0.5)
+    assert "CPU or host" in v.text
+    # never backlogged: cannot say
+    idle = [qs(0, 0, 0), qs(5_000_000, 0, 600_000)]
+    v = measure.bottleneck_verdict(idle, link, 0.1)
+    assert not v.queue_bound and math.isnan(v.tx_ratio)
+
+
+def test_drain_time_counts_from_t0_to_back_at_the_level_after_the_peak():
+    s = [qs(1000, 0), qs(2000, 90_000), qs(3000, 200_000), qs(4000, 50_000), qs(5000, 2000),
+         qs(6000, 500)]
+    assert incast._drain_time(s, 1000, 3000) == (5000 - 1000) / 1e9
+    assert incast._drain_time(s[:4], 1000, 3000) == math.inf
+
+
+def test_rate_between_two_instants():
+    pts = [(0, 0), (1_000_000_000, 125_000_000), (2_000_000_000, 187_500_000)]
+    assert incast._rate(pts, 1_000_000_000, 2_000_000_000) == pytest.approx(0.5e9)
+    assert math.isnan(incast._rate(pts, 5, None))
+
+
+def test_parse_algos_refuses_unknown_and_repeated():
+    assert [a.name for a in algos.parse_algos("hpcc, cubic")] == ["hpcc", "cubic"]
+    with pytest.raises(algos.AlgoError, match="unknown algorithm 'reno2'"):
+        algos.parse_algos("cubic,reno2")
+    with pytest.raises(algos.AlgoError, match="twice"):
+        algos.parse_algos("cubic,cubic")
+    with pytest.raises(algos.AlgoError, match="no algorithm"):
+        algos.parse_algos(" , ")
+
+
+def test_incast_topology_is_valid_and_has_one_bottleneck():
+    from hpccd.topology import Topology
+    t = Topology.loads(incast.topology(7, 1000, 1_000_000, 30_000))
+    assert len(t.hosts) == 9 and list(t.switches) == ["s1"]
+    assert t.switches["s1"].ecn.kmin_bytes == 30_000
+    assert all(len(t.path(h, "r1")) == 1 for h in t.hosts if h != "r1")

@@ -52,8 +52,7 @@ def test_verdict_needs_the_port_to_send_at_line_rate_while_backlogged():
 
 
 def test_drain_time_counts_from_t0_to_back_at_the_level_after_the_peak():
-    s = [qs(1000, 0), qs(2000, 90_000), qs(3000, 200_000), qs(4000, 50_000), qs(5000, 2000),
-         qs(6000, 500)]
+    s = [(1000, 0), (2000, 90_000), (3000, 200_000), (4000, 50_000), (5000, 2000), (6000, 500)]
     assert incast._drain_time(s, 1000, 3000) == (5000 - 1000) / 1e9
     assert incast._drain_time(s[:4], 1000, 3000) == math.inf
 
@@ -80,3 +79,17 @@ def test_incast_topology_is_valid_and_has_one_bottleneck():
     assert len(t.hosts) == 9 and list(t.switches) == ["s1"]
     assert t.switches["s1"].ecn.kmin_bytes == 30_000
     assert all(len(t.path(h, "r1")) == 1 for h in t.hosts if h != "r1")
+
+
+def test_queue_over_time_holds_a_sample_then_drains_at_the_link_rate():
+    link = 1_000_000_000                     # 125 bytes per us
+    s = [qs(0, 50_000), qs(1_000_000, 10_000)]
+    grid = dict(measure.queue_over_time(s, link, 0, 1_000_000, sample_ns=100_000,
+                                        step_ns=100_000))
+    assert grid[0] == grid[100_000] == 50_000          # within the sample interval: as sampled
+    assert grid[200_000] == 50_000 - 125 * 100         # 100 us of draining
+    assert grid[500_000] == 0                          # drained after 400 us
+    assert grid[1_000_000] == 10_000                   # the next sample
+    assert measure.queue_over_time([], link, 0, 10) == []
+    # before the first sample nothing is known to be queued
+    assert dict(measure.queue_over_time([qs(500, 7)], link, 0, 1000, step_ns=500))[0] == 0

@@ -3,8 +3,8 @@ section 5.2) in the lab, every algorithm side by side on the same links in
 one run (docs/experiments.md).  ``hpccctl experiment NAME --algos ...``."""
 from __future__ import annotations
 
-from . import incast
+from . import incast, mice
 
-EXPERIMENTS = {incast.NAME: incast}
+EXPERIMENTS = {m.NAME: m for m in (incast, mice)}
 
 __all__ = ["EXPERIMENTS"]

@@ -52,16 +52,16 @@ def topology(senders: int, rate_mbps: int, buffer_bytes: int, k_bytes: int) -> s
     return "\n".join(lines) + "\n"
 
 
-def _drain_time(samples, t0: int, pre_level: float) -> float:
-    """Seconds from t0 until, after the queue's peak, the backlog is back at
-    `pre_level`; inf if it never is."""
-    after = [s for s in samples if s.ts_ns >= t0]
+def _drain_time(grid: list[tuple[int, int]], t0: int, pre_level: float) -> float:
+    """Seconds from t0 until, after the queue's peak, the backlog (a
+    measure.queue_over_time grid) is back at `pre_level`; inf if never."""
+    after = [(t, b) for t, b in grid if t >= t0]
     if not after:
         return math.nan
-    peak = max(range(len(after)), key=lambda i: after[i].backlog_bytes)
-    for s in after[peak:]:
-        if s.backlog_bytes <= pre_level:
-            return (s.ts_ns - t0) / 1e9
+    peak = max(range(len(after)), key=lambda i: after[i][1])
+    for t, b in after[peak:]:
+        if b <= pre_level:
+            return (t - t0) / 1e9
     return math.inf
 
 
@@ -97,16 +97,19 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
             f.close()
         sink.close()
 
-    pre = [s.backlog_bytes for s in samples if t0 - 0.5e9 <= s.ts_ns < t0]
-    during = [s for s in samples if t0 <= s.ts_ns <= t0 + p["observe"] * 1e9]
-    q = [s.backlog_bytes for s in during]
+    # time-weighted (measure.queue_over_time): what the queue was, not what
+    # arriving packets saw
+    t_end = t0 + int(p["observe"] * 1e9)
+    pre = [b for _, b in measure.queue_over_time(samples, link_bps, t0 - int(0.5e9), t0)]
+    grid = measure.queue_over_time(samples, link_bps, t0, t_end)
+    q = [b for _, b in grid]
     # Drained: back at the pre-incast p95 plus one host train (the lab's
     # hosts send GSO trains of half an HTB bucket, docs/lab.md "Offloads")
     # and two frames: a queue that only ever holds the train in flight.
     mtu = sw.port(port).mtu
     pre_level = ((measure.percentile(pre, 95) if pre else 0)
                  + htb_burst_bytes(sw.port(port).rate_mbps, mtu) // 2 + 2 * (mtu + 14))
-    drain = _drain_time(during, t0, pre_level)
+    drain = _drain_time(grid, t0, pre_level)
     bdp = link_bps / 8 * rtt
     fcts = []
     for f in senders:
@@ -123,7 +126,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     return {
         "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "base_rtt_s": rtt, "bdp_bytes": bdp,
         "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),
-        "q_max": max(q) if q else math.nan,
+        "q_max": max((s.backlog_bytes for s in samples if t0 <= s.ts_ns <= t_end),
+                     default=math.nan),
         "q_p99_bdp": measure.percentile(q, 99) / bdp if q else math.nan,
         "drain_s": drain, "drain_rtts": drain / rtt,
         "fct_max_s": max(fcts), "fct_p50_s": measure.percentile(fcts, 50),
@@ -160,8 +164,9 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         pts = r.pop("_long_points")
         res.csv(f"queue_{r['algo']}.csv", ["t_ms", "backlog_bytes", "tx_bytes", "drops"],
                 [((s.ts_ns - t0) / 1e6, s.backlog_bytes, s.tx_bytes, s.drops) for s in qs])
-        ax1.plot([(s.ts_ns - t0) / 1e6 for s in qs], [s.backlog_bytes / 1e3 for s in qs],
-                 label=r["algo"], lw=1)
+        g = measure.queue_over_time(qs, r["link_bps"], t0 - int(0.2e9),
+                                    t0 + int(p["observe"] * 1e9), step_ns=50_000)
+        ax1.plot([(t - t0) / 1e6 for t, _ in g], [b / 1e3 for _, b in g], label=r["algo"], lw=1)
         series = measure.rate_series(pts, 20_000_000)
         start = (pts[0][0] - t0) / 1e6 if pts else 0
         res.csv(f"long_flow_{r['algo']}.csv", ["t_ms", "bits_per_s"],

@@ -55,6 +55,39 @@ def rate_series(points: Sequence[tuple[int, int]], bin_ns: int) -> list[tuple[fl
     return out
 
 
+def queue_over_time(samples: Sequence, link_bps: int, t_from: int, t_to: int,
+                    sample_ns: int = 100_000, step_ns: int = 100_000) -> list[tuple[int, int]]:
+    """The port's backlog on a uniform time grid (t_ns, bytes) over
+    [t_from, t_to], reconstructed from its queue samples.
+
+    The sampler writes a record when a packet arrives and no record of the
+    port is younger than `sample_ns`: samples are what *arriving packets*
+    see, so their percentiles weigh busy moments more than idle ones (an
+    emptied queue gets no samples until traffic returns).  Over time:
+    within `sample_ns` after a sample the backlog is taken as sampled;
+    after that, until the next sample, no packet arrived (one would have
+    been sampled), so the queue only drained, at the link rate."""
+    out: list[tuple[int, int]] = []
+    if not samples:
+        return out
+    ts = [x.ts_ns for x in samples]
+    import bisect
+    bytes_per_ns = link_bps / 8e9
+    t = t_from
+    while t <= t_to:
+        i = bisect.bisect_right(ts, t) - 1
+        if i < 0:
+            q = 0
+        else:
+            s0 = samples[i]
+            quiet = t - s0.ts_ns - sample_ns
+            q = s0.backlog_bytes if quiet <= 0 else max(0, int(s0.backlog_bytes
+                                                                - quiet * bytes_per_ns))
+        out.append((t, q))
+        t += step_ns
+    return out
+
+
 class QueueRecorder:
     """Queue samples of `port` of `switch` of a lab's INT switch, recorded
     from start() to stop() (QueueSample tuples, in order)."""

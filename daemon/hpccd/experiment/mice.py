@@ -1,0 +1,206 @@
+"""``mice``: 1 KB request/response mice through a link saturated by two
+elephants (seed 004 section 5.2, Figure 9e/9f).
+
+Embedded topology: elephants ``e1``, ``e2`` and the mice client ``m1`` on
+switch ``s1``, all toward ``r1``; every link at the same rate, so the port
+toward ``r1`` is the bottleneck.  Per algorithm:
+
+1. idle: the mice alone (the idle base RTT of a mouse, measured by the same
+   program as under load, once per lab);
+2. the two elephants start (iperf3 with the algorithm, ``-C``), and after
+   ``warmup`` seconds the mice run for ``duration`` seconds, one request
+   every ``interval_us`` (hpccd.experiment.rr, its own process in ``m1``:
+   timings free of the runner's threads);
+3. the bottleneck queue is recorded throughout.
+
+Reported: the mice's RTT p50 / p99 / p99.9 and p99 over the idle p50
+(the paper's claim for HPCC: close to the base RTT; issue 8 asks p99 <=
+1.5x), the queue p50 / p99, the elephants' throughput; the bottleneck
+verdict.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from typing import Any
+
+from . import measure
+from .algos import Algo
+from .common import Skip
+from .kernel_tcp import AlgoUnavailable, check_available
+from .report import Results, progress, pyplot, table
+
+NAME = "mice"
+RR_PORT = 7000
+ELEPHANT_PORTS = (5201, 5202)
+DEFAULTS = {"rate_mbps": 1000, "buffer_bytes": 1_000_000, "k_bytes": 30_000, "size": 1000,
+            "interval_us": 1000, "warmup": 1.0, "duration": 2.0, "idle_count": 400}
+
+
+def topology(rate_mbps: int, buffer_bytes: int, k_bytes: int) -> str:
+    hosts = ["e1", "e2", "m1", "r1"]
+    lines = ["[lab]", 'name = "xmice"', 'subnet = "10.121.0.0/16"', "",
+             "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
+             "[[switches]]", 'name = "s1"', "id = 0x0E2",
+             f"ecn = {{ kmin_bytes = {k_bytes}, kmax_bytes = {k_bytes}, pmax = 1.0, "
+             f"fast_start_k_bytes = {k_bytes} }}", ""]
+    for h in hosts:
+        lines += ["[[hosts]]", f'name = "{h}"']
+    for h in hosts:
+        lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
+    return "\n".join(lines) + "\n"
+
+
+def _rr(lab, cc: str | None, count: int, p: dict[str, Any]) -> list[float]:
+    argv = [sys.executable, "-m", "hpccd.experiment.rr", "client", lab.address("r1"),
+            str(RR_PORT), "--size", str(p["size"]), "--count", str(count),
+            "--interval-us", str(p["interval_us"])] + (["--cc", cc] if cc else [])
+    r = lab.run("m1", argv, timeout=60 + count * p["interval_us"] / 1e6 * 3)
+    try:
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError(f"mice client in m1 failed (exit {r.returncode}): "
+                           f"{r.stderr.strip()[-500:]}") from None
+    if "error" in out:
+        raise RuntimeError(f"mice client in m1: {out['error']}")
+    return out["rtt_us"]
+
+
+def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, Any]:
+    if algo.kind != "kernel":
+        raise Skip(f"native hpccd transport flows ({algo.name}) are not wired into the "
+                   f"experiment runner yet (docs/experiments.md)")
+    try:
+        check_available(algo.cc)
+    except AlgoUnavailable as e:
+        raise Skip(str(e)) from None
+    sw = lab.topology.switches["s1"]
+    port = next(pt.number for pt in sw.ports if pt.peer == "r1")
+    link_bps = sw.port(port).rate_bps
+    secs = p["warmup"] + p["duration"] + 1
+    rec = measure.QueueRecorder(lab, "s1", port).start()
+    cpu = measure.CpuMeter().start()
+    elephants = [lab.popen(e, ["iperf3", "-c", lab.address("r1"), "-p", str(pt), "-t",
+                               f"{secs:g}", "-C", algo.cc, "-J"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for e, pt in zip(("e1", "e2"), ELEPHANT_PORTS)]
+    try:
+        time.sleep(p["warmup"])
+        t0 = time.monotonic_ns()
+        rtts = _rr(lab, algo.cc, int(p["duration"] * 1e6 / p["interval_us"]), p)
+        t1 = time.monotonic_ns()
+        bps = []
+        for e in elephants:
+            out, err = e.communicate(timeout=secs + 30)
+            try:
+                bps.append(json.loads(out)["end"]["sum_received"]["bits_per_second"])
+            except (ValueError, KeyError):
+                raise RuntimeError(f"iperf3 elephant with -C {algo.cc} failed: "
+                                   f"{err.decode(errors='replace').strip()[-300:]}") from None
+    finally:
+        for e in elephants:
+            if e.poll() is None:
+                e.kill()
+                e.wait()
+        busy = cpu.stop()
+        samples = rec.stop()
+    during = [b for _, b in measure.queue_over_time(samples, link_bps, t0, t1)]
+    idle_p50 = measure.percentile(idle, 50)
+    verdict = measure.bottleneck_verdict([s for s in samples if t0 <= s.ts_ns <= t1],
+                                         link_bps, busy)
+    return {
+        "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "mice": len(rtts),
+        "idle_p50_us": idle_p50, "rtt_p50_us": measure.percentile(rtts, 50),
+        "rtt_p99_us": measure.percentile(rtts, 99), "rtt_p999_us": measure.percentile(rtts, 99.9),
+        "p99_over_idle": measure.percentile(rtts, 99) / idle_p50,
+        "q_p50": measure.percentile(during, 50), "q_p99": measure.percentile(during, 99),
+        "elephants_bps": sum(bps), "cpu_busy": busy, "queue_bound": verdict.queue_bound,
+        "verdict": verdict.text, "_rtts": rtts, "_samples": samples,
+    }
+
+
+COLUMNS = [("algo", "algo"), ("rtt_p50_us", "mice p50 us"), ("rtt_p99_us", "mice p99 us"),
+           ("rtt_p999_us", "mice p99.9 us"), ("p99_over_idle", "p99 / idle p50"),
+           ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
+           ("elephants_mbps", "elephants Mbit/s"), ("queue_bound", "queue-bound")]
+
+
+def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
+           p: dict[str, Any], idle: list[float]) -> str:
+    plt = pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    res.csv("mice_idle.csv", ["rtt_us"], [(x,) for x in idle])
+    xs = sorted(idle)
+    ax1.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label="idle", color="black",
+             lw=1)
+    for r in rows:
+        rtts, qs, t0 = r.pop("_rtts"), r.pop("_samples"), r["t0_ns"]
+        res.csv(f"mice_{r['algo']}.csv", ["rtt_us"], [(x,) for x in rtts])
+        res.csv(f"queue_{r['algo']}.csv", ["t_ms", "backlog_bytes", "tx_bytes", "drops"],
+                [((s.ts_ns - t0) / 1e6, s.backlog_bytes, s.tx_bytes, s.drops) for s in qs])
+        xs = sorted(rtts)
+        ax1.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label=r["algo"], lw=1)
+        g = measure.queue_over_time(qs, r["link_bps"], t0, t0 + int(p["duration"] * 1e9),
+                                    step_ns=100_000)
+        ax2.plot([(t - t0) / 1e6 for t, _ in g], [b / 1e3 for _, b in g], label=r["algo"], lw=1)
+        r.update(q_p50_kb=r["q_p50"] / 1e3, q_p99_kb=r["q_p99"] / 1e3,
+                 elephants_mbps=r["elephants_bps"] / 1e6)
+    ax1.set_xscale("log")
+    ax1.set_xlabel("mouse RTT (us, 1 KB each way)")
+    ax1.set_ylabel("CDF")
+    ax1.legend()
+    ax2.set_xlabel("ms from the mice start")
+    ax2.set_ylabel("bottleneck queue (KB)")
+    ax2.legend()
+    fig.suptitle(f"1 KB mice through a {p['rate_mbps']} Mbit/s link saturated by two elephants")
+    res.figure("mice.png", fig)
+    text = table(rows, COLUMNS)
+    text += f"\nidle mouse RTT p50 {measure.percentile(idle, 50):.0f} us ({len(idle)} mice alone)"
+    for r in rows:
+        text += f"\n{r['algo']}: {r['verdict']}"
+    for name, why in skipped.items():
+        text += f"\n{name}: skipped: {why}"
+    res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped,
+                       "idle_p50_us": measure.percentile(idle, 50)})
+    return text
+
+
+def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
+    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    if params.get("observe") is not None:
+        p["duration"] = params["observe"]
+    from ..topology import Topology
+    topo = Topology.loads(topology(p["rate_mbps"], p["buffer_bytes"], p["k_bytes"]),
+                          "<mice experiment>")
+    res = Results(out, NAME)
+    rows, skipped = [], {}
+    with lab_factory(topo) as lab:
+        srv = lab.popen("r1", [sys.executable, "-m", "hpccd.experiment.rr", "server",
+                               str(RR_PORT), "--size", str(p["size"])],
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        if srv.stdout.readline().strip() != b"ready":
+            raise RuntimeError("mice server in r1 did not start")
+        for pt in ELEPHANT_PORTS:
+            lab.popen("r1", ["iperf3", "-s", "-p", str(pt)], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        idle = _rr(lab, None, p["idle_count"], p)
+        progress(NAME, f"lab up; idle mouse RTT p50 {measure.percentile(idle, 50):.0f} us")
+        for a in algos:
+            try:
+                progress(NAME, f"{a.name}: two elephants, then {p['duration']:g} s of mice")
+                r = run_one(lab, a, p, idle)
+            except Skip as e:
+                skipped[a.name] = str(e)
+                progress(NAME, f"{a.name}: skipped: {e}")
+                continue
+            rows.append(r)
+            progress(NAME, f"{a.name}: mice p99 {r['rtt_p99_us']:.0f} us "
+                           f"({r['p99_over_idle']:.1f}x idle)")
+            time.sleep(0.5)
+    if math.isnan(measure.percentile(idle, 50)):
+        raise RuntimeError("no idle mice")
+    return report(res, rows, skipped, p, idle), res.dir

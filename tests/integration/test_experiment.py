@@ -51,3 +51,28 @@ def test_small_incast_with_cubic(tmp_path):
     tx = [int(x["tx_bytes"]) for x in rows]
     assert tx == sorted(tx)                       # the port's byte counter only grows
     assert "cubic" in text and "hpcc: skipped" in text
+
+
+def test_long_short_and_fairness_read_rates_off_the_switch(tmp_path):
+    from conftest import lab_ctx
+
+    from hpccd.experiment import fairness, longshort
+
+    text, folder = longshort.run(lab_ctx, parse_algos("cubic"),
+                                 {"size": 300_000, "warmup": 0.5, "after": 0.3}, str(tmp_path))
+    (r,) = json.load(open(os.path.join(folder, "summary.json")))["results"]
+    line = r["line_bps"]
+    assert r["long_before_bps"] > 0.8 * line            # alone, the long flow fills the link
+    assert r["short_fct_s"] >= 300_000 * 8 / line       # no faster than the whole link
+    assert r["recovery_s"] is None or r["recovery_s"] >= 0
+    assert {"long-short.png", "rates_cubic.csv"} <= set(os.listdir(folder))
+
+    text, folder = fairness.run(lab_ctx, parse_algos("cubic"),
+                                {"flows": 2, "step": 0.6}, str(tmp_path))
+    (r,) = json.load(open(os.path.join(folder, "summary.json")))["results"]
+    assert [ph["flows"] for ph in r["phases"]] == [1, 2, 1]
+    for ph in r["phases"]:
+        # what the flows got together is what the bottleneck carries
+        assert 0.8 * r["line_bps"] < ph["sum_bps"] < 1.05 * r["line_bps"], ph
+    assert 0.5 <= r["phases"][1]["jain"] <= 1.0
+    assert {"fairness.png", "rates_cubic.csv"} <= set(os.listdir(folder))

@@ -93,3 +93,10 @@ def test_queue_over_time_holds_a_sample_then_drains_at_the_link_rate():
     assert measure.queue_over_time([], link, 0, 10) == []
     # before the first sample nothing is known to be queued
     assert dict(measure.queue_over_time([qs(500, 7)], link, 0, 1000, step_ns=500))[0] == 0
+
+
+def test_port_rate_interpolates_the_byte_counter():
+    s = [qs(0, 0, 0), qs(2_000_000, 0, 250_000), qs(4_000_000, 0, 250_000)]
+    r = measure.port_rate(s, 0, 4_000_000, 1_000_000)
+    assert [t for t, _ in r] == [0, 1_000_000, 2_000_000, 3_000_000]
+    assert [round(b) for _, b in r] == [1_000_000_000, 1_000_000_000, 0, 0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
 
-__all__ = ["Skip", "open_flow", "open_sink", "base_rtt"]
+__all__ = ["Skip", "open_flow", "open_sink", "base_rtt", "dumbbell"]
 
 
 class Skip(Exception):
@@ -38,3 +38,27 @@ def base_rtt(lab, src: str, dst: str, n: int = 20) -> float:
     """The idle round-trip time between two hosts: the least of `n` UDP
     round trips (Lab.probe), seconds."""
     return min(lab.probe(src, dst)[0] for _ in range(n))
+
+
+def dumbbell(name: str, subnet: str, senders: list[str], receivers: list[str], rate_mbps: int,
+             buffer_bytes: int, k_bytes: int, edge_mbps: int | None = None) -> str:
+    """A dumbbell topology: `senders` on switch s1, `receivers` on s2, the
+    s1 - s2 link at `rate_mbps` (the bottleneck) and the hosts' links at
+    `edge_mbps` (default the same); DCTCP threshold marking at K on s1.
+    Each receiver has a port of s2 to itself, so s2's sampler gives each
+    receiver's throughput at fine grain."""
+    edge = edge_mbps or rate_mbps
+    lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
+             "[defaults]", f"rate_mbps = {edge}", f"buffer_bytes = {buffer_bytes}", "",
+             "[[switches]]", 'name = "s1"', "id = 0x0D1",
+             f"ecn = {{ kmin_bytes = {k_bytes}, kmax_bytes = {k_bytes}, pmax = 1.0, "
+             f"fast_start_k_bytes = {k_bytes} }}", "",
+             "[[switches]]", 'name = "s2"', "id = 0x0D2", ""]
+    for h in senders + receivers:
+        lines += ["[[hosts]]", f'name = "{h}"']
+    for h in senders:
+        lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
+    lines += ["[[links]]", 'endpoints = ["s1", "s2"]', f"rate_mbps = {rate_mbps}"]
+    for h in receivers:
+        lines += ["[[links]]", f'endpoints = ["s2", "{h}"]']
+    return "\n".join(lines) + "\n"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from typing import Iterable, NamedTuple, Sequence
 
 __all__ = ["QueueRecorder", "CpuMeter", "percentile", "jain", "bottleneck_verdict",
@@ -88,11 +87,41 @@ def queue_over_time(samples: Sequence, link_bps: int, t_from: int, t_to: int,
     return out
 
 
+def port_rate(samples: Sequence, t_from: int, t_to: int, step_ns: int) -> list[tuple[int, float]]:
+    """Bits/s a port sent per `step_ns` bin over [t_from, t_to], from its
+    samples' byte counter (tx_bytes, linearly interpolated between
+    samples; flat before the first and after the last)."""
+    import bisect
+    if not samples:
+        return []
+    ts = [x.ts_ns for x in samples]
+
+    def tx_at(t: int) -> float:
+        i = bisect.bisect_right(ts, t) - 1
+        if i < 0:
+            return samples[0].tx_bytes
+        if i + 1 >= len(samples):
+            return samples[-1].tx_bytes
+        a, b = samples[i], samples[i + 1]
+        return a.tx_bytes + (b.tx_bytes - a.tx_bytes) * (t - a.ts_ns) / (b.ts_ns - a.ts_ns)
+
+    out = []
+    t = t_from
+    prev = tx_at(t)
+    while t + step_ns <= t_to:
+        cur = tx_at(t + step_ns)
+        out.append((t, (cur - prev) * 8e9 / step_ns))
+        prev = cur
+        t += step_ns
+    return out
+
+
 class QueueRecorder:
     """Queue samples of `port` of `switch` of a lab's INT switch, recorded
     from start() to stop() (QueueSample tuples, in order)."""
 
-    def __init__(self, lab, switch: str, port: int, period_s: float = 0.02):
+    def __init__(self, lab, switch: str, port: int | None, period_s: float = 0.02):
+        """`port` None: every port of `switch` (filter by QueueSample.port)."""
         self.sampler = lab.int_switch.sampler(switch)
         self.port = port
         self.period_s = period_s
@@ -101,7 +130,8 @@ class QueueRecorder:
         self._thread: threading.Thread | None = None
 
     def _take(self) -> None:
-        self.samples.extend(s for s in self.sampler.read() if s.port == self.port)
+        self.samples.extend(s for s in self.sampler.read()
+                            if self.port is None or s.port == self.port)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
@@ -177,8 +207,3 @@ def bottleneck_verdict(samples: Sequence, link_bps: int, cpu_busy: float,
             f"CPU or host was the bottleneck, not the queue: {why}; {cpu}")
     return Verdict(ok, ratio, dur / 1e9, cpu_busy, text)
 
-
-def wait_until(deadline: float) -> None:
-    d = deadline - time.monotonic()
-    if d > 0:
-        time.sleep(d)

@@ -1,0 +1,183 @@
+"""``long-short``: a long flow at line rate; a short flow joins on the same
+bottleneck and leaves; how fast does the long flow get its rate back?
+(seed 004 section 5.2, Figure 9a/9b: a 1 MB short flow.)
+
+Embedded topology (common.dumbbell): ``l1`` -> ``r1`` (long) and ``x1``
+-> ``r2`` (short) share the s1 -> s2 link, the bottleneck; each receiver
+has a port of s2 to itself, so s2's queue sampler gives each flow's
+throughput from that port's byte counter at 100 us grain, and the short
+flow's end as the moment its port sent its last byte -- switch clocks, not
+the runner's threads.  Per algorithm: the long flow alone for ``warmup``
+seconds, then the short flow of ``size`` bytes; recording goes on for
+``after`` seconds past the short flow's end.
+
+Reported: the long flow's rate before the short flow, while it ran, and
+the recovery time: from the short flow's last byte until the long flow's
+rate, averaged over the next 5 ms, is >= 90% of the line rate again (in
+ms and in base RTTs; issue 8: HPCC within 3 RTTs).
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from . import measure
+from .algos import Algo
+from .common import Skip, base_rtt, dumbbell, open_flow, open_sink
+from .report import Results, progress, pyplot, table
+
+NAME = "long-short"
+PORT = 5201
+BIN_NS = 500_000
+HOLD_NS = 5_000_000
+DEFAULTS = {"size": 1_000_000, "rate_mbps": 1000, "buffer_bytes": 1_000_000,
+            "k_bytes": 30_000, "warmup": 1.0, "after": 0.5}
+
+
+def topology(p: dict[str, Any]) -> str:
+    return dumbbell("xls", "10.122.0.0/16", ["l1", "x1"], ["r1", "r2"], p["rate_mbps"],
+                    p["buffer_bytes"], p["k_bytes"])
+
+
+def recovery(rates: list[tuple[int, float]], t_end: int, line_bps: float,
+             hold_ns: int = HOLD_NS) -> float:
+    """Seconds from `t_end` until the rate averaged over the next
+    `hold_ns` is >= 90% of `line_bps`; inf if it never is (rates: [(bin
+    start ns, bit/s)] of equal bins)."""
+    if len(rates) < 2:
+        return math.nan
+    step = rates[1][0] - rates[0][0]
+    k = max(1, hold_ns // step)
+    after = [(t, r) for t, r in rates if t >= t_end]
+    for i in range(len(after) - k + 1):
+        if sum(r for _, r in after[i:i + k]) / k >= 0.9 * line_bps:
+            return (after[i][0] - t_end) / 1e9
+    return math.inf
+
+
+def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
+    topo = lab.topology
+    s2 = topo.switches["s2"]
+    p_long = next(pt.number for pt in s2.ports if pt.peer == "r1")
+    p_short = next(pt.number for pt in s2.ports if pt.peer == "r2")
+    p_bottleneck = next(pt.number for pt in topo.switches["s1"].ports if pt.peer == "s2")
+    line = topo.switches["s1"].port(p_bottleneck).rate_bps
+    sink_l = open_sink(lab, algo, "r1", PORT)
+    sink_s = open_sink(lab, algo, "r2", PORT)
+    flows = []
+    try:
+        rec = measure.QueueRecorder(lab, "s2", None).start()
+        rec_b = measure.QueueRecorder(lab, "s1", p_bottleneck).start()
+        cpu = measure.CpuMeter().start()
+        long = open_flow(lab, algo, "l1", "r1", PORT, sink_l, "long").start()
+        flows.append(long)
+        short = open_flow(lab, algo, "x1", "r2", PORT, sink_s, "short")
+        flows.append(short)
+        time.sleep(p["warmup"])
+        t_start = time.monotonic_ns()
+        short.start(p["size"])
+        short.join(timeout=30)
+        c = sink_s.conn(short)
+        for _ in range(300):
+            if c.total >= p["size"]:
+                break
+            time.sleep(0.01)
+        time.sleep(p["after"])
+        long.stop()
+        long.join()
+        busy = cpu.stop()
+        samples = rec.stop()
+        bottleneck = rec_b.stop()
+    finally:
+        for f in flows:
+            f.close()
+        sink_l.close()
+        sink_s.close()
+    sl = [s for s in samples if s.port == p_long]
+    ss = [s for s in samples if s.port == p_short]
+    if not ss:
+        raise RuntimeError(f"{algo.name}: no sample of s2's port toward r2: the short flow "
+                           f"never crossed it")
+    final = ss[-1].tx_bytes
+    t_end = next(s.ts_ns for s in ss if s.tx_bytes >= final)
+    t_first = next(s.ts_ns for s in ss if s.ts_ns >= t_start)
+    rates = measure.port_rate(sl, t_start - int(0.2e9), t_end + int(p["after"] * 1e9), BIN_NS)
+    rec_s = recovery(rates, t_end, line)
+
+    verdict = measure.bottleneck_verdict(bottleneck, line, busy)
+
+    def avg(a: int, b: int) -> float:
+        v = [r for t, r in rates if a <= t < b]
+        return sum(v) / len(v) if v else math.nan
+    return {
+        "algo": algo.name, "t0_ns": t_start, "t_end_ns": t_end, "line_bps": line,
+        "base_rtt_s": rtt, "short_fct_s": (t_end - t_first) / 1e9,
+        "long_before_bps": avg(t_start - int(0.2e9), t_start),
+        "long_during_bps": avg(t_first, t_end),
+        "recovery_s": rec_s, "recovery_rtts": rec_s / rtt, "cpu_busy": busy,
+        "queue_bound": verdict.queue_bound, "verdict": verdict.text,
+        "_rates": rates, "_short": measure.port_rate(ss, t_start - int(0.2e9),
+                                                      t_end + int(p["after"] * 1e9), BIN_NS),
+    }
+
+
+COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
+           ("long_during_mbps", "long during Mbit/s"), ("short_fct_ms", "short FCT ms"),
+           ("recovery_ms", "recovery ms"), ("recovery_rtts", "recovery RTTs"),
+           ("queue_bound", "queue-bound")]
+
+
+def report(res: Results, rows, skipped, p) -> str:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for r in rows:
+        rates, short, t_end = r.pop("_rates"), r.pop("_short"), r["t_end_ns"]
+        res.csv(f"rates_{r['algo']}.csv", ["t_ms_from_short_end", "long_bps", "short_bps"],
+                [((t - t_end) / 1e6, a, b) for (t, a), (_, b) in zip(rates, short)])
+        line, = ax.plot([(t - t_end) / 1e6 for t, _ in rates], [b / 1e6 for _, b in rates],
+                        label=f"{r['algo']} long", lw=1)
+        ax.plot([(t - t_end) / 1e6 for t, _ in short], [b / 1e6 for _, b in short],
+                ls=":", color=line.get_color(), lw=1, label=f"{r['algo']} short")
+        r.update(long_before_mbps=r["long_before_bps"] / 1e6,
+                 long_during_mbps=r["long_during_bps"] / 1e6,
+                 short_fct_ms=r["short_fct_s"] * 1e3, recovery_ms=r["recovery_s"] * 1e3)
+    ax.axvline(0, color="grey", lw=0.5)
+    ax.set_xlabel("ms from the short flow's last byte")
+    ax.set_ylabel(f"Mbit/s ({BIN_NS // 1000} us bins, s2's ports)")
+    ax.set_title(f"long flow + {p['size'] // 1000} KB short flow, {p['rate_mbps']} Mbit/s")
+    ax.legend(fontsize=8)
+    res.figure("long-short.png", fig)
+    text = table(rows, COLUMNS)
+    if rows:
+        text += f"\nbase RTT {rows[0]['base_rtt_s'] * 1e6:.0f} us; recovery: long flow >= 90% " \
+                f"of line rate averaged over the next {HOLD_NS // 1_000_000} ms"
+    for r in rows:
+        text += f"\n{r['algo']}: {r['verdict']}"
+    for name, why in skipped.items():
+        text += f"\n{name}: skipped: {why}"
+    res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
+    return text
+
+
+def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
+    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    from ..topology import Topology
+    topo = Topology.loads(topology(p), "<long-short experiment>")
+    res = Results(out, NAME)
+    rows, skipped = [], {}
+    with lab_factory(topo) as lab:
+        rtt = base_rtt(lab, "l1", "r1")
+        progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
+        for a in algos:
+            try:
+                progress(NAME, f"{a.name}: long flow, then a {p['size']} B short flow")
+                r = run_one(lab, a, p, rtt)
+            except Skip as e:
+                skipped[a.name] = str(e)
+                progress(NAME, f"{a.name}: skipped: {e}")
+                continue
+            rows.append(r)
+            progress(NAME, f"{a.name}: long flow recovered in {r['recovery_s'] * 1e3:.2f} ms")
+            time.sleep(0.3)
+    return report(res, rows, skipped, p), res.dir

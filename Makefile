@@ -24,10 +24,14 @@ LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
 # every frame (cffi_build/cc/wire.c, int_decode.c), linked with -lxdp -lbpf.
 XSK_SRCS := $(wildcard cffi_build/xsk/*.c) cffi_build/cc/wire.c cffi_build/cc/int_decode.c
 XSK_MODULE := daemon/hpccd/_xsk$(EXT_SUFFIX)
+# The native transport (cffi_build/xsk/transport.c) with the parser and the
+# congestion-control core it drives, linked with -lxdp -lbpf -lz.
+TRANSPORT_SRCS := cffi_build/xsk/transport.c $(CC_SRCS)
+TRANSPORT_MODULE := daemon/hpccd/_transport$(EXT_SUFFIX)
 
 all: cffi bpf
 
-cffi: $(CC_MODULE) $(LOADER_MODULE) $(XSK_MODULE)
+cffi: $(CC_MODULE) $(LOADER_MODULE) $(XSK_MODULE) $(TRANSPORT_MODULE)
 
 $(CC_MODULE): cffi_build/build_cc.py cffi_build/cffi_common.py $(CC_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_cc.py
@@ -37,6 +41,9 @@ $(LOADER_MODULE): cffi_build/build_bpf.py cffi_build/cffi_common.py $(LOADER_SRC
 
 $(XSK_MODULE): cffi_build/build_xsk.py cffi_build/cffi_common.py $(XSK_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_xsk.py
+
+$(TRANSPORT_MODULE): cffi_build/build_transport.py cffi_build/cffi_common.py $(TRANSPORT_SRCS) $(CC_HDRS)
+	$(PYTHON) cffi_build/build_transport.py
 
 # ---- BPF objects (ebpf/x.bpf.c -> build/ebpf/x.bpf.o) ---------------------
 #
@@ -82,4 +89,4 @@ bench: all
 	bash scripts/bench_cc.sh
 
 clean:
-	rm -rf build daemon/hpccd/_cc*.so daemon/hpccd/_bpf*.so daemon/hpccd/_xsk*.so
+	rm -rf build daemon/hpccd/_cc*.so daemon/hpccd/_bpf*.so daemon/hpccd/_xsk*.so daemon/hpccd/_transport*.so

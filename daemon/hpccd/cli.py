@@ -5,6 +5,7 @@ Subcommands so far:
   demo           the main job: bundled INT trace through every algorithm
   decode HEX     print hpccd packets field by field (hex frames or --pcap FILE)
   lab up|down|status   the netns lab of a topology file (docs/lab.md)
+  send PEER | recv     a transfer over the native AF_XDP transport (docs/transport.md)
   experiment NAME      a micro-benchmark in the lab, algorithms side by side (docs/experiments.md)
 """
 from __future__ import annotations
@@ -105,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("name", nargs="?", metavar="NAME", help="lab name (default: every lab)")
     ls.add_argument("--json", action="store_true", help="print JSON")
     lab.set_defaults(func=_cmd_lab)
+    # send PEER --bytes N --algo A, recv: the native transport (hpccd.transfer_cli)
+    from . import transfer_cli
+    transfer_cli.add_parsers(sub)
     # experiment NAME --algos ...: micro-benchmarks in a lab (hpccd.experiment)
     from .experiment import cli as experiment_cli
     experiment_cli.add_parser(sub)

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The native hpccd transport over AF_XDP (ARCHITECTURE.md, path 1;
+ * docs/transport.md): one engine per interface queue, with its own UMEM
+ * and AF_XDP socket (fill, completion, RX and TX rings) and one native
+ * thread that the daemon starts and stops.  The thread is both ends of
+ * every flow of that queue:
+ *
+ *   sender    scheduler (window W, pacing at R, round robin among flows)
+ *             -> DATA frames built in the UMEM -> TX ring;
+ *             ACK / NACK / NOTIFY from the RX ring -> the flow's algorithm
+ *             (include/hpccd/cc.h, unchanged) -> new W and R;
+ *             cumulative ACK, go-back-N on NACK, RTO with backoff.
+ *   receiver  DATA -> in-order delivery to a sink (CRC-32 verify-and-
+ *             discard, or a file descriptor), ACK per packet or every m
+ *             with the DCTCP.CE machine, INT echoed in ACKs, Rx-HPCC
+ *             NOTIFY once per T, NACK on a gap.
+ *
+ * Who may include this: the C fast path (cffi_build/xsk/transport.c) and
+ * the cffi cdef (cffi_build/build_transport.py preprocesses it with
+ * -DHPCCD_CFFI_CDEF).  Userspace only.  struct hpccd_tp is opaque.
+ *
+ * Threads.  hpccd_tp__start() starts the engine thread; hpccd_tp__stop()
+ * joins it.  The thread holds the engine lock while it works on a batch
+ * and releases it before it sleeps in ppoll() (socket, an eventfd for
+ * stop and new flows, and a timeout = the next pacing, RTO or delayed-ACK
+ * deadline): it never spins.  Every other call takes the same lock, so a
+ * flow opened from Python is seen whole by the thread, and a snapshot is
+ * consistent.
+ *
+ * Errors: negative errno; hpccd_tp__create() writes what failed, naming
+ * the interface and queue, into the caller's buffer; the other calls into
+ * the engine's own buffer (hpccd_tp__error()), naming the flow.
+ */
+#ifndef HPCCD_TRANSPORT_H
+#define HPCCD_TRANSPORT_H
+
+#ifndef HPCCD_CFFI_CDEF
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#include "cc.h"
+
+enum {
+	HPCCD_TP_MAX_FLOWS = 256,       /* sender flows per engine (a power of two) */
+	HPCCD_TP_RX_FLOWS = 1024,       /* receiver flows per engine (a power of two) */
+	HPCCD_TP_ERR_MAX = 256,
+	HPCCD_TP_N_TYPES = 7,           /* enum hpccd_type 1..6, [0] unused */
+	HPCCD_TP_N_CLASSES = 11,        /* enum hpccd_wire_err 1..10, [0] unused */
+};
+
+/* Engine flags (bind flags as in xsk.h). */
+enum {
+	HPCCD_TP_F_COPY = 2,            /* XDP_COPY */
+	HPCCD_TP_F_ZEROCOPY = 4,        /* XDP_ZEROCOPY */
+	HPCCD_TP_F_NEED_WAKEUP = 8,     /* XDP_USE_NEED_WAKEUP */
+	HPCCD_TP_F_NO_CSUM_CHECK = 256, /* receiver: do not verify UDP checksums */
+	HPCCD_TP_F_NO_ECHO = 512,       /* receiver: no INT echo in ACKs */
+	HPCCD_TP_F_NO_NOTIFY = 1024,    /* receiver: no Rx-HPCC NOTIFY */
+};
+
+/* Where a receiver puts the bytes of its flows. */
+enum hpccd_tp_sink {
+	HPCCD_TP_SINK_VERIFY = 1,       /* CRC-32 (zlib's) of the in-order stream, discard */
+	HPCCD_TP_SINK_FD = 2,           /* also write() the in-order stream to sink_fd */
+};
+
+/* Which data packets carry an INT padding (room > 0). */
+enum hpccd_tp_int_mode {
+	HPCCD_TP_INT_EVERY = 0,         /* every data packet */
+	HPCCD_TP_INT_NTH = 1,           /* packets whose index % int_every == 0 */
+	HPCCD_TP_INT_NONE = 2,          /* none (probe mode: room 0) */
+};
+
+/* Where a sender's bytes come from. */
+enum hpccd_tp_src {
+	HPCCD_TP_SRC_PATTERN = 1,       /* generated: hpccd_tp_pattern_fill(seed, ...) */
+	HPCCD_TP_SRC_BUFFER = 2,        /* the caller's buffer, kept alive by the caller */
+};
+
+enum hpccd_tp_state {
+	HPCCD_TP_FREE = 0,
+	HPCCD_TP_RUNNING = 1,
+	HPCCD_TP_DONE = 2,              /* every byte acknowledged */
+	HPCCD_TP_FAILED = 3,            /* err says why (-ETIMEDOUT: no progress) */
+};
+
+struct hpccd_tp_config {
+	uint32_t flags;                 /* HPCCD_TP_F_* */
+	uint32_t rx_frames;             /* UMEM frames for fill + RX; default 4096 */
+	uint32_t tx_frames;             /* UMEM frames for TX; default 4096 */
+	uint32_t frame_size;            /* 2048 or 4096; default 2048 */
+	uint16_t udp_port;              /* default HPCCD_UDP_PORT_DEFAULT */
+	uint8_t probe_dscp;             /* default HPCCD_PROBE_DSCP_DEFAULT */
+	uint8_t pad0;
+	uint32_t local_addr;            /* IPv4 of this host, host order (ACK source) */
+	uint8_t tag_key[16];            /* SipHash key of NOTIFY tags (wire-format.md) */
+	/* receiver */
+	uint32_t sink;                  /* enum hpccd_tp_sink; default VERIFY */
+	int32_t sink_fd;                /* HPCCD_TP_SINK_FD */
+	uint32_t ack_every;             /* m of the DCTCP.CE machine; default 1 */
+	uint32_t pad1;
+	uint64_t delack_ns;             /* delayed-ACK flush; default 100000 */
+	uint64_t nack_gap_ns;           /* at most one NACK per gap per this; default 200000 */
+	struct hpccd_hpcc_params rx_hpcc; /* Rx-HPCC at the receiver (T, eta, B_NIC ...) */
+	uint64_t sndbuf_bytes;          /* SO_SNDBUF of the socket (copy mode skbs); default 16 MiB */
+	uint64_t coalesce_ns;           /* after a batch of frames, sleep this long before
+					 * looking again instead of waking per frame
+					 * (interrupt moderation); 0: off; default 20000 */
+};
+
+struct hpccd_tp_flow_cfg {
+	uint32_t algo;                  /* enum hpccd_algo */
+	uint32_t src;                   /* enum hpccd_tp_src */
+	uint32_t saddr, daddr;          /* IPv4, host order */
+	uint16_t sport, dport;          /* dport: the peer's hpccd port */
+	uint8_t smac[6], dmac[6];       /* dmac: the next hop's */
+	uint64_t bytes;                 /* flow size, >= 1 */
+	const uint8_t *buf;             /* HPCCD_TP_SRC_BUFFER: bytes of the flow */
+	uint64_t seed;                  /* HPCCD_TP_SRC_PATTERN */
+	uint32_t mtu;                   /* IPv4 MTU; default 1500 */
+	uint32_t int_mode;              /* enum hpccd_tp_int_mode */
+	uint32_t int_every;             /* HPCCD_TP_INT_NTH: N */
+	uint32_t int_room;              /* hop records reserved; default 5 */
+	uint64_t line_rate_bps;         /* the NIC's rate: ceiling of every pacing rate */
+	uint64_t burst_ns;              /* pacing credit kept at most; default 40000 */
+	uint64_t rto_min_ns;            /* default 5 ms (lab RTTs are software: scheduling stalls) */
+	uint64_t rto_max_ns;            /* default 200 ms */
+	uint64_t timeout_ns;            /* no progress for this long fails the flow; 10 s */
+	uint32_t ecn;                   /* 1: data packets ECT(0) (LDCP: first RTT aside) */
+	uint32_t pad0;
+	struct hpccd_hpcc_params hpcc;  /* HPCC, Rx-HPCC */
+	struct hpccd_dctcp_params dctcp;
+	struct hpccd_ldcp_params ldcp;
+};
+
+struct hpccd_tp_flow_stats {
+	uint32_t flow_id;
+	uint32_t state;                 /* enum hpccd_tp_state */
+	uint32_t algo;
+	int32_t err;
+	uint64_t bytes;                 /* flow size */
+	uint64_t snd_una, snd_nxt, snd_max;
+	uint64_t start_ns, end_ns, fct_ns;  /* CLOCK_MONOTONIC; fct = end - start */
+	uint64_t pkts, wire_bytes;      /* every DATA frame sent, frame bytes */
+	uint64_t retx_pkts, retx_bytes; /* of which retransmissions */
+	uint64_t int_pkts;              /* of which with an INT padding */
+	uint64_t ect_pkts;              /* of which ECN-capable */
+	uint64_t acks, nacks, notifies; /* feedback received */
+	uint64_t ece_acks, int_acks;    /* ACKs with ECE; with INT echo */
+	uint64_t cc_updates;            /* HPCC: W^c updates; others: reactions */
+	uint64_t go_backs, rtos;        /* go-back-N on NACK; timeouts */
+	uint64_t bad_tags, stale_notifies;
+	uint64_t srtt_ns, min_rtt_ns, rto_ns;
+	double window_bytes;            /* W (wire bytes; DCTCP/LDCP: cwnd converted) */
+	double rate_bps;                /* pacing rate now */
+	double U;                       /* HPCC: U; DCTCP: alpha; LDCP: cw in packets */
+	uint32_t mss;                   /* payload bytes per packet */
+	uint32_t hdr_bytes;             /* frame bytes around the payload, INT room included */
+};
+
+struct hpccd_tp_rx_stats {
+	uint32_t saddr;                 /* data sender, host order */
+	uint32_t flow_id;
+	uint16_t sport;
+	uint8_t done;                   /* the FIN's byte was delivered */
+	uint8_t pad0;
+	int32_t err;                    /* sink write error */
+	uint32_t crc32;                 /* of the bytes delivered in order */
+	uint64_t bytes;                 /* delivered in order (= rcv_nxt) */
+	uint64_t pkts, dup_pkts, ooo_pkts, ce_pkts, int_pkts;
+	uint64_t acks_sent, nacks_sent, notifies_sent;
+	uint64_t first_ns, last_ns;     /* first DATA; the FIN's delivery (or last DATA) */
+};
+
+struct hpccd_tp_stats {
+	uint64_t rx_frames, rx_bytes, tx_frames, tx_bytes;
+	uint64_t by_type[HPCCD_TP_N_TYPES];     /* well-formed received, by type */
+	uint64_t by_class[HPCCD_TP_N_CLASSES];  /* malformed received, by class */
+	uint64_t not_hpccd;             /* frames that are no hpccd packet */
+	uint64_t bad_csum;              /* DATA with a wrong UDP checksum (dropped) */
+	uint64_t bad_body;              /* NOTIFY of the wrong length, unexpected types */
+	uint64_t unknown_flow;          /* feedback for no open flow */
+	uint64_t rx_table_full;         /* DATA of a new flow with no room */
+	uint64_t tx_no_frame;           /* a frame was wanted and none was free */
+	uint64_t ack_dropped;           /* feedback not sent for want of a frame */
+	uint64_t completions;
+	uint64_t kicks, kick_again;     /* sendto() kicks; of which EAGAIN */
+	uint64_t polls, poll_timeouts, wakeups;
+	uint64_t loops;
+	uint64_t k_rx_dropped, k_rx_invalid_descs, k_tx_invalid_descs;
+	uint64_t k_rx_ring_full, k_rx_fill_ring_empty, k_tx_ring_empty;
+	uint32_t running;
+	int32_t thread_err;
+	uint32_t zerocopy;
+	uint32_t tx_free;               /* TX frames free now */
+};
+
+struct hpccd_tp;
+
+void hpccd_tp_config_default(struct hpccd_tp_config *c);
+void hpccd_tp_flow_cfg_default(struct hpccd_tp_flow_cfg *c);
+
+/* UMEM + socket with RX and TX rings on ifname's queue queue_id, in the
+ * calling thread's network namespace. */
+int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_tp_config *cfg,
+		     struct hpccd_tp **out, char *err, size_t err_size);
+int hpccd_tp__fd(const struct hpccd_tp *t);
+int hpccd_tp__start(struct hpccd_tp *t);
+int hpccd_tp__stop(struct hpccd_tp *t);
+/* Open a sender flow; *flow_id identifies it from then on.  It starts at
+ * once when the thread runs. */
+int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
+			uint32_t *flow_id);
+int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_flow_stats *out);
+/* Forget a flow (running or not): its buffer is no longer read after this. */
+int hpccd_tp__flow_close(struct hpccd_tp *t, uint32_t flow_id);
+/* Receiver flows, up to max; returns how many were written. */
+int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32_t max);
+/* Forget the receiver flows that are done. Returns how many. */
+int hpccd_tp__rx_reap(struct hpccd_tp *t);
+int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out);
+const char *hpccd_tp__error(const struct hpccd_tp *t);
+void hpccd_tp__destroy(struct hpccd_tp *t);
+
+/* The generated byte stream of HPCCD_TP_SRC_PATTERN: byte o is byte o % 8
+ * (little-endian) of splitmix64(seed + o / 8). */
+void hpccd_tp_pattern_fill(uint64_t seed, uint64_t offset, uint8_t *buf, size_t len);
+/* zlib's crc32 of the pattern's bytes [0, len). */
+uint32_t hpccd_tp_pattern_crc32(uint64_t seed, uint64_t len);
+/* zlib's crc32, for buffers (the receiver's checksum). */
+uint32_t hpccd_tp_crc32(uint32_t crc, const uint8_t *buf, size_t len);
+
+#ifndef HPCCD_CFFI_CDEF
+#include <linux/if_xdp.h>
+#include "wire.h"
+_Static_assert(HPCCD_TP_F_COPY == XDP_COPY, "bind flag");
+_Static_assert(HPCCD_TP_F_ZEROCOPY == XDP_ZEROCOPY, "bind flag");
+_Static_assert(HPCCD_TP_F_NEED_WAKEUP == XDP_USE_NEED_WAKEUP, "bind flag");
+_Static_assert((HPCCD_TP_MAX_FLOWS & (HPCCD_TP_MAX_FLOWS - 1)) == 0, "power of two");
+_Static_assert((HPCCD_TP_RX_FLOWS & (HPCCD_TP_RX_FLOWS - 1)) == 0, "power of two");
+_Static_assert((int)HPCCD_TP_N_TYPES == (int)HPCCD_T_MAX + 1, "one counter per type");
+_Static_assert((int)HPCCD_TP_N_CLASSES == (int)HPCCD_E_MAX, "one counter per class");
+#endif
+
+#endif /* HPCCD_TRANSPORT_H */

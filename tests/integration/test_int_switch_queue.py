@@ -170,21 +170,23 @@ def chain():
     """The h1 - s1 - h2 lab, up for the whole module, int_switch on s1."""
     if not OBJ.exists():
         pytest.skip(f"{OBJ.relative_to(ROOT)} is not built (make bpf)")
-    before = set(_prog_ids())
     with lab_ctx(Topology.loads(TOPOLOGY), offloads="on") as lb:
         name = lb.name
         lb.hook = lb.int_switch
+        ours = {o.program(PROG).id for o in lb.int_switch.objs.values()}
+        assert ours and ours <= set(_prog_ids())
         lb.ping("h1", "h2")
         lb.popen("h2", ["iperf3", "-s"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)
         yield lb
     assert not os.path.exists(f"/run/netns/{name}-s1")
-    # The tc filters went with the namespaces' veths, the objects were closed.
+    # The tc filters went with the namespaces' veths, the objects were closed:
+    # this lab's programs are unloaded (other labs may have theirs meanwhile).
     for _ in range(50):
-        if not set(_prog_ids()) - before:
+        if not ours & set(_prog_ids()):
             break
         time.sleep(0.1)
-    assert not set(_prog_ids()) - before, "an hpccd_int_sw program outlived the lab"
+    assert not ours & set(_prog_ids()), "an hpccd_int_sw program outlived the lab"
 
 
 # ---- one run: TCP flow + probes, everything recorded ---------------------------------------

@@ -34,21 +34,28 @@ def test_rate_series_bins_cumulative_bytes():
         (0.0, 1000 * 8 / 0.01), (0.01, 2000 * 8 / 0.01), (0.02, 0.0)]
 
 
-def test_verdict_needs_the_port_to_send_at_line_rate_while_backlogged():
+def test_verdict_wants_a_busy_link_and_line_rate_while_backlogged():
     link = 1_000_000_000
     # 2 ms backlogged, 250 000 bytes sent = 1 Gbit/s exactly
     full = [qs(0, 50_000, 0), qs(1_000_000, 50_000, 125_000), qs(2_000_000, 40_000, 250_000)]
-    v = measure.bottleneck_verdict(full, link, 0.5)
+    v = measure.bottleneck_verdict(full, link, 0.5, 0, 2_000_000)
     assert v.queue_bound and v.tx_ratio == pytest.approx(1.0)
-    # same backlog, half the bytes: the host, not the link, was slow
+    assert v.utilisation == pytest.approx(1.0) and "link-bound" in v.text
+    # same backlog, half the bytes: the emulated port itself was starved
     starved = [qs(0, 50_000, 0), qs(1_000_000, 50_000, 62_500), qs(2_000_000, 40_000, 125_000)]
-    v = measure.bottleneck_verdict(starved, link, 0.99)
+    v = measure.bottleneck_verdict(starved, link, 0.99, 0, 2_000_000)
     assert not v.queue_bound and v.tx_ratio == pytest.approx(0.5)
-    assert "CPU or host" in v.text
-    # never backlogged: cannot say
-    idle = [qs(0, 0, 0), qs(5_000_000, 0, 600_000)]
-    v = measure.bottleneck_verdict(idle, link, 0.1)
-    assert not v.queue_bound and math.isnan(v.tx_ratio)
+    assert "could not send at line rate" in v.text
+    # never backlogged, 96% utilised: link-bound (an empty queue at full use)
+    lean = [qs(0, 0, 0), qs(5_000_000, 0, 600_000)]
+    v = measure.bottleneck_verdict(lean, link, 0.5, 0, 5_000_000)
+    assert v.queue_bound and math.isnan(v.tx_ratio) and v.utilisation == pytest.approx(0.96)
+    # never backlogged, half used: CPU-bound with busy CPUs, the algorithm's doing without
+    half = [qs(0, 0, 0), qs(5_000_000, 0, 312_500)]
+    v = measure.bottleneck_verdict(half, link, 0.97, 0, 5_000_000)
+    assert not v.queue_bound and "hosts could not fill" in v.text
+    v = measure.bottleneck_verdict(half, link, 0.4, 0, 5_000_000)
+    assert not v.queue_bound and "algorithm left the link idle" in v.text
 
 
 def test_drain_time_counts_from_t0_to_back_at_the_level_after_the_peak():
@@ -59,8 +66,8 @@ def test_drain_time_counts_from_t0_to_back_at_the_level_after_the_peak():
 
 def test_rate_between_two_instants():
     pts = [(0, 0), (1_000_000_000, 125_000_000), (2_000_000_000, 187_500_000)]
-    assert incast._rate(pts, 1_000_000_000, 2_000_000_000) == pytest.approx(0.5e9)
-    assert math.isnan(incast._rate(pts, 5, None))
+    assert measure.delivered_rate(pts, 1_000_000_000, 2_000_000_000) == pytest.approx(0.5e9)
+    assert math.isnan(measure.delivered_rate(pts, 5, None))
 
 
 def test_parse_algos_refuses_unknown_and_repeated():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
+from .native import ENGINE_ALGOS, NativeFlow, NativeSink
 
 __all__ = ["Skip", "open_flow", "open_sink", "base_rtt", "dumbbell"]
 
@@ -20,8 +21,18 @@ def open_sink(lab, algo: Algo, node: str, port: int):
         except AlgoUnavailable as e:
             raise Skip(str(e)) from None
         return TcpSink(lab, node, port)
-    raise Skip(f"native hpccd transport flows ({algo.name}) are not wired into the "
-               f"experiment runner yet (docs/experiments.md)")
+    return NativeSink(_engines(lab, algo), node)
+
+
+def _engines(lab, algo: Algo):
+    if algo.cc not in ENGINE_ALGOS:
+        raise Skip(f"{algo.name}: probes per RTT are sent by the daemon, not by the transport "
+                   f"engine the runner drives (docs/experiments.md)")
+    eng = getattr(lab, "native", None)
+    if eng is None:
+        raise Skip(f"{algo.name}: native flows need the experiment's transport engines "
+                   f"(native.Engines)")
+    return eng
 
 
 def open_flow(lab, algo: Algo, src: str, dst: str, port: int, sink, name: str):
@@ -31,7 +42,7 @@ def open_flow(lab, algo: Algo, src: str, dst: str, port: int, sink, name: str):
             return TcpFlow(lab, src, dst, port, algo.cc, name)
         except AlgoUnavailable as e:
             raise Skip(str(e)) from None
-    raise Skip(f"native hpccd transport flows ({algo.name}) are not wired in yet")
+    return NativeFlow(_engines(lab, algo), src, dst, algo.cc, name)
 
 
 def base_rtt(lab, src: str, dst: str, n: int = 20) -> float:

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import measure
 from .algos import Algo
+from .native import Engines
 from .common import Skip, base_rtt, dumbbell, open_flow, open_sink
 from .report import Results, progress, pyplot, table
 
@@ -103,7 +104,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> dict[str, Any]:
         rows.append({"flows": len(active), "active": [f"flow{i + 1}" for i in active],
                      "rates_bps": per, "sum_bps": sum(x for x in per if not math.isnan(x)),
                      "jain": j})
-    verdict = measure.bottleneck_verdict(bottleneck, line, busy)
+    verdict = measure.bottleneck_verdict(bottleneck, line, busy, t0, sched[-1][1])
     return {"algo": algo.name, "t0_ns": t0, "line_bps": line, "phases": rows,
             "jain_min": min(jains) if jains else math.nan,
             "jain_median": measure.percentile(jains, 50),
@@ -120,7 +121,7 @@ def _sleep_until(t_ns: int) -> None:
 
 COLUMNS = [("algo", "algo"), ("jain_min", "Jain min (phases of >= 2)"),
            ("jain_median", "Jain median"), ("utilisation", "bottleneck use (median phase)"),
-           ("queue_bound", "queue-bound")]
+           ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows, skipped, p) -> str:
@@ -162,7 +163,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     topo = Topology.loads(topology(p), "<fairness experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab:
+    with lab_factory(topo) as lab, Engines(lab):
         rtt = base_rtt(lab, "f1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
         for a in algos:

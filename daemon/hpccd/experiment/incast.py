@@ -28,6 +28,7 @@ from typing import Any
 from ..lab import htb_burst_bytes
 from . import measure
 from .algos import Algo
+from .native import Engines
 from .common import base_rtt, open_flow, open_sink, Skip
 from .report import Results, progress, pyplot, table
 
@@ -117,12 +118,12 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
         done = next((t for t, b in c.points if b >= p["size"]), None)
         fcts.append((done - t0) / 1e9 if done else math.inf)
     lc = sink.conn(long)
-    before = _rate(lc.points, t0 - int(0.5e9), t0)
+    before = measure.delivered_rate(lc.points, t0 - int(0.5e9), t0)
     t_incast_end = t0 + int(max(fcts) * 1e9) if all(map(math.isfinite, fcts)) else None
-    during_rate = _rate(lc.points, t0, t_incast_end) if t_incast_end else math.nan
-    after_rate = _rate(lc.points, t_incast_end, t0 + int(p["observe"] * 1e9)) \
+    during_rate = measure.delivered_rate(lc.points, t0, t_incast_end) if t_incast_end else math.nan
+    after_rate = measure.delivered_rate(lc.points, t_incast_end, t0 + int(p["observe"] * 1e9)) \
         if t_incast_end else math.nan
-    verdict = measure.bottleneck_verdict(samples, link_bps, busy)
+    verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0 - int(0.5e9), t_end)
     return {
         "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "base_rtt_s": rtt, "bdp_bytes": bdp,
         "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),
@@ -137,21 +138,10 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     }
 
 
-def _rate(points, a: int, b: int | None) -> float:
-    """Bits/s received in (a, b], CLOCK_MONOTONIC ns, from (t, bytes so far)."""
-    if b is None or b <= a:
-        return math.nan
-    at_a = [n for t, n in points if t <= a]
-    at_b = [n for t, n in points if t <= b]
-    start = at_a[-1] if at_a else 0
-    end = at_b[-1] if at_b else 0
-    return (end - start) * 8 / ((b - a) / 1e9)
-
-
 COLUMNS = [("algo", "algo"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("q_max_kb", "q max KB"), ("q_p99_bdp", "q p99 BDP"), ("drain_rtts", "drain RTTs"),
            ("fct_max_ms", "incast FCT max ms"), ("long_during_mbps", "long during Mbit/s"),
-           ("long_after_mbps", "long after Mbit/s"), ("queue_bound", "queue-bound")]
+           ("long_after_mbps", "long after Mbit/s"), ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
@@ -208,7 +198,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                                    p["k_bytes"]), "<incast experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab:
+    with lab_factory(topo) as lab, Engines(lab):
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up ({len(topo.hosts)} hosts); base RTT {rtt * 1e6:.0f} us")
         for a in algos:

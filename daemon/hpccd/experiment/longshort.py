@@ -24,6 +24,7 @@ from typing import Any
 
 from . import measure
 from .algos import Algo
+from .native import Engines
 from .common import Skip, base_rtt, dumbbell, open_flow, open_sink
 from .report import Results, progress, pyplot, table
 
@@ -105,7 +106,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     rates = measure.port_rate(sl, t_start - int(0.2e9), t_end + int(p["after"] * 1e9), BIN_NS)
     rec_s = recovery(rates, t_end, line)
 
-    verdict = measure.bottleneck_verdict(bottleneck, line, busy)
+    verdict = measure.bottleneck_verdict(bottleneck, line, busy, t_first, t_end)
 
     def avg(a: int, b: int) -> float:
         v = [r for t, r in rates if a <= t < b]
@@ -125,7 +126,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
 COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
            ("long_during_mbps", "long during Mbit/s"), ("short_fct_ms", "short FCT ms"),
            ("recovery_ms", "recovery ms"), ("recovery_rtts", "recovery RTTs"),
-           ("queue_bound", "queue-bound")]
+           ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows, skipped, p) -> str:
@@ -166,7 +167,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     topo = Topology.loads(topology(p), "<long-short experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab:
+    with lab_factory(topo) as lab, Engines(lab):
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
         for a in algos:

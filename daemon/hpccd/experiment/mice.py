@@ -29,6 +29,7 @@ from typing import Any
 
 from . import measure
 from .algos import Algo
+from . import native
 from .common import Skip
 from .kernel_tcp import AlgoUnavailable, check_available
 from .report import Results, progress, pyplot, table
@@ -69,50 +70,105 @@ def _rr(lab, cc: str | None, count: int, p: dict[str, Any]) -> list[float]:
     return out["rtt_us"]
 
 
+def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any]) -> list[float]:
+    """`count` mice as native flows of `size` bytes from m1 to r1, one after
+    the other, every `interval_us`: each one's completion time (open to
+    the last byte acknowledged, timed by the engine thread), us."""
+    rx = lab.native.get("r1")             # the receiving engine must be up first
+    tp = lab.native.get("m1")
+    peer = lab.address("r1")
+    dmac = tp.next_hop_mac(peer)
+    line = lab.native.link_bps("m1")
+    out = []
+    nxt = time.monotonic()
+    for i in range(count):
+        if i % 256 == 255:
+            rx.rx_reap()        # free the receiver's table of finished mice (1024 slots)
+        d = nxt - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        nxt = time.monotonic() + p["interval_us"] / 1e6
+        with tp.open_flow(peer, p["size"], algo=native.ENGINE_ALGOS[algo.cc],
+                          line_rate_bps=line, hpcc={"T_ns": native.T_NS}, dmac=dmac) as f:
+            try:
+                out.append(f.wait(timeout=10).fct_s * 1e6)
+            except Exception as e:
+                raise RuntimeError(f"native mouse {i + 1} of {count} ({algo.name}): {e}; "
+                                   f"receiver r1: {rx.stats()}") from None
+    rx.rx_reap()
+    return out
+
+
 def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, Any]:
-    if algo.kind != "kernel":
-        raise Skip(f"native hpccd transport flows ({algo.name}) are not wired into the "
-                   f"experiment runner yet (docs/experiments.md)")
-    try:
-        check_available(algo.cc)
-    except AlgoUnavailable as e:
-        raise Skip(str(e)) from None
+    if algo.kind == "kernel":
+        try:
+            check_available(algo.cc)
+        except AlgoUnavailable as e:
+            raise Skip(str(e)) from None
+    elif algo.cc not in native.ENGINE_ALGOS:
+        raise Skip(f"{algo.name}: probes per RTT are sent by the daemon, not by the transport "
+                   f"engine the runner drives (docs/experiments.md)")
+    else:
+        # the idle base of native mice: the same mice, alone
+        idle = _native_mice(lab, algo, p["idle_count"] // 2, p)
     sw = lab.topology.switches["s1"]
     port = next(pt.number for pt in sw.ports if pt.peer == "r1")
     link_bps = sw.port(port).rate_bps
     secs = p["warmup"] + p["duration"] + 1
     rec = measure.QueueRecorder(lab, "s1", port).start()
     cpu = measure.CpuMeter().start()
-    elephants = [lab.popen(e, ["iperf3", "-c", lab.address("r1"), "-p", str(pt), "-t",
-                               f"{secs:g}", "-C", algo.cc, "-J"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for e, pt in zip(("e1", "e2"), ELEPHANT_PORTS)]
-    try:
-        time.sleep(p["warmup"])
-        t0 = time.monotonic_ns()
-        rtts = _rr(lab, algo.cc, int(p["duration"] * 1e6 / p["interval_us"]), p)
-        t1 = time.monotonic_ns()
-        bps = []
-        for e in elephants:
-            out, err = e.communicate(timeout=secs + 30)
-            try:
-                bps.append(json.loads(out)["end"]["sum_received"]["bits_per_second"])
-            except (ValueError, KeyError):
-                raise RuntimeError(f"iperf3 elephant with -C {algo.cc} failed: "
-                                   f"{err.decode(errors='replace').strip()[-300:]}") from None
-    finally:
-        for e in elephants:
-            if e.poll() is None:
-                e.kill()
-                e.wait()
-        busy = cpu.stop()
-        samples = rec.stop()
+    count = int(p["duration"] * 1e6 / p["interval_us"])
+    if algo.kind == "kernel":
+        elephants = [lab.popen(e, ["iperf3", "-c", lab.address("r1"), "-p", str(pt), "-t",
+                                   f"{secs:g}", "-C", algo.cc, "-J"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     for e, pt in zip(("e1", "e2"), ELEPHANT_PORTS)]
+        try:
+            time.sleep(p["warmup"])
+            t0 = time.monotonic_ns()
+            rtts = _rr(lab, algo.cc, count, p)
+            t1 = time.monotonic_ns()
+            bps = []
+            for e in elephants:
+                out, err = e.communicate(timeout=secs + 30)
+                try:
+                    bps.append(json.loads(out)["end"]["sum_received"]["bits_per_second"])
+                except (ValueError, KeyError):
+                    raise RuntimeError(f"iperf3 elephant with -C {algo.cc} failed: "
+                                       f"{err.decode(errors='replace').strip()[-300:]}") from None
+        finally:
+            for e in elephants:
+                if e.poll() is None:
+                    e.kill()
+                    e.wait()
+            busy = cpu.stop()
+            samples = rec.stop()
+    else:
+        sink = native.NativeSink(lab.native, "r1")
+        flows = [native.NativeFlow(lab.native, e, "r1", algo.cc, e).start()
+                 for e in ("e1", "e2")]
+        try:
+            time.sleep(p["warmup"])
+            t0 = time.monotonic_ns()
+            rtts = _native_mice(lab, algo, count, p)
+            t1 = time.monotonic_ns()
+            bps = [measure.delivered_rate(sink.conn(f).points, t0, t1) for f in flows]
+            for f in flows:
+                f.stop()
+                f.join()
+        finally:
+            for f in flows:
+                f.close()
+            sink.close()
+            busy = cpu.stop()
+            samples = rec.stop()
     during = [b for _, b in measure.queue_over_time(samples, link_bps, t0, t1)]
     idle_p50 = measure.percentile(idle, 50)
-    verdict = measure.bottleneck_verdict([s for s in samples if t0 <= s.ts_ns <= t1],
-                                         link_bps, busy)
+    verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0, t1)
     return {
         "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "mice": len(rtts),
+        "mice_kind": "kernel TCP request/response" if algo.kind == "kernel" else
+                     "native flows of size bytes (open to last ACK)",
         "idle_p50_us": idle_p50, "rtt_p50_us": measure.percentile(rtts, 50),
         "rtt_p99_us": measure.percentile(rtts, 99), "rtt_p999_us": measure.percentile(rtts, 99.9),
         "p99_over_idle": measure.percentile(rtts, 99) / idle_p50,
@@ -125,7 +181,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
 COLUMNS = [("algo", "algo"), ("rtt_p50_us", "mice p50 us"), ("rtt_p99_us", "mice p99 us"),
            ("rtt_p999_us", "mice p99.9 us"), ("p99_over_idle", "p99 / idle p50"),
            ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
-           ("elephants_mbps", "elephants Mbit/s"), ("queue_bound", "queue-bound")]
+           ("elephants_mbps", "elephants Mbit/s"), ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
@@ -177,7 +233,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                           "<mice experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab:
+    with lab_factory(topo) as lab, native.Engines(lab):
         srv = lab.popen("r1", [sys.executable, "-m", "hpccd.experiment.rr", "server",
                                str(RR_PORT), "--size", str(p["size"])],
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)

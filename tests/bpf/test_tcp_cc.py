@@ -1,0 +1,212 @@
+"""The struct_ops TCP congestion controls "hpcc" and "dctcp" (ebpf/tcp_hpcc.bpf.c,
+ebpf/tcp_dctcp.bpf.c) and their registration (hpccd.tcp_side.TcpCc).
+
+Invariants protected:
+- both objects load through the verifier and register; while registered the
+  names are in tcp_available_congestion_control, after stop() they are not,
+  and nothing named hpccd_tcp_* is left registered;
+- one owner at a time (the host-wide names): a second TcpCc is refused while
+  the first holds the lock, and changes nothing;
+- a registration left by a SIGKILLed owner is removed by the next start(),
+  which then registers its own;
+- the Python layouts (struct formats, counter slot names) are the header's;
+- a TCP-side probe built by hpccd.tcp_side is what docs/wire-format.md and
+  the scapy layers say (DSCP, no TCP flag, correct TCP checksum, INT with
+  COLLECT, PROBE with the probe number and a zeroed tag slot), and the
+  reference classifier finds it valid.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import signal
+import struct
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.bpf
+
+if os.geteuid() != 0:
+    pytest.skip("registering struct_ops needs root", allow_module_level=True)
+
+from scapy.layers.inet import IP, TCP  # noqa: E402
+from scapy.layers.l2 import Ether  # noqa: E402
+
+from hpccd import bpf, tcp_side, wire  # noqa: E402
+from hpccd.tcp_side import FlowKey, TcpCc, TcpSideError  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILT = ROOT / "build" / "ebpf"
+HDR = (ROOT / "ebpf" / "hpccd_tcp_cc.h").read_text()
+KHDR = (ROOT / "ebpf" / "hpccd_kern_user.h").read_text()
+LOCK_WAIT_S = 60.0
+NAMES = ("hpcc", "dctcp")
+
+
+def available() -> list[str]:
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        return f.read().split()
+
+
+def registered_maps() -> list[str]:
+    """Names of registered (value state INUSE) hpccd_tcp_* struct_ops maps:
+    a map exists only while something holds it, and ours are held by their
+    object or by the kernel's registration."""
+    out = subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True, text=True,
+                         timeout=30)
+    import json
+    return [m["name"] for m in json.loads(out.stdout or "[]")
+            if m.get("type") == "struct_ops" and m.get("name", "").startswith("hpccd_tcp_")]
+
+
+@pytest.fixture(autouse=True)
+def built():
+    for n in ("tcp_hpcc", "tcp_dctcp"):
+        if not (BUILT / f"{n}.bpf.o").exists():
+            pytest.skip(f"build/ebpf/{n}.bpf.o is not built (make bpf)")
+
+
+def test_load_register_unregister():
+    c = TcpCc(BUILT)
+    c.start(wait_s=LOCK_WAIT_S)
+    try:
+        for n in NAMES:
+            assert n in available()
+        # what the CC programs and maps look like to the kernel
+        for n, (_, map_name) in tcp_side.CC_NAMES.items():
+            obj = c.objs[n]
+            progs = [obj.program(p) for p in obj.program_names()]
+            assert progs and all(p.type == bpf.lib.HPCCD_BPF_PROG_TYPE_STRUCT_OPS for p in progs)
+            assert obj.map(map_name).type == bpf.lib.HPCCD_BPF_MAP_TYPE_STRUCT_OPS
+    finally:
+        c.stop()
+    for n in NAMES:
+        assert n not in available()
+    c.stop()                                       # twice: fine
+    assert not registered_maps()
+
+
+def test_second_owner_is_refused():
+    a = TcpCc(BUILT)
+    a.start(wait_s=LOCK_WAIT_S)
+    try:
+        b = TcpCc(BUILT)
+        with pytest.raises(TcpSideError, match="another process"):
+            b.start(wait_s=0)
+        assert all(n in available() for n in NAMES)       # a's registrations untouched
+        assert not b.started and not b.links
+    finally:
+        a.stop()
+    assert not any(n in available() for n in NAMES)
+
+
+CHILD = """
+import sys, time
+sys.path.insert(0, {daemon!r})
+from hpccd.tcp_side import TcpCc
+c = TcpCc({built!r}).start(wait_s=60)
+for link in c.links.values():
+    link.disconnect()          # as if the process died without unregistering
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_stale_registration_removed_at_start():
+    child = subprocess.Popen([sys.executable, "-c", CHILD.format(daemon=str(ROOT / "daemon"),
+                                                                 built=str(BUILT))],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.strip() == "ready", child.stderr.read() if child.poll() is not None else line
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        child.stdout.close()
+        child.stderr.close()
+    # The dead process's registrations outlive it (libbpf 1.1 registers
+    # without a kernel link) ...
+    assert all(n in available() for n in NAMES)
+    c = TcpCc(BUILT)
+    try:
+        c.start(wait_s=LOCK_WAIT_S)        # ... until the next owner starts
+        assert sorted(c.removed_stale) == ["hpccd_tcp_dctcp", "hpccd_tcp_hpcc"]
+        assert all(n in available() for n in NAMES)       # its own, now
+    finally:
+        c.stop()
+    assert not any(n in available() for n in NAMES)
+    assert not registered_maps()
+
+
+# ---- layouts -----------------------------------------------------------------------
+
+def _asserted_size(struct_name: str, text: str = HDR) -> int:
+    m = re.search(r"sizeof\(struct %s\)\s*==\s*(\d+)" % struct_name, text)
+    assert m, struct_name
+    return int(m.group(1))
+
+
+def _enum_names(name: str, prefix: str) -> tuple[str, ...]:
+    body = re.search(r"enum\s+%s\s*\{(.*?)\}\s*;" % name, HDR, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    names = [i.strip().split("=")[0].strip() for i in body.split(",") if i.strip()]
+    assert names[-1].endswith("COUNTERS")
+    return tuple(n.removeprefix(prefix).lower() for n in names[:-1])
+
+
+def test_python_layouts_match_the_headers():
+    assert struct.calcsize(tcp_side.WIN_FMT) == _asserted_size("hpccd_tcp_win")
+    assert struct.calcsize(tcp_side.CFG_FMT) == _asserted_size("hpccd_tcp_cc_cfg")
+    assert struct.calcsize(tcp_side.CST_FMT) == _asserted_size("hpccd_tcp_cc_state")
+    assert struct.calcsize(tcp_side.DCTCP_ST_FMT) == _asserted_size("hpccd_tcp_dctcp_state")
+    assert struct.calcsize(tcp_side.TCP_FLOW_FMT) == _asserted_size("hpccd_tcp_flow", KHDR)
+    assert struct.calcsize(tcp_side.TELEM_FMT) == 8 * 8 + 40          # hpccd_tcp_telem
+    assert struct.calcsize(tcp_side.KEY_FMT) == _asserted_size("hpccd_flow_key", KHDR)
+    assert tcp_side.HPCC_COUNTERS == _enum_names("hpccd_tcp_hpcc_counter", "HPCCD_TCPC_")
+    assert tcp_side.DCTCP_COUNTERS == _enum_names("hpccd_tcp_dctcp_counter", "HPCCD_TCPD_")
+    # map value sizes as the kernel created them (loaded, not registered)
+    with bpf.BpfObject.open(BUILT / "tcp_hpcc.bpf.o") as o:
+        o.load()
+        assert o.map("hpccd_tcp_win").value_size == struct.calcsize(tcp_side.WIN_FMT)
+        assert o.map("hpccd_tcp_cfg").value_size == struct.calcsize(tcp_side.CFG_FMT)
+        assert o.map("hpccd_tcp_cst").value_size == struct.calcsize(tcp_side.CST_FMT)
+        assert o.map("hpccd_tcpc_cnt").max_entries == len(tcp_side.HPCC_COUNTERS)
+    with bpf.BpfObject.open(BUILT / "tcp_dctcp.bpf.o") as o:
+        o.load()
+        assert o.map("hpccd_dctcp_st").value_size == struct.calcsize(tcp_side.DCTCP_ST_FMT)
+        assert o.map("hpccd_dctcp_cnt").max_entries == len(tcp_side.DCTCP_COUNTERS)
+
+
+# ---- the probe -----------------------------------------------------------------------
+
+def test_probe_packet_is_a_tcp_side_probe():
+    key = FlowKey("10.1.2.3", "10.4.5.6", 40123, 5201)
+    seq, ts = (1 << 33) + 7, 0x12345678
+    ip_bytes = tcp_side.probe_packet(key, seq, 0xBEEF, ts, dscp=45, ecn=2, room=5)
+    frame = bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x0800)) + ip_bytes
+    assert wire.classify(frame) == wire.WireErr.OK
+    pkt = wire.decode(frame)
+    assert wire.is_tcp_probe(pkt)
+    ip, tcp = pkt[IP], pkt[TCP]
+    assert (ip.src, ip.dst, ip.tos, ip.flags, ip.ttl) == (key.saddr, key.daddr, 45 << 2 | 2,
+                                                          "DF", 64)
+    assert (tcp.sport, tcp.dport, int(tcp.flags), tcp.seq, tcp.ack, tcp.window) == \
+        (key.sport, key.dport, 0, seq & 0xFFFFFFFF, 0, 0)
+    again = IP(ip_bytes)
+    del again[TCP].chksum
+    assert IP(bytes(again))[TCP].chksum == tcp.chksum           # a correct TCP checksum
+    i = pkt[wire.HpccdInt]
+    assert (i.nhop, i.room, int(i.flags), i.path_id) == (0, 5, wire.INT_F_COLLECT, 0)
+    h = pkt[wire.Hpccd]
+    assert (h.type, h.flow_id, h.seq, h.ts, h.len) == (wire.T_PROBE, 0xBEEF, seq, ts, 8)
+    assert bytes(pkt[wire.HpccdTag])[:8] == bytes(8)
+
+
+def test_flow_key_matches_the_tracker_layout():
+    k = FlowKey("10.0.0.1", "10.0.0.2", 1234, 80)
+    raw = k.pack()
+    assert raw == bytes([10, 0, 0, 1, 10, 0, 0, 2, 0x04, 0xD2, 0, 80, 6, 0, 0, 0])
+    assert FlowKey.unpack(raw) == k

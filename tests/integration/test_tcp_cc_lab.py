@@ -1,0 +1,606 @@
+"""The struct_ops congestion controls "hpcc" and "dctcp" with real kernel TCP.
+
+Part 1, a namespace pair (conftest's netns_pair, a plain veth): the "hpcc"
+CC's modes, driven by writing its maps as the daemon would, observed on the
+test's own socket through TCP_INFO and through the CC's state map:
+- no daemon (configuration all zero): Reno from the start (FB_NO_DAEMON);
+- daemon alive, no window yet: W_init (ceil(W_init / mss) segments, the
+  line rate as pacing rate), then after stale_ns without a window the Reno
+  fallback, entered with ssthresh = cwnd (congestion avoidance from there);
+- a fresh window: cwnd = ceil(W / mss), sk_pacing_rate = R exactly; the same
+  window once older than stale_ns: fallback (FB_STALE); the heartbeat older
+  than stale_ns (daemon gone): fallback (FB_NO_DAEMON); fresh again: HPCC.
+And "dctcp" without marks: ECN is negotiated (TCP_CONG_NEEDS_ECN), alpha
+starts at 1 and decays by exactly the seed's scaled integer update with
+g = 1/16 per observation window (seed 001 section 4), no reduction happens.
+
+Part 2, the lab (hpccd.lab with its INT switch on every switch port):
+    h1 ==(2 Gbit/s)== s1 --(1 Gbit/s, 500 KB bfifo)--> h2
+- `iperf3 -C dctcp` and `iperf3 -C hpcc` run unchanged and move data;
+- dctcp with threshold marking at K on s1's bottleneck port keeps that
+  queue near K (median within [K/4, 3 K], 90th percentile below 3 K) while
+  cubic in the same lab fills the buffer;
+- hpcc under TcpSide (probes per RTT, INT on the path, the HPCC core, the
+  struct_ops window) keeps the bottleneck queue well below cubic's in the
+  same run: median, 90th percentile and mean at most a quarter of cubic's, with
+  probes answered and windows written, and throughput kept.
+Each comparison runs twice (cubic, hpcc, cubic, hpcc) on the shared
+machine; the figures are printed (pytest -s) and in docs/tcp-side.md.
+
+The struct_ops registrations are host-wide; the TcpCc lock serialises this
+module with any other owner (waiting up to a minute), and every test leaves
+nothing registered (checked).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.bpf]
+
+if os.geteuid() != 0:
+    pytest.skip("struct_ops, namespaces and tc programs need root", allow_module_level=True)
+
+from hpccd import bpf, tcp_side  # noqa: E402
+from hpccd.tcp_side import (CFG_FMT, CST_FMT, DCTCP_ST_FMT, WIN_FMT, TcpCc,  # noqa: E402
+                            TcpSide, flow_key, read_counters)
+from hpccd.topology import Topology  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILT = ROOT / "build" / "ebpf"
+LOCK_WAIT_S = 60.0
+SCF, G_SHIFT = 1 << 16, 4
+TCP_CONGESTION = 13
+TCP_INFO = 11
+SIOCOUTQ = 0x5411
+
+
+def _available() -> list[str]:
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        return f.read().split()
+
+
+@pytest.fixture
+def tcp_cc():
+    if not (BUILT / "tcp_hpcc.bpf.o").exists():
+        pytest.skip("build/ebpf/tcp_hpcc.bpf.o is not built (make bpf)")
+    c = TcpCc(BUILT)
+    c.start(wait_s=LOCK_WAIT_S)
+    try:
+        yield c
+    finally:
+        c.stop()
+        assert "hpcc" not in _available() and "dctcp" not in _available()
+
+
+# ---- helpers: TCP_INFO of our own socket -------------------------------------------
+
+def tcp_info(s: socket.socket) -> dict[str, int]:
+    raw = s.getsockopt(socket.IPPROTO_TCP, TCP_INFO, 232)
+    return {"ca_state": raw[1], "snd_mss": struct.unpack_from("=I", raw, 16)[0],
+            "snd_ssthresh": struct.unpack_from("=I", raw, 76)[0],
+            "snd_cwnd": struct.unpack_from("=I", raw, 80)[0],
+            "pacing_rate": struct.unpack_from("=Q", raw, 104)[0]}
+
+
+def sock_in(ns: str, *args) -> socket.socket:
+    with bpf.in_netns(ns):
+        return socket.socket(*args)
+
+
+class Conn:
+    """A TCP connection a -> b inside the pair, cc set before connect; a
+    thread on b reads everything; send() pushes bytes and waits for the acks."""
+
+    def __init__(self, pair, cc: str, listener_cc: str | None = None):
+        self.ls = sock_in(pair.b, socket.AF_INET, socket.SOCK_STREAM)
+        if listener_cc:
+            self.ls.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, listener_cc.encode())
+        self.ls.bind((pair.ip_b, 0))
+        self.ls.listen(1)
+        self.c = sock_in(pair.a, socket.AF_INET, socket.SOCK_STREAM)
+        self.c.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, cc.encode())
+        self.c.connect((pair.ip_b, self.ls.getsockname()[1]))
+        self.s, _ = self.ls.accept()
+        self.key = flow_key(pair.ip_a, pair.ip_b, self.c.getsockname()[1],
+                            self.ls.getsockname()[1])
+        self.received = 0
+        self._t = threading.Thread(target=self._drain, daemon=True)
+        self._t.start()
+
+    def _drain(self):
+        while True:
+            try:
+                b = self.s.recv(1 << 20)
+            except OSError:
+                return
+            if not b:
+                return
+            self.received += len(b)
+
+    def send(self, n: int) -> None:
+        """Send n bytes and wait until all are acknowledged (SIOCOUTQ: bytes
+        written and not yet acked)."""
+        self.c.sendall(bytes(n))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            left = struct.unpack("=i", fcntl.ioctl(self.c.fileno(), SIOCOUTQ, bytes(4)))[0]
+            if left == 0:
+                return
+            time.sleep(0.001)
+        raise AssertionError("data not acknowledged in 10 s")
+
+    def close(self):
+        for s in (self.c, self.s, self.ls):
+            with contextlib.suppress(OSError):
+                s.close()
+        self._t.join(timeout=5)
+
+
+@pytest.fixture
+def conns(netns_pair):
+    made = []
+
+    def make(cc: str) -> Conn:
+        c = Conn(netns_pair, cc)
+        made.append(c)
+        return c
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.close()
+
+
+def cst(tcp_cc, key) -> tuple | None:
+    raw = tcp_cc.map("hpcc", "hpccd_tcp_cst").lookup(key)
+    return struct.unpack(CST_FMT, raw) if raw else None
+
+
+def mode_of(tcp_cc, key) -> str:
+    st = cst(tcp_cc, key)
+    return tcp_side.MODES[st[10]] if st else "gone"
+
+
+def set_cfg(tcp_cc, w_init: int, rate: int, stale_ns: int, heartbeat_ns: int) -> None:
+    tcp_cc.map("hpcc", "hpccd_tcp_cfg").update(0, struct.pack(CFG_FMT, w_init, rate, stale_ns,
+                                                              heartbeat_ns))
+
+
+def set_win(tcp_cc, key, w: int, rate: int, updated_ns: int, seq: int = 1) -> None:
+    tcp_cc.map("hpcc", "hpccd_tcp_win").update(key, struct.pack(WIN_FMT, w, rate, updated_ns, seq))
+
+
+def hcount(tcp_cc) -> dict[str, int]:
+    return {k: v[0] for k, v in read_counters(tcp_cc.map("hpcc", "hpccd_tcpc_cnt"),
+                                              tcp_side.HPCC_COUNTERS).items()}
+
+
+def delta(a: dict, b: dict) -> dict:
+    return {k: b[k] - a[k] for k in a if b[k] != a[k]}
+
+
+# ---- part 1: hpcc modes on a namespace pair --------------------------------------------
+
+def test_hpcc_without_daemon_is_reno(tcp_cc, conns):
+    """Configuration all zero: every ACK in FB_NO_DAEMON, Reno's slow start
+    grows cwnd from the kernel's initial window."""
+    set_cfg(tcp_cc, 0, 0, 0, 0)
+    c0 = hcount(tcp_cc)
+    c = conns("hpcc")
+    cwnd0 = tcp_info(c.c)["snd_cwnd"]
+    c.send(2_000_000)
+    info = tcp_info(c.c)
+    d = delta(c0, hcount(tcp_cc))
+    assert d.get("fb_no_daemon", 0) > 10 and "used_hpcc" not in d and "used_winit" not in d
+    assert mode_of(tcp_cc, c.key) == "fallback"
+    assert info["snd_cwnd"] > cwnd0, (cwnd0, info)          # slow start grew it
+    deadline = time.monotonic() + 5
+    while c.received < 2_000_000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert c.received == 2_000_000
+
+
+def test_hpcc_winit_then_fallback_without_telemetry(tcp_cc, conns):
+    stale = 200_000_000
+    w_init, rate = 150_000, 250_000_000                     # bytes, bytes/s
+    set_cfg(tcp_cc, w_init, rate, stale, time.monotonic_ns())
+    c = conns("hpcc")
+    info = tcp_info(c.c)
+    mss = info["snd_mss"]
+    # At init, before any ACK of data: W_init applied.
+    assert mode_of(tcp_cc, c.key) == "winit"
+    assert info["snd_cwnd"] == -(-w_init // mss), info
+    assert info["pacing_rate"] == rate
+    c0 = hcount(tcp_cc)
+    c.send(500_000)
+    assert mode_of(tcp_cc, c.key) == "winit"
+    assert tcp_info(c.c)["snd_cwnd"] == -(-w_init // mss)
+    # stale_ns after the CC took the socket and still no window: fallback,
+    # from the window the flow had, in congestion avoidance.
+    time.sleep(stale / 1e9 + 0.05)
+    set_cfg(tcp_cc, w_init, rate, stale, time.monotonic_ns())   # daemon still alive
+    c.send(200_000)
+    info = tcp_info(c.c)
+    d = delta(c0, hcount(tcp_cc))
+    assert d.get("used_winit", 0) > 0 and d.get("fb_no_entry", 0) > 0
+    assert d.get("enter_fallback") == 1
+    assert mode_of(tcp_cc, c.key) == "fallback"
+    assert info["snd_ssthresh"] == -(-w_init // mss), info    # CA from W_init's window
+    assert info["snd_cwnd"] >= info["snd_ssthresh"]
+
+
+def test_hpcc_applies_fresh_window_and_falls_back_when_stale(tcp_cc, conns):
+    stale = 150_000_000
+    set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
+    c = conns("hpcc")
+    mss = tcp_info(c.c)["snd_mss"]
+    w, rate = 20 * mss + 1, 12_345_678
+    set_win(tcp_cc, c.key, w, rate, time.monotonic_ns())
+    c0 = hcount(tcp_cc)
+    c.send(300_000)
+    info = tcp_info(c.c)
+    assert mode_of(tcp_cc, c.key) == "hpcc"
+    assert info["snd_cwnd"] == 21 and info["pacing_rate"] == rate, info
+    assert set(delta(c0, hcount(tcp_cc))) == {"used_hpcc"}
+    # A tiny W: at least 2 segments, the pacing rate carries the rate.
+    set_win(tcp_cc, c.key, 100, 1_000_000, time.monotonic_ns())
+    c.send(20_000)
+    info = tcp_info(c.c)
+    assert info["snd_cwnd"] == 2 and info["pacing_rate"] == 1_000_000, info
+
+    # The window's telemetry gets old (probes unanswered): Reno from there.
+    set_win(tcp_cc, c.key, w, rate, time.monotonic_ns() - 2 * stale)
+    set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
+    c1 = hcount(tcp_cc)
+    c.send(200_000)
+    d = delta(c1, hcount(tcp_cc))
+    assert d.get("fb_stale", 0) > 0 and d.get("enter_fallback") == 1 and "used_hpcc" not in d
+    assert mode_of(tcp_cc, c.key) == "fallback"
+    assert tcp_info(c.c)["snd_ssthresh"] == 2         # entered at the 2-segment window
+    assert tcp_info(c.c)["pacing_rate"] != 1_000_000  # Reno's pacing, not R
+
+    # Fresh again (a restarted daemon): HPCC resumes.
+    set_win(tcp_cc, c.key, w, rate, time.monotonic_ns())
+    c.send(100_000)
+    assert mode_of(tcp_cc, c.key) == "hpcc"
+    assert tcp_info(c.c)["snd_cwnd"] == 21
+    assert delta(c1, hcount(tcp_cc)).get("leave_fallback") == 1
+
+    # The daemon is gone: a fresh-looking window is not applied either.
+    set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns() - 2 * stale)
+    set_win(tcp_cc, c.key, w, rate, time.monotonic_ns())
+    c2 = hcount(tcp_cc)
+    c.send(100_000)
+    d = delta(c2, hcount(tcp_cc))
+    assert d.get("fb_no_daemon", 0) > 0 and "used_hpcc" not in d
+    assert mode_of(tcp_cc, c.key) == "fallback"
+
+
+def test_hpcc_state_map_follows_the_socket(tcp_cc, conns):
+    """The CC's state entry (what the daemon probes by) has the socket's
+    sequence numbers and is deleted when the socket goes."""
+    set_cfg(tcp_cc, 0, 0, 0, 0)
+    c = conns("hpcc")
+    c.send(100_000)
+    st = cst(tcp_cc, c.key)
+    assert st is not None
+    _init, _last, acks, una, nxt, _po, _srtt, mss, cwnd, _ss, _mode = st
+    assert una == nxt and acks > 0 and mss == tcp_info(c.c)["snd_mss"]
+    assert cwnd == tcp_info(c.c)["snd_cwnd"]
+    c.close()
+    deadline = time.monotonic() + 5
+    while cst(tcp_cc, c.key) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cst(tcp_cc, c.key) is None
+
+
+# ---- part 1: dctcp without marks ---------------------------------------------------------
+
+def alpha_after(n: int, alpha: int = SCF) -> int:
+    """Seed 001 section 4 with M = 0, n times."""
+    for _ in range(n):
+        if alpha >> G_SHIFT == 0:
+            alpha = 0
+        alpha = alpha - (alpha >> G_SHIFT)
+    return alpha
+
+
+def test_dctcp_negotiates_ecn_and_alpha_decays_exactly(tcp_cc, netns_pair):
+    c0 = read_counters(tcp_cc.map("dctcp", "hpccd_dctcp_cnt"), tcp_side.DCTCP_COUNTERS)
+    # Both ends run dctcp (seed 001 section 5): a listener that does not
+    # refuses ECN to a SYN that carries ECT (which TCP_CONG_NEEDS_ECN sets).
+    conn = Conn(netns_pair, "dctcp", listener_cc="dctcp")
+    try:
+        for _ in range(30):
+            conn.send(200_000)
+        raw = tcp_cc.map("dctcp", "hpccd_dctcp_st").lookup(conn.key)
+        assert raw is not None
+        windows, acked, marked, _ce, alpha, _cwnd, _ss, _ces, reductions, ecn_ok = \
+            struct.unpack(DCTCP_ST_FMT, raw)
+        assert ecn_ok == 1
+        assert windows >= 10 and acked >= 10 * 200_000 * 0.9 and marked == 0
+        assert alpha == alpha_after(windows), (windows, alpha)
+        assert reductions == 0
+    finally:
+        conn.close()
+    c1 = read_counters(tcp_cc.map("dctcp", "hpccd_dctcp_cnt"), tcp_side.DCTCP_COUNTERS)
+    assert c1["init"][0] - c0["init"][0] >= 1 and c1["no_ecn"] == c0["no_ecn"]
+    assert c1["ack_ece"] == c0["ack_ece"]
+
+
+def test_dctcp_without_ecn_hands_over_to_reno(tcp_cc, netns_pair):
+    """A peer that does not agree to ECN (a cubic listener, tcp_ecn = 0):
+    the connection switches itself to reno (and stops sending ECT)."""
+    with bpf.in_netns(netns_pair.b):
+        with open("/proc/sys/net/ipv4/tcp_ecn", "w") as f:
+            f.write("0")
+    c0 = read_counters(tcp_cc.map("dctcp", "hpccd_dctcp_cnt"), tcp_side.DCTCP_COUNTERS)
+    conn = Conn(netns_pair, "dctcp")
+    try:
+        conn.send(100_000)
+        name = conn.c.getsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, 16).rstrip(b"\0")
+        assert name == b"reno"
+    finally:
+        conn.close()
+    c1 = read_counters(tcp_cc.map("dctcp", "hpccd_dctcp_cnt"), tcp_side.DCTCP_COUNTERS)
+    assert c1["no_ecn"][0] - c0["no_ecn"][0] == 1
+
+
+# ---- part 2: the lab -----------------------------------------------------------------------
+
+K_BYTES = 30_000
+BUFFER = 500_000
+CHAIN = f"""
+[lab]
+name = "tcpcc"
+subnet = "10.118.0.0/16"
+
+[defaults]
+rate_mbps = 2000
+buffer_bytes = 1000000
+
+[[switches]]
+name = "s1"
+id = 0x0A1
+ecn = {{ kmin_bytes = {K_BYTES}, kmax_bytes = {K_BYTES}, pmax = 1.0 }}
+
+[[hosts]]
+name = "h1"
+[[hosts]]
+name = "h2"
+
+[[links]]
+endpoints = ["h1", "s1"]
+[[links]]
+endpoints = ["s1", "h2"]
+rate_mbps = 1000
+buffer_bytes = {BUFFER}
+"""
+BOTTLENECK = ("s1", 2)                    # s1:p2 -> h2
+SECONDS = 5
+WARMUP_S = 1.0
+
+
+class HostProgs:
+    """xdp_host (generic mode, as on veth: ebpf/README.md) on both hosts'
+    eth0, with the tag key and their addresses; tc_tracker on h1's eth0."""
+
+    def __init__(self, lab):
+        self.key = secrets.token_bytes(16)
+        self.objs = []
+        self.xdp = {}
+        for host in ("h1", "h2"):
+            o = bpf.BpfObject.open(BUILT / "xdp_host.bpf.o")
+            self.objs.append(o)
+            o.load()
+            o.map("hpccd_tag_key").update(0, self.key)
+            o.map("hpccd_addrs").update(socket.inet_aton(lab.address(host)), 1)
+            with bpf.in_netns(lab.netns(host)):
+                bpf.xdp_attach("eth0", o.program("hpccd_xdp_host"), mode="skb")
+            self.xdp[host] = o
+        self.tc = bpf.BpfObject.open(BUILT / "tc_tracker.bpf.o")
+        self.objs.append(self.tc)
+        self.tc.load()
+        with bpf.in_netns(lab.netns("h1")):
+            bpf.tc_attach("eth0", self.tc.program("hpccd_tc_tracker"), "egress")
+
+    def close(self):
+        for o in self.objs:
+            o.close()
+
+
+@pytest.fixture(scope="module")
+def chain():
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 is not installed")
+    for n in ("tcp_hpcc", "tcp_dctcp", "xdp_host", "tc_tracker", "int_switch"):
+        if not (BUILT / f"{n}.bpf.o").exists():
+            pytest.skip(f"build/ebpf/{n}.bpf.o is not built (make bpf)")
+    from conftest import lab_ctx
+    c = TcpCc(BUILT)
+    c.start(wait_s=LOCK_WAIT_S)
+    try:
+        with lab_ctx(Topology.loads(CHAIN)) as lb:
+            progs = HostProgs(lb)
+            try:
+                lb.tcp_cc = c
+                lb.progs = progs
+                yield lb
+            finally:
+                progs.close()
+    finally:
+        c.stop()
+    assert "hpcc" not in _available() and "dctcp" not in _available()
+
+
+def base_rtt_ns(lab) -> int:
+    """Smallest of a few ICMP round trips h1 -> h2 through the idle lab."""
+    rtts = [lab.ping("h1", "h2")[0] for _ in range(10)]
+    return int(min(rtts) * 1e9)
+
+
+@contextlib.contextmanager
+def default_cc(lab, cc: str, hosts=("h1", "h2")):
+    """`cc` as the default of the hosts' namespaces for the block."""
+    def sysctl(h, v):
+        r = lab.run(h, ["sysctl", "-w", f"net.ipv4.tcp_congestion_control={v}"])
+        assert r.returncode == 0, r.stderr
+    old = {h: lab.run(h, ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).stdout.strip()
+           for h in hosts}
+    for h in hosts:
+        sysctl(h, cc)
+    try:
+        yield
+    finally:
+        for h in hosts:
+            sysctl(h, old[h])
+
+
+def set_marking(lab, on: bool) -> None:
+    sw = lab.int_switch
+    if on:
+        sw.configure(*BOTTLENECK)                       # the topology's K
+    else:
+        sw.configure(*BOTTLENECK, ecn=None)
+
+
+_port = 5300
+
+
+def run_iperf(lab, cc: str, seconds: int = SECONDS, side: TcpSide | None = None) -> dict:
+    """One iperf3 flow h1 -> h2 with `cc`; the bottleneck queue sampled by
+    the INT switch (its backlog at packet arrivals, at most one sample per
+    100 us) from WARMUP_S on.  Returns goodput and queue percentiles."""
+    global _port
+    _port += 1
+    # A one-off server per run: its listener takes h2's default CC when it
+    # is created (default_cc), and no state carries over.
+    srv = lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(_port)], stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    sampler = lab.int_switch.sampler(BOTTLENECK[0])
+    sampler.read()
+    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(_port), "-C", cc,
+                           "-t", str(seconds), "-J"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    samples = []
+    t_start = time.monotonic_ns()
+    while cli.poll() is None:
+        time.sleep(0.05)
+        samples += [s for s in sampler.read() if s.port == BOTTLENECK[1]]
+    out, err = cli.communicate(timeout=30)
+    samples += [s for s in sampler.read() if s.port == BOTTLENECK[1]]
+    assert cli.returncode == 0, err
+    srv.wait(timeout=10)
+    res = json.loads(out)
+    q = sorted(s.backlog_bytes for s in samples if s.ts_ns >= t_start + WARMUP_S * 1e9)
+    assert len(q) > 1000, f"only {len(q)} queue samples"
+
+    def pct(p):
+        return q[min(len(q) - 1, int(p / 100 * len(q)))]
+    return {"cc": cc, "goodput_mbps": res["end"]["sum_received"]["bits_per_second"] / 1e6,
+            "retransmits": res["end"]["sum_sent"].get("retransmits", 0),
+            "p50": pct(50), "p90": pct(90), "p99": pct(99), "max": q[-1],
+            "mean": statistics.fmean(q), "samples": len(q),
+            "congestion": res["end"].get("sender_tcp_congestion", "")}
+
+
+def fmt(r: dict) -> str:
+    return (f"{r['cc']:>6}: {r['goodput_mbps']:7.1f} Mbit/s, retx {r['retransmits']:5d}, "
+            f"queue p50 {r['p50'] / 1e3:7.1f} KB p90 {r['p90'] / 1e3:7.1f} KB "
+            f"p99 {r['p99'] / 1e3:7.1f} KB max {r['max'] / 1e3:7.1f} KB ({r['samples']} samples)")
+
+
+def test_dctcp_keeps_the_queue_near_k(chain):
+    """Threshold marking at K on the bottleneck (seed 001 section 3.1): dctcp
+    holds the queue around K, cubic (not ECN-capable: never marked) fills
+    the buffer.  Twice, interleaved."""
+    set_marking(chain, True)
+    c0 = read_counters(chain.tcp_cc.map("dctcp", "hpccd_dctcp_cnt"), tcp_side.DCTCP_COUNTERS)
+    runs = []
+    for _ in range(2):
+        runs.append(run_iperf(chain, "cubic"))
+        # Both ends must run dctcp from the SYN on (seed 001 section 5): the
+        # receiver's listener agrees to ECN for an ECT SYN only if its CC
+        # needs ECN, and iperf3 sets -C after connect(), when the SYN has
+        # left without asking for ECN.  So dctcp is both hosts' default.
+        with default_cc(chain, "dctcp"):
+            runs.append(run_iperf(chain, "dctcp"))
+    for r in runs:
+        print(f"[dctcp, K = {K_BYTES} B] " + fmt(r))
+    c1 = read_counters(chain.tcp_cc.map("dctcp", "hpccd_dctcp_cnt"), tcp_side.DCTCP_COUNTERS)
+    d = {k: c1[k][0] - c0[k][0] for k in c1}
+    assert d["ack_ece"] > 0 and d["window"] > 0 and d["ecn_reduction"] > 0, d
+    assert d["ce_change"] > 0, d                  # the receiver's DCTCP.CE machine ran
+    assert d["no_ecn"] == 0
+    for r in runs:
+        assert r["goodput_mbps"] > 500, r          # the flow works, unchanged iperf3
+    for r in (x for x in runs if x["cc"] == "dctcp"):
+        assert r["congestion"] == "dctcp"
+        assert K_BYTES / 4 <= r["p50"] <= 3 * K_BYTES, r
+        # At least 90 % of the time within 3 K.  Not the 99th percentile: on
+        # this shared 2-core machine a run now and then has an episode of
+        # losses and a full buffer (docs/tcp-side.md has the figures).
+        assert r["p90"] <= 3 * K_BYTES, r
+    for r in (x for x in runs if x["cc"] == "cubic"):
+        assert r["p50"] > 0.5 * BUFFER, r
+
+
+def test_hpcc_under_tcp_side_keeps_the_queue_below_cubic(chain):
+    set_marking(chain, False)
+    T = int(os.environ.get("HPCCD_TEST_T_NS", 0)) or max(base_rtt_ns(chain) * 3 // 2, 100_000)
+    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
+              "eta": 0.95, "max_stage": 5, "N_flows": 1}
+    side = TcpSide(chain.progs.tc.map("hpccd_tcp_flows"),
+                   chain.progs.xdp["h1"].map("hpccd_telem"), hpcc_params=params,
+                   netns=chain.netns("h1"), tcp_cc=chain.tcp_cc)
+    side.start()
+    side.start_thread(period_s=0.0005)
+    try:
+        c0 = read_counters(chain.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), tcp_side.HPCC_COUNTERS)
+        runs = []
+        for _ in range(2):
+            runs.append(run_iperf(chain, "cubic"))
+            s0 = dict(side.stats)
+            runs.append(run_iperf(chain, "hpcc", side=side))
+            runs[-1]["probes"] = {k: side.stats[k] - s0[k] for k in side.stats
+                                  if k.startswith("probes") or k == "windows_written"}
+            runs[-1]["probe_rtt_us"] = side.last_probe_rtt_us
+        c1 = read_counters(chain.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), tcp_side.HPCC_COUNTERS)
+    finally:
+        side.stop()
+    print(f"[hpcc] T = {T / 1e3:.0f} us")
+    for r in runs:
+        print("[hpcc vs cubic] " + fmt(r) + (f" probes {r['probes']}" if "probes" in r else ""))
+    d = {k: c1[k][0] - c0[k][0] for k in c1}
+    print(f"[hpcc] CC counters: {d}")
+    assert d["used_hpcc"] > 0.8 * (d["used_hpcc"] + d["used_winit"] + d["fb_stale"]
+                                   + d["fb_no_entry"] + d["fb_no_daemon"]), d
+    for r in (x for x in runs if x["cc"] == "hpcc"):
+        p = r["probes"]
+        assert r["congestion"] == "hpcc"
+        assert p["probes_answered"] > 0.5 * p["probes_sent"] > 100, p
+        assert p["windows_written"] > 100, p
+        assert r["goodput_mbps"] > 400, r
+    for cub, hp in zip(runs[0::2], runs[1::2]):
+        assert cub["p50"] > 0.5 * BUFFER, cub
+        # Median, 90th percentile and mean at most a quarter of cubic's.  Not
+        # the 99th: when the shared machine starves the probe thread for
+        # more than stale_ns, the CC falls back to Reno as designed
+        # (fb_no_daemon) and the queue grows for that while (docs/tcp-side.md).
+        for k in ("p50", "p90", "mean"):
+            assert hp[k] <= cub[k] / 4, (k, cub, hp)

@@ -20,7 +20,7 @@ def open_sink(lab, algo: Algo, node: str, port: int):
             check_available(algo.cc)
         except AlgoUnavailable as e:
             raise Skip(str(e)) from None
-        return TcpSink(lab, node, port)
+        return TcpSink(lab, node, port, algo.cc)
     return NativeSink(_engines(lab, algo), node)
 
 

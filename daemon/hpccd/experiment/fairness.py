@@ -20,6 +20,7 @@ from typing import Any
 
 from . import measure
 from .algos import Algo
+from .kernel_cc import KernelCc
 from .native import Engines
 from .common import Skip, base_rtt, dumbbell, open_flow, open_sink
 from .report import Results, progress, pyplot, table
@@ -163,14 +164,17 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     topo = Topology.loads(topology(p), "<fairness experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab):
+    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "f1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
         for a in algos:
             try:
                 progress(NAME, f"{a.name}: {p['flows']} flows joining and leaving every "
                                f"{p['step']:g} s")
-                r = run_one(lab, a, p)
+                n = p["flows"]
+                with kcc.session(a, [f"f{i}" for i in range(1, n + 1)],
+                                 [f"r{i}" for i in range(1, n + 1)]):
+                    r = run_one(lab, a, p)
             except Skip as e:
                 skipped[a.name] = str(e)
                 progress(NAME, f"{a.name}: skipped: {e}")

@@ -28,6 +28,7 @@ from typing import Any
 from ..lab import htb_burst_bytes
 from . import measure
 from .algos import Algo
+from .kernel_cc import KernelCc
 from .native import Engines
 from .common import base_rtt, open_flow, open_sink, Skip
 from .report import Results, progress, pyplot, table
@@ -198,14 +199,16 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                                    p["k_bytes"]), "<incast experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab):
+    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up ({len(topo.hosts)} hosts); base RTT {rtt * 1e6:.0f} us")
         for a in algos:
             try:
                 progress(NAME, f"{a.name}: long flow for {p['warmup']} s, then "
                                f"{p['senders']} x {p['size']} B")
-                r = run_one(lab, a, p, rtt)
+                with kcc.session(a, ["l1"] + [f"h{i}" for i in range(1, p["senders"] + 1)],
+                                 ["r1"]):
+                    r = run_one(lab, a, p, rtt)
             except Skip as e:
                 skipped[a.name] = str(e)
                 progress(NAME, f"{a.name}: skipped: {e}")

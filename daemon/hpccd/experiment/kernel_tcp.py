@@ -58,10 +58,14 @@ class TcpSink:
     connection is read to its end in its own thread.  ``conns`` maps the
     peer's (address, port) to what arrived."""
 
-    def __init__(self, lab, node: str, port: int):
+    def __init__(self, lab, node: str, port: int, algo: str | None = None):
         self.lab, self.node, self.port = lab, node, port
         self.ls = lab.socket(node, socket.AF_INET, socket.SOCK_STREAM)
         self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if algo:
+            # accepted connections inherit it: a DCTCP receiver's CE state
+            # machine lives in its congestion control (seed 001 section 3.2)
+            self.ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, algo.encode())
         self.ls.bind(("0.0.0.0", port))
         self.ls.listen(256)
         self.conns: dict[tuple[str, int], _Conn] = {}

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import measure
 from .algos import Algo
+from .kernel_cc import KernelCc
 from .native import Engines
 from .common import Skip, base_rtt, dumbbell, open_flow, open_sink
 from .report import Results, progress, pyplot, table
@@ -167,13 +168,14 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     topo = Topology.loads(topology(p), "<long-short experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab):
+    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
         for a in algos:
             try:
                 progress(NAME, f"{a.name}: long flow, then a {p['size']} B short flow")
-                r = run_one(lab, a, p, rtt)
+                with kcc.session(a, ["l1", "x1"], ["r1", "r2"]):
+                    r = run_one(lab, a, p, rtt)
             except Skip as e:
                 skipped[a.name] = str(e)
                 progress(NAME, f"{a.name}: skipped: {e}")

@@ -31,6 +31,7 @@ from . import measure
 from .algos import Algo
 from . import native
 from .common import Skip
+from .kernel_cc import KernelCc
 from .kernel_tcp import AlgoUnavailable, check_available
 from .report import Results, progress, pyplot, table
 
@@ -55,9 +56,32 @@ def topology(rate_mbps: int, buffer_bytes: int, k_bytes: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rr(lab, cc: str | None, count: int, p: dict[str, Any]) -> list[float]:
+def _servers(lab, cc: str | None, port: int, p: dict[str, Any], elephants: bool):
+    """The mice server (and the elephants' iperf3 servers) in r1, listening
+    with `cc`; returns the processes."""
+    argv = [sys.executable, "-m", "hpccd.experiment.rr", "server", str(port),
+            "--size", str(p["size"])] + (["--cc", cc] if cc else [])
+    srv = lab.popen("r1", argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    if srv.stdout.readline().strip() != b"ready":
+        raise RuntimeError("mice server in r1 did not start")
+    procs = [srv]
+    if elephants:
+        procs += [lab.popen("r1", ["iperf3", "-s", "-p", str(pt)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL) for pt in ELEPHANT_PORTS]
+        time.sleep(0.3)
+    return procs
+
+
+def _stop(procs) -> None:
+    for pr in procs:
+        if pr.poll() is None:
+            pr.kill()
+            pr.wait()
+
+
+def _rr(lab, cc: str | None, count: int, p: dict[str, Any], port: int = RR_PORT) -> list[float]:
     argv = [sys.executable, "-m", "hpccd.experiment.rr", "client", lab.address("r1"),
-            str(RR_PORT), "--size", str(p["size"]), "--count", str(count),
+            str(port), "--size", str(p["size"]), "--count", str(count),
             "--interval-us", str(p["interval_us"])] + (["--cc", cc] if cc else [])
     r = lab.run("m1", argv, timeout=60 + count * p["interval_us"] / 1e6 * 3)
     try:
@@ -119,6 +143,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
     cpu = measure.CpuMeter().start()
     count = int(p["duration"] * 1e6 / p["interval_us"])
     if algo.kind == "kernel":
+        servers = _servers(lab, algo.cc, RR_PORT + 1, p, elephants=True)
         elephants = [lab.popen(e, ["iperf3", "-c", lab.address("r1"), "-p", str(pt), "-t",
                                    f"{secs:g}", "-C", algo.cc, "-J"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -126,7 +151,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
         try:
             time.sleep(p["warmup"])
             t0 = time.monotonic_ns()
-            rtts = _rr(lab, algo.cc, count, p)
+            rtts = _rr(lab, algo.cc, count, p, RR_PORT + 1)
             t1 = time.monotonic_ns()
             bps = []
             for e in elephants:
@@ -137,10 +162,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
                     raise RuntimeError(f"iperf3 elephant with -C {algo.cc} failed: "
                                        f"{err.decode(errors='replace').strip()[-300:]}") from None
         finally:
-            for e in elephants:
-                if e.poll() is None:
-                    e.kill()
-                    e.wait()
+            _stop(elephants + servers)
             busy = cpu.stop()
             samples = rec.stop()
     else:
@@ -233,22 +255,16 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                           "<mice experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, native.Engines(lab):
-        srv = lab.popen("r1", [sys.executable, "-m", "hpccd.experiment.rr", "server",
-                               str(RR_PORT), "--size", str(p["size"])],
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        if srv.stdout.readline().strip() != b"ready":
-            raise RuntimeError("mice server in r1 did not start")
-        for pt in ELEPHANT_PORTS:
-            lab.popen("r1", ["iperf3", "-s", "-p", str(pt)], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+    with lab_factory(topo) as lab, native.Engines(lab), KernelCc(lab) as kcc:
+        idle_srv = _servers(lab, None, RR_PORT, p, elephants=False)
         idle = _rr(lab, None, p["idle_count"], p)
+        _stop(idle_srv)
         progress(NAME, f"lab up; idle mouse RTT p50 {measure.percentile(idle, 50):.0f} us")
         for a in algos:
             try:
                 progress(NAME, f"{a.name}: two elephants, then {p['duration']:g} s of mice")
-                r = run_one(lab, a, p, idle)
+                with kcc.session(a, ["e1", "e2", "m1"], ["r1"]):
+                    r = run_one(lab, a, p, idle)
             except Skip as e:
                 skipped[a.name] = str(e)
                 progress(NAME, f"{a.name}: skipped: {e}")

@@ -58,7 +58,9 @@ class Engines:
     def link_bps(self, host: str) -> int:
         return self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Close every engine made so far (XDP detached); later get()s make
+        new ones."""
         errors = []
         for host, tp in self.tps.items():
             try:
@@ -66,10 +68,15 @@ class Engines:
             except Exception as e:          # the others still close
                 errors.append(f"{host}: {e}")
         self.tps.clear()
-        if getattr(self.lab, "native", None) is self:
-            self.lab.native = None
         if errors:
             raise RuntimeError("closing transport engines: " + "; ".join(errors))
+
+    def close(self) -> None:
+        try:
+            self.release()
+        finally:
+            if getattr(self.lab, "native", None) is self:
+                self.lab.native = None
 
 
 class _RxConn:

@@ -3,7 +3,7 @@ experiment, run as its own process in a lab host's namespace so that its
 timings are not stretched by the runner's other threads (the GIL hands
 over only every few milliseconds).
 
-    python -m hpccd.experiment.rr server PORT [--size N]
+    python -m hpccd.experiment.rr server PORT [--size N] [--cc ALGO]
     python -m hpccd.experiment.rr client ADDR PORT --size N --count K
                                          --interval-us U [--cc ALGO]
 
@@ -34,9 +34,11 @@ def _recv_exact(s: socket.socket, n: int, buf: bytearray) -> bool:
     return True
 
 
-def server(port: int, size: int) -> int:
+def server(port: int, size: int, cc: str | None = None) -> int:
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if cc:          # accepted connections inherit it (DCTCP's receiver half lives there)
+        ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
     ls.bind(("0.0.0.0", port))
     ls.listen(8)
     print("ready", flush=True)
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     sv = sub.add_parser("server")
     sv.add_argument("port", type=int)
     sv.add_argument("--size", type=int, default=1000)
+    sv.add_argument("--cc")
     cl = sub.add_parser("client")
     cl.add_argument("addr")
     cl.add_argument("port", type=int)
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     cl.add_argument("--cc")
     a = p.parse_args(argv)
     if a.role == "server":
-        return server(a.port, a.size)
+        return server(a.port, a.size, a.cc)
     return client(a.addr, a.port, a.size, a.count, a.interval_us, a.cc)
 
 

@@ -1,0 +1,137 @@
+"""hpccd's struct_ops congestion controls for the runner's kernel TCP
+flows: ``tcp-dctcp`` and ``tcp-hpcc`` (docs/tcp-side.md).
+
+:class:`KernelCc` registers both (hpccd.tcp_side.TcpCc: host-wide, one
+owner at a time, taken for the experiment and released at its end) the
+first time an experiment needs one, and :meth:`KernelCc.session` prepares
+the lab for one algorithm's run:
+
+- ``tcp-dctcp``: DCTCP only works between DCTCP endpoints from the SYN on
+  (seed 001 section 4; the kernel accepts ECN on a SYN only when the
+  listening socket's congestion control needs it), so it is made the
+  default congestion control of every host namespace for the run (servers
+  started by tools such as iperf3 listen with it); restored after.
+- ``tcp-hpcc``: the hosts' XDP program (xdp_host: reflects probes on the
+  receivers, keeps the responses on the senders) on every host, the tc
+  tracker on each sender, and one TcpSide per sender probing its flows once
+  per RTT and writing their windows (T as the native flows', above the
+  lab's loaded RTT); everything detached after the run.  Native transport
+  engines, which attach their own xdp_host, are closed first (they are
+  made again when a native algorithm runs next).
+"""
+from __future__ import annotations
+
+import contextlib
+import socket
+from typing import Iterator
+
+from .algos import Algo
+from .common import Skip
+from .native import T_NS
+
+__all__ = ["KernelCc"]
+
+
+class KernelCc:
+    def __init__(self, lab):
+        self.lab = lab
+        self.cc = None
+
+    def __enter__(self) -> "KernelCc":
+        self.lab.kernel_cc = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.cc is not None:
+            self.cc.stop()
+            self.cc = None
+        self.lab.kernel_cc = None
+
+    def _register(self):
+        if self.cc is None:
+            from ..tcp_side import TcpCc, TcpSideError
+            try:
+                self.cc = TcpCc().start(wait_s=5.0)
+            except (TcpSideError, OSError) as e:
+                raise Skip(f"cannot register hpccd's TCP congestion controls: {e}") from None
+        return self.cc
+
+    def _default_cc(self, hosts: list[str], cc: str) -> dict[str, str]:
+        old = {}
+        for h in hosts:
+            r = self.lab.run(h, ["sysctl", "-n", "net.ipv4.tcp_congestion_control"])
+            old[h] = r.stdout.strip()
+            r = self.lab.run(h, ["sysctl", "-w", f"net.ipv4.tcp_congestion_control={cc}"])
+            if r.returncode != 0:
+                raise RuntimeError(f"{h}: cannot make {cc} the default: {r.stderr.strip()}")
+        return old
+
+    @contextlib.contextmanager
+    def session(self, algo: Algo, senders: list[str], receivers: list[str]) -> Iterator[None]:
+        """The lab ready for `algo`'s kernel flows from `senders` to `receivers`."""
+        if algo.kind != "kernel" or algo.cc not in ("dctcp", "hpcc"):
+            yield
+            return
+        self._register()
+        hosts = list(dict.fromkeys(senders + receivers))
+        if algo.cc == "dctcp":
+            old = self._default_cc(hosts, "dctcp")
+            try:
+                yield
+            finally:
+                for h, cc in old.items():
+                    self.lab.run(h, ["sysctl", "-w", f"net.ipv4.tcp_congestion_control={cc}"])
+            return
+        native = getattr(self.lab, "native", None)
+        if native is not None:
+            native.release()                     # they hold xdp_host on the hosts' eth0
+        with self._hpcc_hosts(hosts, senders):
+            yield
+
+    @contextlib.contextmanager
+    def _hpcc_hosts(self, hosts: list[str], senders: list[str]) -> Iterator[None]:
+        import secrets
+
+        from .. import bpf
+        from ..tcp_side import TcpSide
+
+        key = secrets.token_bytes(16)
+        objs, sides, attached = [], [], []
+        try:
+            xdp = {}
+            for h in hosts:
+                o = bpf.BpfObject.open(bpf.object_path("xdp_host"))
+                objs.append(o)
+                o.load()
+                o.map("hpccd_tag_key").update(0, key)
+                o.map("hpccd_addrs").update(socket.inet_aton(self.lab.address(h)), 1)
+                with bpf.in_netns(self.lab.netns(h)):
+                    bpf.xdp_attach("eth0", o.program("hpccd_xdp_host"), mode="skb")
+                attached.append((h, "xdp"))
+                xdp[h] = o
+            for h in senders:
+                t = bpf.BpfObject.open(bpf.object_path("tc_tracker"))
+                objs.append(t)
+                t.load()
+                with bpf.in_netns(self.lab.netns(h)):
+                    bpf.tc_attach("eth0", t.program("hpccd_tc_tracker"), "egress")
+                attached.append((h, "tc"))
+                line = self.lab.topology.links[self.lab.topology.hosts[h].link].rate_bps
+                side = TcpSide(t.map("hpccd_tcp_flows"), xdp[h].map("hpccd_telem"),
+                               hpcc_params={"T_ns": T_NS, "line_rate_bps": line},
+                               netns=self.lab.netns(h), tcp_cc=self.cc)
+                side.start()
+                sides.append(side)
+                side.start_thread()
+            yield
+        finally:
+            for s in sides:
+                s.stop()
+            for h, what in attached:
+                with bpf.in_netns(self.lab.netns(h)):
+                    if what == "xdp":
+                        bpf.xdp_detach("eth0")
+                    else:
+                        bpf.tc_detach("eth0", "egress")
+            for o in objs:
+                o.close()

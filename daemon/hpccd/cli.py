@@ -2,7 +2,7 @@
 
 Subcommands so far:
   replay TRACE   run a feedback trace through one algorithm (trace-format.md)
-  demo           the main job: bundled INT trace through every algorithm
+  demo           the main job: incast and mice in the lab (--replay: the INT trace replay)
   decode HEX     print hpccd packets field by field (hex frames or --pcap FILE)
   lab up|down|status   the netns lab of a topology file (docs/lab.md)
   send PEER | recv     a transfer over the native AF_XDP transport (docs/transport.md)
@@ -29,9 +29,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from . import demo
-
-    return demo.main(args.trace, as_json=args.json)
+    if args.replay or args.trace or args.json:
+        from . import demo
+        return demo.main(args.trace, as_json=args.json)
+    from .experiment import demo as lab_demo
+    return lab_demo.main(args.out, args.algos)
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
@@ -59,13 +61,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("trace", help="trace file, or - for standard input")
     r.set_defaults(func=_cmd_replay)
 
-    d = sub.add_parser("demo", help="replay the bundled INT trace through every algorithm",
-                       description="The main job until the lab exists: the bundled incast "
-                                   "INT trace through HPCC, Rx-HPCC, DCTCP and LDCP, with "
-                                   "a summary table.")
+    d = sub.add_parser("demo", help="the main job: incast and mice in the lab, HPCC against "
+                                    "cubic and DCTCP (root)",
+                       description="The main job: the incast and mice micro-benchmarks in "
+                                   "labs of their own, HPCC (native flows) against kernel TCP "
+                                   "cubic and DCTCP on the same links, under two minutes; "
+                                   "prints the summary tables and writes plots (needs root). "
+                                   "--replay: the bundled incast INT trace through HPCC, "
+                                   "Rx-HPCC, DCTCP and LDCP instead (no root).")
+    d.add_argument("--out", default="results", help="results root folder (default ./results)")
+    d.add_argument("--algos", default="hpcc,tcp-dctcp,cubic",
+                   help="algorithms of the lab demo (default hpcc,tcp-dctcp,cubic)")
+    d.add_argument("--replay", action="store_true",
+                   help="replay the bundled INT trace instead (no lab, no root)")
     d.add_argument("--trace", default=None,
-                   help="an INT trace of hpcc events to use instead of the bundled one")
-    d.add_argument("--json", action="store_true", help="print the summary as JSON")
+                   help="with --replay: an INT trace of hpcc events instead of the bundled one")
+    d.add_argument("--json", action="store_true", help="with --replay: the summary as JSON")
     d.set_defaults(func=_cmd_demo)
 
     x = sub.add_parser("decode", help="print hpccd packets field by field",

@@ -83,3 +83,21 @@ def test_long_short_and_fairness_read_rates_off_the_switch(tmp_path):
         assert all(x > 0.05 * r["line_bps"] for x in ph["rates_bps"]), ph
     assert 0.5 <= r["phases"][1]["jain"] <= 1.0
     assert {"fairness.png", "rates_cubic.csv"} <= set(os.listdir(folder))
+
+
+def test_the_main_job_lab_demo_runs_end_to_end(tmp_path):
+    """README's first command (scripts/run.sh demo -> hpccctl demo): both
+    tables, every algorithm measured (none skipped), the plots written."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "hpccd.cli", "demo", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "== incast" in out and "== mice" in out
+    for algo in ("hpcc", "tcp-dctcp", "cubic"):
+        assert sum(1 for ln in out.splitlines() if ln.startswith(algo + " ")) == 2, (algo, out)
+    assert "skipped" not in out, out
+    pngs = sorted(p.name for p in tmp_path.glob("*/*.png"))
+    assert pngs == ["incast.png", "mice.png"], pngs

@@ -151,7 +151,7 @@ def test_bundled_traces_are_exactly_what_the_generator_makes(tmp_path: pathlib.P
 
 
 def test_demo_shows_hpcc_reacting_within_one_rtt_and_before_ecn_schemes():
-    r = hpccctl("demo", "--json")
+    r = hpccctl("demo", "--replay", "--json")
     assert r.returncode == 0, r.stderr
     rows = {row["algo"]: row for row in json.loads(r.stdout)}
     assert set(rows) == {"hpcc", "rx-hpcc", "dctcp", "ldcp"}
@@ -163,5 +163,5 @@ def test_demo_shows_hpcc_reacting_within_one_rtt_and_before_ecn_schemes():
     assert rows["ldcp"]["first_cut_us"] > rows["hpcc"]["first_cut_us"]
     # HPCC recovers its window after the incast drains (long-short behaviour)
     assert rows["hpcc"]["end_bytes"] >= 0.9 * rows["hpcc"]["before_bytes"]
-    text = hpccctl("demo")
+    text = hpccctl("demo", "--replay")
     assert text.returncode == 0 and "hpcc" in text.stdout and "ldcp" in text.stdout

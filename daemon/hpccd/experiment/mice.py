@@ -79,10 +79,12 @@ def _stop(procs) -> None:
             pr.wait()
 
 
-def _rr(lab, cc: str | None, count: int, p: dict[str, Any], port: int = RR_PORT) -> list[float]:
+def _rr(lab, cc: str | None, count: int, p: dict[str, Any], port: int = RR_PORT,
+        seconds: float | None = None) -> list[float]:
     argv = [sys.executable, "-m", "hpccd.experiment.rr", "client", lab.address("r1"),
             str(port), "--size", str(p["size"]), "--count", str(count),
-            "--interval-us", str(p["interval_us"])] + (["--cc", cc] if cc else [])
+            "--interval-us", str(p["interval_us"])] + (["--cc", cc] if cc else []) + \
+        (["--seconds", f"{seconds:g}"] if seconds else [])
     r = lab.run("m1", argv, timeout=60 + count * p["interval_us"] / 1e6 * 3)
     try:
         out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -94,7 +96,8 @@ def _rr(lab, cc: str | None, count: int, p: dict[str, Any], port: int = RR_PORT)
     return out["rtt_us"]
 
 
-def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any]) -> list[float]:
+def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any],
+                 seconds: float | None = None) -> list[float]:
     """`count` mice as native flows of `size` bytes from m1 to r1, one after
     the other, every `interval_us`: each one's completion time (open to
     the last byte acknowledged, timed by the engine thread), us."""
@@ -105,7 +108,10 @@ def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any]) -> list[float]:
     line = lab.native.link_bps("m1")
     out = []
     nxt = time.monotonic()
+    end = nxt + seconds if seconds else None
     for i in range(count):
+        if end is not None and time.monotonic() >= end:
+            break
         if i % 256 == 255:
             rx.rx_reap()        # free the receiver's table of finished mice (1024 slots)
         d = nxt - time.monotonic()
@@ -138,7 +144,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
     sw = lab.topology.switches["s1"]
     port = next(pt.number for pt in sw.ports if pt.peer == "r1")
     link_bps = sw.port(port).rate_bps
-    secs = p["warmup"] + p["duration"] + 1
+    secs = p["warmup"] + p["duration"] + 2      # the mice stop after `duration`
     rec = measure.QueueRecorder(lab, "s1", port).start()
     cpu = measure.CpuMeter().start()
     count = int(p["duration"] * 1e6 / p["interval_us"])
@@ -151,7 +157,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
         try:
             time.sleep(p["warmup"])
             t0 = time.monotonic_ns()
-            rtts = _rr(lab, algo.cc, count, p, RR_PORT + 1)
+            rtts = _rr(lab, algo.cc, count, p, RR_PORT + 1, seconds=p["duration"])
             t1 = time.monotonic_ns()
             bps = []
             for e in elephants:
@@ -172,7 +178,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
         try:
             time.sleep(p["warmup"])
             t0 = time.monotonic_ns()
-            rtts = _native_mice(lab, algo, count, p)
+            rtts = _native_mice(lab, algo, count, p, seconds=p["duration"])
             t1 = time.monotonic_ns()
             bps = [measure.delivered_rate(sink.conn(f).points, t0, t1) for f in flows]
             for f in flows:
@@ -187,6 +193,10 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
     during = [b for _, b in measure.queue_over_time(samples, link_bps, t0, t1)]
     idle_p50 = measure.percentile(idle, 50)
     verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0, t1)
+    # the elephants' throughput while the mice ran, from the bottleneck's own
+    # byte counter (the mice's bytes are noise): the same for every algorithm
+    if t1 > t0 and samples:
+        bps = [measure.port_rate(samples, t0, t1, t1 - t0)[0][1]]
     return {
         "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "mice": len(rtts),
         "mice_kind": "kernel TCP request/response" if algo.kind == "kernel" else

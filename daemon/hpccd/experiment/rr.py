@@ -9,7 +9,7 @@ over only every few milliseconds).
 
 The server answers every `size`-byte request with `size` bytes.  The
 client sends a request every `interval` (or as soon as the previous answer
-is in, if later), times each from the send until the last byte of the
+is in, if later), `count` of them or for `seconds`, times each from the send until the last byte of the
 answer, and prints one JSON line: {"rtt_us": [...], "sent_ns": [...],
 "cc": ...} (send times on CLOCK_MONOTONIC, like the queue samples).  Both set
 TCP_NODELAY: a mouse is one segment each way, not merged or delayed.
@@ -52,7 +52,8 @@ def server(port: int, size: int, cc: str | None = None) -> int:
                 c.sendall(answer)
 
 
-def client(addr: str, port: int, size: int, count: int, interval_us: int, cc: str | None) -> int:
+def client(addr: str, port: int, size: int, count: int, interval_us: int, cc: str | None,
+           seconds: float | None = None) -> int:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if cc:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
@@ -62,7 +63,10 @@ def client(addr: str, port: int, size: int, count: int, interval_us: int, cc: st
     buf = bytearray(size)
     rtts, sent = [], []
     nxt = time.monotonic_ns()
+    end = nxt + int(seconds * 1e9) if seconds else None
     for _ in range(count):
+        if end is not None and time.monotonic_ns() >= end:
+            break
         now = time.monotonic_ns()
         if now < nxt:
             time.sleep((nxt - now) / 1e9)
@@ -93,10 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     cl.add_argument("--count", type=int, default=1000)
     cl.add_argument("--interval-us", type=int, default=1000)
     cl.add_argument("--cc")
+    cl.add_argument("--seconds", type=float, help="stop after this long, even before --count")
     a = p.parse_args(argv)
     if a.role == "server":
         return server(a.port, a.size, a.cc)
-    return client(a.addr, a.port, a.size, a.count, a.interval_us, a.cc)
+    return client(a.addr, a.port, a.size, a.count, a.interval_us, a.cc, a.seconds)
 
 
 if __name__ == "__main__":

@@ -206,6 +206,10 @@ _Static_assert(sizeof(struct hpccd_counter) == 16, "counter slot layout");
 #define HPCCD_SW_F_FS_DSCP        0x08  /* fast-start class: DSCP == fs_dscp */
 #define HPCCD_SW_F_FS_ALL         0x10  /* fast-start class: every IPv4 packet */
 #define HPCCD_SW_F_SAMPLE         0x20  /* queue samples of this port into hpccd_sw_qsamp */
+#define HPCCD_SW_F_RX_BYTES       0x40  /* experiment only: the hop's txBytes field carries
+					 * the bytes that ARRIVED at the queue, so senders
+					 * compute rxRate where Algorithm 1 wants txRate
+					 * (seed 004 section 3.4, Figure 6: HPCC-rxRate) */
 #define HPCCD_SW_F_FS_MASK        (HPCCD_SW_F_FS_HPCCD | HPCCD_SW_F_FS_DSCP | HPCCD_SW_F_FS_ALL)
 
 /* Value of the hash hpccd_sw_ports (key: __u32 ifindex of the port, in the

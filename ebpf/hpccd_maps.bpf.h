@@ -137,6 +137,8 @@ struct hpccd_sw_state {
 	struct bpf_spin_lock lock;
 	__u32 pad;
 	__u64 last_sample_ns;
+	__u64 rx_bytes;           /* bytes that arrived at the queue while
+				   * HPCCD_SW_F_RX_BYTES is set (atomic adds) */
 };
 
 /* Port configuration by ifindex (struct hpccd_sw_port); unconfigured ports forward untouched. */

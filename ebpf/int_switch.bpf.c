@@ -507,6 +507,19 @@ int hpccd_int_sw(struct __sk_buff *skb)
 
 	read_queue(skb, &qv);
 	q = qv.backlog;
+	if (flags & HPCCD_SW_F_RX_BYTES) {
+		/* HPCC-rxRate (seed 004 section 3.4, Figure 6): the hop reports
+		 * the bytes that arrived at this queue, this packet excluded, in
+		 * place of those it transmitted.  The add is atomic across CPUs
+		 * (XADD); the read after it may see another CPU's add too, which
+		 * only moves a byte count that is read as a rate anyway. */
+		struct hpccd_sw_state *st = bpf_map_lookup_elem(&hpccd_sw_state, &port);
+
+		if (st) {
+			__sync_fetch_and_add(&st->rx_bytes, bytes);
+			qv.tx_bytes = st->rx_bytes - bytes;
+		}
+	}
 
 	kind = classify(skb, &p);
 	candidate = (kind == PKT_HPCCD_UDP || kind == PKT_TCP_PROBE) && (flags & HPCCD_SW_F_INT);

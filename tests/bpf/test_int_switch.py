@@ -109,7 +109,7 @@ N_SLOTS = SLOT.pop("COUNTERS")
 SLOT_NAME = {v: k for k, v in SLOT.items()}
 PORTS_MAX = c_define("HPCCD_SW_PORTS_MAX")
 F = {n: c_define("HPCCD_SW_F_" + n) for n in ("INT", "ECN", "FS_HPCCD", "FS_DSCP", "FS_ALL",
-                                              "SAMPLE")}
+                                              "SAMPLE", "RX_BYTES")}
 VERDICTS = ("FORWARDED", "DROP_FAST_START")
 
 PORT_FMT = "<QIIIIIHHBB6x"           # struct hpccd_sw_port
@@ -350,6 +350,28 @@ def test_vector_stamped(sw, cfg, v):
     assert ret == TC_ACT_OK and len(out) == len(frame)
     check_stamp(frame, out, t0, t1)
     assert moved == {(1, "FORWARDED"): (1, len(frame)), (1, "INT_STAMPED"): (1, len(frame))}
+
+
+def test_rx_bytes_mode_stamps_the_bytes_that_arrived(sw, cfg):
+    """HPCCD_SW_F_RX_BYTES (seed 004 section 3.4's HPCC-rxRate): the hop's
+    txBytes field counts every byte that arrived at the port before this
+    packet, stamped or not, in 128-byte units; without the flag it is the
+    queue's transmitted bytes (none on lo)."""
+    frame = bytes.fromhex(by_kind("stamped")[0]["hex"])
+    other = udp(0, payload=300)                    # not hpccd: counted, not stamped
+    cfg(port=41, flags=F["INT"] | F["RX_BYTES"])   # a port no other test uses: starts at 0
+    arrived = 0
+    for k in range(12):
+        ret, out, _, t0, t1 = sw.run(frame)
+        assert ret == TC_ACT_OK
+        check_stamp(frame, out, t0, t1, tx=(arrived // 128) % (1 << 20))
+        arrived += len(frame)
+        if k % 3 == 0:
+            assert sw.run(other)[0] == TC_ACT_OK
+            arrived += len(other)
+    cfg(port=41, flags=F["INT"])
+    ret, out, _, t0, t1 = sw.run(frame)
+    check_stamp(frame, out, t0, t1, tx=0)
 
 
 @pytest.mark.parametrize("v", by_kind("full"), ids=lambda v: v["name"])

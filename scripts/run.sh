@@ -19,6 +19,7 @@ APT_PACKAGES=(
 	gcc make pkg-config libc6-dev              # C fast path and cffi modules
 	iproute2 iperf3 ethtool                    # lab: namespaces, kernel TCP peers
 	valgrind                                   # instruction-count benchmarks
+	systemd                                    # systemd-analyze verify of the unit file
 	zlib1g-dev                                 # crc32 of the transport (-lz)
 )
 

@@ -29,11 +29,11 @@ import dataclasses
 import ipaddress
 import os
 import re
-import tomllib
 from importlib import resources
 from typing import Any, Iterator, NamedTuple
 
 from . import cc
+from .tomlcheck import LineIndex, TomlError, Validator, key_name, toml_type
 
 __all__ = ["TopologyError", "Topology", "Ecn", "Switch", "Host", "Link", "Endpoint",
            "Port", "Route", "Hop", "bundled", "DEFAULT_RATE_MBPS", "DEFAULT_BUFFER_BYTES",
@@ -66,104 +66,17 @@ _LINK_KEYS = ("endpoints", "rate_mbps", "buffer_bytes")
 BUNDLED_DIR = "topologies"
 
 
-class TopologyError(ValueError):
+class TopologyError(TomlError):
     """A topology file is unreadable or breaks the schema.  ``file``,
     ``line`` (1-based, or None when the problem has no one place) and
     ``key`` (dotted, e.g. ``links[3].rate_mbps``, or None) say where."""
 
-    def __init__(self, file: str, line: int | None, key: str | None, message: str):
-        self.file, self.line, self.key, self.message = file, line, key, message
-        where = file if line is None else f"{file}:{line}"
-        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
 
-
-# ---- line numbers ------------------------------------------------------------------
-
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\[\]]+?)\s*(\]\]?)\s*(#.*)?$")
-_BARE_OR_QUOTED = r'(?:[A-Za-z0-9_-]+|"[^"]*"|\'[^\']*\')'
-_KEY_LINE = re.compile(r"^\s*(" + _BARE_OR_QUOTED + r"(?:\s*\.\s*" + _BARE_OR_QUOTED
-                       + r")*)\s*=(.*)$")
-_INLINE_KEY = re.compile(r"[{,]\s*(" + _BARE_OR_QUOTED + r")\s*=")
-
-
-def _split_key(dotted: str) -> tuple[str, ...]:
-    parts = re.findall(_BARE_OR_QUOTED, dotted)
-    return tuple(p[1:-1] if p[:1] in "\"'" else p for p in parts)
-
-
-class _LineIndex:
-    """Where each table and key of a TOML text is: path -> 1-based line.
-
-    A path is a tuple of keys and array indices as tomllib's result is
-    indexed, e.g. ("links", 3, "rate_mbps") or ("switches", 0, "ecn",
-    "kmax_bytes").  Recognised: ``[table]`` and ``[[array]]`` headers (a
-    ``[array.sub]`` header belongs to the array's last element), ``key =``
-    and dotted ``a.b =`` lines, and keys of one-line inline tables
-    ``k = { a = 1, b = 2 }``.  Lines inside multi-line strings are skipped.
-    A path not found falls back to its longest found prefix (a missing
-    key is reported at its table's header)."""
-
-    def __init__(self, text: str):
-        self.lines: dict[tuple, int] = {}
-        counts: dict[tuple, int] = collections.Counter()
-        section: tuple = ()
-        in_string: str | None = None
-        for no, raw in enumerate(text.splitlines(), 1):
-            line = raw
-            if in_string:
-                if line.count(in_string) % 2 == 1:
-                    in_string = None
-                continue
-            stripped = line.strip()
-            if not stripped or stripped.startswith("#"):
-                continue
-            m = _HEADER.match(line)
-            if m and len(m.group(1)) == len(m.group(3)):
-                name = _split_key(m.group(2))
-                if m.group(1) == "[[":
-                    idx = counts[name]
-                    counts[name] += 1
-                    section = self._resolve(name[:-1], counts) + (name[-1], idx)
-                else:
-                    section = self._resolve(name, counts)
-                self.lines.setdefault(section, no)
-                continue
-            m = _KEY_LINE.match(line)
-            if m:
-                path = section + _split_key(m.group(1))
-                self.lines.setdefault(path, no)
-                rest = m.group(2)
-                if rest.lstrip().startswith("{"):
-                    for k in _INLINE_KEY.findall(rest):
-                        self.lines.setdefault(path + _split_key(k), no)
-                for q in ('"""', "'''"):
-                    if rest.count(q) % 2 == 1:
-                        in_string = q
-                        break
-
-    @staticmethod
-    def _resolve(name: tuple, counts: dict) -> tuple:
-        """Insert the last index after every prefix that is an array of tables."""
-        out: tuple = ()
-        for i, part in enumerate(name):
-            out += (part,)
-            n = counts.get(name[:i + 1], 0)
-            if n:
-                out += (n - 1,)
-        return out
-
-    def line(self, path: tuple) -> int | None:
-        for n in range(len(path), 0, -1):
-            if path[:n] in self.lines:
-                return self.lines[path[:n]]
-        return None
-
-
-def _key_name(path: tuple) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
-    return out
+# Line numbers and typed getters are hpccd.tomlcheck's (shared with the
+# daemon's configuration); the old private names stay for callers.
+_LineIndex = LineIndex
+_key_name = key_name
+_toml_type = toml_type
 
 
 # ---- the derived model -------------------------------------------------------------
@@ -436,46 +349,8 @@ class Topology:
 
 # ---- validation --------------------------------------------------------------------
 
-class _Validator:
-    def __init__(self, text: str, file: str):
-        self.text, self.file = text, file
-        self.index = _LineIndex(text)
-
-    def fail(self, path: tuple, message: str):
-        raise TopologyError(self.file, self.index.line(path), _key_name(path) or None, message)
-
-    # -- typed getters --
-
-    def keys(self, table: Any, path: tuple, allowed: tuple[str, ...]) -> dict:
-        if not isinstance(table, dict):
-            self.fail(path, f"must be a table, not {_toml_type(table)}")
-        for k in table:
-            if k not in allowed:
-                self.fail(path + (k,), f"unknown key (allowed here: {', '.join(allowed)})")
-        return table
-
-    def int_(self, table: dict, path: tuple, key: str, default: int | None = None,
-             lo: int | None = None, hi: int | None = None) -> int:
-        if key not in table:
-            if default is None:
-                self.fail(path + (key,), "required key is missing")
-            return default
-        v = table[key]
-        if isinstance(v, bool) or not isinstance(v, int):
-            self.fail(path + (key,), f"must be an integer, not {_toml_type(v)} {v!r}")
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            rng = (f"{lo}..{hi}" if lo is not None and hi is not None
-                   else f">= {lo}" if lo is not None else f"<= {hi}")
-            self.fail(path + (key,), f"{v} is out of range ({rng})")
-        return v
-
-    def str_(self, table: dict, path: tuple, key: str) -> str:
-        if key not in table:
-            self.fail(path + (key,), "required key is missing")
-        v = table[key]
-        if not isinstance(v, str):
-            self.fail(path + (key,), f"must be a string, not {_toml_type(v)} {v!r}")
-        return v
+class _Validator(Validator):
+    error = TopologyError
 
     def rate(self, table: dict, path: tuple, default: int) -> int:
         v = self.int_(table, path, "rate_mbps", default, lo=1)
@@ -486,21 +361,10 @@ class _Validator:
                       f"{', '.join(map(str, speeds))}")
         return v
 
-    def array(self, doc: dict, key: str) -> list:
-        v = doc.get(key, [])
-        if not isinstance(v, list) or not all(isinstance(t, dict) for t in v):
-            self.fail((key,), f"must be an array of tables ([[{key}]])")
-        return v
-
     # -- the schema --
 
     def topology(self) -> Topology:
-        try:
-            doc = tomllib.loads(self.text)
-        except tomllib.TOMLDecodeError as e:
-            m = re.search(r"at line (\d+)", str(e))
-            raise TopologyError(self.file, int(m.group(1)) if m else None, None,
-                                f"TOML syntax: {e}") from None
+        doc = self.parse()
         self.keys(doc, (), _TOP_KEYS)
         if "lab" not in doc:
             self.fail(("lab",), "required table [lab] is missing")
@@ -711,8 +575,3 @@ def _routes(switches: dict[str, Switch], hosts: dict[str, Host],
                     key=lambda p: p.link)
             routes[s].append(Route(h.address, h.name, p.number, p.peer_address, dist[s]))
     return routes
-
-
-def _toml_type(v: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
-            list: "an array", dict: "a table"}.get(type(v), type(v).__name__)

@@ -1,0 +1,358 @@
+"""The daemon's configuration (hpccd.config, docs/configuration.md).
+
+Invariants protected:
+- every refusal names the file, the line and the key at fault, for schema
+  errors, for values the congestion-control core refuses (found by the core
+  itself), and for the DCTCP rule;
+- DCTCP is never the policy toward an address not declared a DCTCP endpoint
+  (seed 001 section 4), however the prefixes nest;
+- per-peer policy is the most specific entry per key; parameters merge;
+- `hpccctl set` goes through the same validation and refuses keys that
+  need a restart;
+- the example file and docs/configuration.md cover every key of the schema.
+"""
+from __future__ import annotations
+
+import ipaddress
+import pathlib
+import re
+import textwrap
+
+import pytest
+
+from hpccd import config
+from hpccd.config import ConfigError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "systemd" / "hpccd.toml"
+DOC = ROOT / "docs" / "configuration.md"
+
+BASE = """\
+[[interfaces]]
+name = "eth0"
+"""
+
+
+def _err(text: str, file: str = "hpccd.toml") -> ConfigError:
+    with pytest.raises(ConfigError) as ei:
+        config.loads(textwrap.dedent(text), file)
+    return ei.value
+
+
+def _line_of(text: str, needle: str, nth: int = 0) -> int:
+    lines = [i for i, ln in enumerate(textwrap.dedent(text).splitlines(), 1) if needle in ln]
+    return lines[nth]
+
+
+@pytest.fixture
+def keyfile(tmp_path):
+    p = tmp_path / "tag.key"
+    p.write_text("00112233445566778899aabbccddeeff\n")
+    return p
+
+
+def test_minimal_file_gets_the_documented_defaults():
+    c = config.loads(BASE)
+    assert c.interfaces == (config.Interface("eth0", "auto", (0,), True),)
+    assert (c.udp_port, c.probe_dscp) == (18471, 45)
+    assert c.control_socket == "/run/hpccd-daemon/control.sock"
+    assert not c.control_socket.startswith("/run/hpccd/")     # the lab's state directory
+    assert c.metrics_address == "127.0.0.1:9477"
+    assert (c.probe_mode, c.probe_timeout_us, c.tcp_side, c.reflect) == ("probe", 1000, True, True)
+    assert c.default_algorithm == "hpcc"
+    assert (c.max_flows, c.umem_bytes, c.frame_bytes) == (4096, 16 << 20, 4096)
+    assert (c.top_flows, c.int_hop_series) == (0, 64)
+    assert c.read_key() is None
+    pol = c.policy("10.0.0.1")
+    assert (pol.peer, pol.algorithm, dict(pol.params)) == ("default", "hpcc", {})
+
+
+# (description, file text, the line's marker, key, part of the message)
+CASES = [
+    ("unknown top-level table", BASE + "[transprot]\nudp_port = 1\n", "[transprot]",
+     "transprot", "unknown key"),
+    ("no interfaces", "[daemon]\nlog_level = \"info\"\n", None, "interfaces",
+     "at least one"),
+    ("duplicate interface", BASE + "[[interfaces]]\nname = \"eth0\"\n", ('name = "eth0"', 1),
+     "interfaces[1].name", "also interfaces[0]"),
+    ("queue out of range", BASE + "queues = [0, 64]\n", "queues", "interfaces[0].queues",
+     "out of range"),
+    ("xdp mode", BASE + "xdp_mode = \"hw\"\n", "xdp_mode", "interfaces[0].xdp_mode",
+     "not one of"),
+    ("port out of range", BASE + "[transport]\nudp_port = 70000\n", "udp_port",
+     "transport.udp_port", "out of range"),
+    ("port of the wrong type", BASE + "[transport]\nudp_port = \"18471\"\n", "udp_port",
+     "transport.udp_port", "must be an integer"),
+    ("dscp zero", BASE + "[transport]\nprobe_dscp = 0\n", "probe_dscp",
+     "transport.probe_dscp", "out of range"),
+    ("frame size", BASE + "[transport]\nframe_bytes = 3000\n", "frame_bytes",
+     "transport.frame_bytes", "power of two"),
+    ("probe mode", BASE + "[probes]\nmode = \"sometimes\"\n", "mode =", "probes.mode",
+     "not one of"),
+    ("probe timeout", BASE + "[probes]\ntimeout_us = 1\n", "timeout_us", "probes.timeout_us",
+     "out of range"),
+    ("eta refused by the core", BASE + "[hpcc]\nT_ns = 50000\neta = 1.5\n", "eta",
+     "hpcc.eta", "eta must be in (0, 1]"),
+    ("T refused by the core", BASE + "[hpcc]\nT_ns = 0\n", "T_ns", "hpcc.T_ns",
+     "T_ns must be a positive number"),
+    ("W_AI and N both", BASE + "[hpcc]\nw_ai_bytes = 80.0\nN_flows = 10\n", "N_flows",
+     "hpcc.N_flows", "not both"),
+    ("unknown HPCC parameter", BASE + "[hpcc]\nmaxStage = 5\n", "maxStage", "hpcc.maxStage",
+     "unknown key"),
+    ("DCTCP g", BASE + "[dctcp]\ng = 0.3\n", "g = ", "dctcp.g", "2^-k"),
+    ("LDCP eta", BASE + "[ldcp]\neta = 1.0\n", "eta", "ldcp.eta", "eta must be in (0, 1)"),
+    ("DCTCP by default", BASE + "[algorithm]\ndefault = \"dctcp\"\n", "default",
+     "algorithm.default", "not declared a DCTCP endpoint"),
+    ("bad prefix", BASE + "[[peers]]\nname = \"r\"\nprefix = \"10.1.2.3/8\"\n", "prefix",
+     "peers[0].prefix", "not an IPv4 prefix"),
+    ("duplicate peer name", BASE + "[[peers]]\nname = \"r\"\nprefix = \"10.1.0.0/16\"\n"
+     "[[peers]]\nname = \"r\"\nprefix = \"10.2.0.0/16\"\n", ('name = "r"', 1), "peers[1].name",
+     "also peers[0]"),
+    ("peer named default", BASE + "[[peers]]\nname = \"default\"\nprefix = \"10.1.0.0/16\"\n",
+     'name = "default"', "peers[0].name", "not a peer name"),
+    ("duplicate prefix", BASE + "[[peers]]\nname = \"a\"\nprefix = \"10.1.0.0/16\"\n"
+     "[[peers]]\nname = \"b\"\nprefix = \"10.1.0.0/16\"\n", ("prefix", 1), "peers[1].prefix",
+     "also peers[0]"),
+    ("peer override refused by the core", BASE + "[hpcc]\neta = 0.9\n[[peers]]\nname = \"r\"\n"
+     "prefix = \"10.1.0.0/16\"\n[peers.hpcc]\neta = 0\n", ("eta", 1), "peers[0].hpcc.eta",
+     "eta must be in (0, 1]"),
+    ("metrics address", BASE + "[daemon]\nmetrics_address = \"localhost\"\n", "metrics_address",
+     "daemon.metrics_address", "HOST:PORT"),
+    ("metrics host name", BASE + "[daemon]\nmetrics_address = \"localhost:9477\"\n",
+     "metrics_address", "daemon.metrics_address", "not an IP address"),
+    ("relative socket", BASE + "[daemon]\ncontrol_socket = \"hpccd.sock\"\n", "control_socket",
+     "daemon.control_socket", "absolute"),
+    ("unknown component", BASE + "[daemon]\ncomponents = [\"scheduler\"]\n", "components",
+     "daemon.components", "not a component"),
+    ("component twice", BASE + "[daemon]\ncomponents = [\"tcp_side\", \"tcp_side\"]\n",
+     "components", "daemon.components", "twice"),
+    ("log level", BASE + "[daemon]\nlog_level = \"loud\"\n", "log_level", "daemon.log_level",
+     "not one of"),
+    ("top-K bound", BASE + "[metrics]\ntop_flows = 500\n", "top_flows", "metrics.top_flows",
+     "out of range"),
+    ("UMEM multiple of frames", BASE + "[limits]\numem_bytes = 1000000\n", "umem_bytes",
+     "limits.umem_bytes", "multiple"),
+    ("max flows zero", BASE + "[limits]\nmax_flows = 0\n", "max_flows", "limits.max_flows",
+     "out of range"),
+    ("key file missing", BASE + "[transport]\nintegrity_key_file = \"/nonexistent/tag.key\"\n",
+     "integrity_key_file", "transport.integrity_key_file", "cannot read"),
+    ("interfaces not an array of tables", "interfaces = \"eth0\"\n", "interfaces",
+     "interfaces", "array of tables"),
+]
+
+
+@pytest.mark.parametrize("desc,text,marker,key,msg", CASES, ids=[c[0] for c in CASES])
+def test_each_error_names_file_line_and_key(desc, text, marker, key, msg):
+    e = _err(text, "/etc/hpccd/hpccd.toml")
+    assert e.file == "/etc/hpccd/hpccd.toml"
+    assert e.key == key, str(e)
+    assert msg in e.message, str(e)
+    if marker is not None:
+        needle, nth = marker if isinstance(marker, tuple) else (marker, 0)
+        assert e.line == _line_of(text, needle, nth), str(e)
+        assert str(e).startswith(f"/etc/hpccd/hpccd.toml:{e.line}: {key}: ")
+
+
+def test_toml_syntax_error_names_the_line():
+    e = _err(BASE + "[hpcc]\neta = = 0.9\n")
+    assert e.line == 4 and "TOML syntax" in e.message
+
+
+def test_malformed_key_file(tmp_path):
+    bad = tmp_path / "k"
+    bad.write_text("not a key")
+    e = _err(BASE + f"[transport]\nintegrity_key_file = \"{bad}\"\n")
+    assert e.key == "transport.integrity_key_file" and e.line == 4
+    assert "16 raw bytes or 32 hex digits" in e.message
+    zero = tmp_path / "z"
+    zero.write_bytes(bytes(16))
+    e = _err(BASE + f"[transport]\nintegrity_key_file = \"{zero}\"\n")
+    assert "all-zero" in e.message
+
+
+def test_key_file_raw_and_hex(tmp_path, keyfile):
+    c = config.loads(BASE + f"[transport]\nintegrity_key_file = \"{keyfile}\"\n")
+    assert c.read_key() == bytes.fromhex("00112233445566778899aabbccddeeff")
+    raw = tmp_path / "raw"
+    raw.write_bytes(bytes(range(1, 17)))
+    c = config.loads(BASE + f"[transport]\nintegrity_key_file = \"{raw}\"\n")
+    assert c.read_key() == bytes(range(1, 17))
+
+
+# ---- DCTCP only between DCTCP endpoints ----
+
+DCTCP_OK = BASE + """\
+[[peers]]
+name = "rack2"
+prefix = "10.111.0.0/24"
+algorithm = "dctcp"
+dctcp_endpoint = true
+"""
+
+
+def test_dctcp_toward_declared_endpoints_is_accepted():
+    c = config.loads(DCTCP_OK)
+    assert c.policy("10.111.0.7").algorithm == "dctcp"
+    assert c.policy("10.111.0.7").peer == "rack2"
+    assert c.policy("10.111.1.7").algorithm == "hpcc"
+    assert c.policy("10.111.1.7").peer == "default"
+
+
+def test_dctcp_refused_where_a_nested_prefix_is_not_an_endpoint():
+    text = DCTCP_OK + '[[peers]]\nname = "odd"\nprefix = "10.111.0.128/25"\n' \
+                      'dctcp_endpoint = false\n'
+    e = _err(text)
+    assert e.key == "peers[0].algorithm" and e.line == _line_of(text, "algorithm")
+    assert "10.111.0.128" in e.message and "seed 001 section 4" in e.message
+
+
+def test_dctcp_refused_for_an_entry_without_endpoint():
+    text = BASE + '[[peers]]\nname = "x"\nprefix = "10.1.0.0/16"\nalgorithm = "dctcp"\n'
+    assert _err(text).key == "peers[0].algorithm"
+
+
+def test_dctcp_endpoint_inherited_from_a_wider_prefix():
+    text = BASE + """\
+[[peers]]
+name = "dc"
+prefix = "10.0.0.0/8"
+dctcp_endpoint = true
+[[peers]]
+name = "rack"
+prefix = "10.1.0.0/16"
+algorithm = "dctcp"
+"""
+    c = config.loads(text)
+    assert c.policy("10.1.2.3").algorithm == "dctcp"
+    assert c.policy("10.2.0.1").algorithm == "hpcc"
+
+
+def test_default_dctcp_is_accepted_when_every_region_is_an_endpoint_or_overridden():
+    # 0/0 is wholly covered by two /1 entries: no address is left to the default
+    text = BASE + """\
+[algorithm]
+default = "dctcp"
+[[peers]]
+name = "low"
+prefix = "0.0.0.0/1"
+dctcp_endpoint = true
+[[peers]]
+name = "high"
+prefix = "128.0.0.0/1"
+algorithm = "hpcc"
+"""
+    c = config.loads(text)
+    assert c.policy("1.2.3.4").algorithm == "dctcp"
+    assert c.policy("200.1.1.1").algorithm == "hpcc"
+
+
+def test_policy_parameters_merge_most_specific_last():
+    text = BASE + """\
+[hpcc]
+T_ns = 50000
+eta = 0.95
+[[peers]]
+name = "wide"
+prefix = "10.0.0.0/8"
+[peers.hpcc]
+eta = 0.9
+max_stage = 3
+[[peers]]
+name = "narrow"
+prefix = "10.1.0.0/16"
+algorithm = "rx-hpcc"
+[peers.hpcc]
+eta = 0.8
+"""
+    c = config.loads(text)
+    p = c.policy("10.1.0.9")
+    assert (p.peer, p.algorithm) == ("narrow", "rx-hpcc")
+    assert dict(p.params) == {"T_ns": 50000.0, "eta": 0.8, "max_stage": 3}
+    f = p.make_flow()
+    assert f.algo == "rx-hpcc" and f.T == 50000
+    assert dict(c.policy("10.2.0.1").params)["eta"] == 0.9
+    assert c.peer_names == ("narrow", "wide", "default")
+
+
+def test_w_ai_through_n():
+    c = config.loads(BASE + "[hpcc]\nT_ns = 10000\nline_rate_bps = 1000000000\neta = 0.9\n"
+                            "N_flows = 10\n")
+    f = c.policy("1.1.1.1").make_flow()
+    # W_AI = W_init (1 - eta) / N with W_init = B T = 1250 bytes
+    assert f.w_ai == pytest.approx(1250 * 0.1 / 10)
+
+
+# ---- set and reload ----
+
+def test_set_value_changes_one_key_and_validates(keyfile):
+    c = config.loads(DCTCP_OK)
+    c2 = config.set_value(c, "hpcc.eta", "0.9")
+    assert c2.params["hpcc"]["eta"] == 0.9 and c.params["hpcc"] == {}
+    assert c2.file == c.file
+    c3 = config.set_value(c2, "peers.rack2.algorithm", "ldcp")
+    assert c3.policy("10.111.0.1").algorithm == "ldcp"
+    with pytest.raises(ConfigError) as ei:
+        config.set_value(c, "hpcc.eta", "2")
+    assert ei.value.key == "hpcc.eta" and "eta must be in (0, 1]" in str(ei.value)
+    with pytest.raises(ConfigError) as ei:
+        config.set_value(c, "algorithm.default", "dctcp")
+    assert ei.value.key == "algorithm.default"
+    with pytest.raises(ConfigError) as ei:
+        config.set_value(c, "transport.udp_port", "9999")
+    assert "restart" in str(ei.value)
+    with pytest.raises(ConfigError) as ei:
+        config.set_value(c, "peers.nobody.algorithm", "hpcc")
+    assert "nobody" in str(ei.value)
+    with pytest.raises(ConfigError):
+        config.set_value(c, "eta", "0.9")
+
+
+def test_restart_only_changes():
+    a = config.loads(BASE)
+    b = config.loads(BASE + "[transport]\nudp_port = 9999\n[hpcc]\neta = 0.9\n")
+    assert config.restart_only_changes(a, b) == [("transport", "udp_port")]
+    c = config.loads(BASE.replace("eth0", "eth1"))
+    assert config.restart_only_changes(a, c) == [("interfaces",)]
+    assert config.restart_only_changes(a, config.loads(BASE + "[hpcc]\neta = 0.5\n")) == []
+
+
+def test_atoms_of_nested_prefixes():
+    from hpccd.config import _atom_example
+
+    n = ipaddress.IPv4Network
+    assert _atom_example(n("10.0.0.0/31"), [n("10.0.0.0/32"), n("10.0.0.1/32")]) is None
+    assert _atom_example(n("10.0.0.0/30"), [n("10.0.0.0/31")]) == ipaddress.IPv4Address(
+        "10.0.0.2")
+    assert _atom_example(n("0.0.0.0/0"), []) == ipaddress.IPv4Address("0.0.0.0")
+
+
+# ---- the example file and the reference ----
+
+def test_example_file_is_valid(tmp_path, keyfile):
+    text = EXAMPLE.read_text()
+    assert '"/etc/hpccd/tag.key"' in text
+    c = config.loads(text.replace("/etc/hpccd/tag.key", str(keyfile)), str(EXAMPLE))
+    assert c.interfaces and c.read_key()
+
+
+def _schema_keys() -> set[str]:
+    out = set()
+    for table, keys in (("daemon", config._DAEMON), ("interfaces", config._IFACE),
+                        ("transport", config._TRANSPORT), ("probes", config._PROBES),
+                        ("algorithm", config._ALGORITHM), ("peers", config._PEER),
+                        ("metrics", config._METRICS), ("limits", config._LIMITS)):
+        out.update(f"{table}.{k}" for k in keys)
+    for table, keys in config.PARAM_KEYS.items():
+        out.update(f"{table}.{k}" for k in keys)
+    return out
+
+
+def test_reference_documents_every_key():
+    doc = DOC.read_text()
+    documented = set(re.findall(r"^\|\s*`([a-z_]+\.[A-Za-z_]+)`", doc, flags=re.M))
+    assert _schema_keys() - documented == set(), "keys missing from docs/configuration.md"
+    assert documented - _schema_keys() == set(), "docs/configuration.md documents unknown keys"
+    for path in config.RESTART_ONLY:
+        if len(path) == 2:
+            row = re.search(r"^\|\s*`" + re.escape(".".join(path)) + r"`.*$", doc, flags=re.M)
+            assert row and "restart" in row.group(0), f"{path}: say it needs a restart"

@@ -21,6 +21,7 @@ APT_PACKAGES=(
 	valgrind                                   # instruction-count benchmarks
 	systemd                                    # systemd-analyze verify of the unit file
 	zlib1g-dev                                 # crc32 of the transport (-lz)
+	libclang-rt-14-dev                         # libFuzzer + sanitizer runtimes (fuzz/)
 )
 
 log() { printf '[hpccd setup] %s\n' "$*" >&2; }

@@ -101,3 +101,40 @@ def test_the_main_job_lab_demo_runs_end_to_end(tmp_path):
     assert "skipped" not in out, out
     pngs = sorted(p.name for p in tmp_path.glob("*/*.png"))
     assert pngs == ["incast.png", "mice.png"], pngs
+
+
+def test_txrate_vs_rxrate_runs_both_variants_and_restores_the_port(tmp_path):
+    from conftest import lab_ctx
+
+    from hpccd._bpf import ffi
+    from hpccd.experiment import txrate
+    from hpccd.int_switch import port_config
+
+    seen = {}
+
+    def factory(topo):
+        cm = lab_ctx(topo)
+
+        class Wrap:
+            def __enter__(self):
+                self.lab = cm.__enter__()
+                seen["lab"] = self.lab
+                return self.lab
+
+            def __exit__(self, *exc):
+                sw = self.lab.topology.switches["s1"]
+                sp = self.lab.int_switch.ports[("s1", 3)]
+                raw = self.lab.int_switch.objs["s1"].map("hpccd_sw_ports").lookup(sp.ifindex)
+                seen["restored"] = raw == ffi.buffer(port_config(sw, sw.port(3)))[:]
+                return cm.__exit__(*exc)
+        return Wrap()
+
+    text, folder = txrate.run(factory, None, {"duration": 0.8}, str(tmp_path))
+    doc = json.load(open(os.path.join(folder, "summary.json")))
+    assert [r["variant"] for r in doc["results"]] == ["txRate", "rxRate"]
+    for r in doc["results"]:
+        assert all(b > 0 for b in r["flow_bps"]), r      # both flows delivered data
+        assert r["utilisation"] <= 1.05
+    assert seen["restored"], "the bottleneck port kept the rxBytes flag after the run"
+    assert {"txrate-vs-rxrate.png", "queue_txRate.csv", "queue_rxRate.csv"} <= \
+        set(os.listdir(folder))

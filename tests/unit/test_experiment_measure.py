@@ -107,3 +107,13 @@ def test_port_rate_interpolates_the_byte_counter():
     r = measure.port_rate(s, 0, 4_000_000, 1_000_000)
     assert [t for t, _ in r] == [0, 1_000_000, 2_000_000, 3_000_000]
     assert [round(b) for _, b in r] == [1_000_000_000, 1_000_000_000, 0, 0]
+
+
+def test_txrate_experiment_topology_and_swings():
+    from hpccd.experiment import txrate
+    from hpccd.topology import Topology
+    t = Topology.loads(txrate.topology(dict(txrate.DEFAULTS)))
+    assert sorted(t.hosts) == ["h1", "h2", "r1"] and t.switches["s1"].ecn is None
+    assert txrate._swings([0, 10, 0, 10, 0]) == 4
+    assert txrate._swings([5, 5, 5]) == 0
+    assert txrate._swings([]) == 0

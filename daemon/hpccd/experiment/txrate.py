@@ -1,0 +1,158 @@
+"""``txrate-vs-rxrate``: HPCC computing its link load from the queue's
+transmit rate (Algorithm 1) against HPCC-rxRate, which uses the rate at
+which bytes arrive at the queue (seed 004 section 3.4, Figure 6: "using
+rxRate has oscillation before it finally converges ... using txRate
+gracefully converges").
+
+A 2-to-1 congestion scenario: ``h1`` and ``h2`` start one native HPCC flow
+each toward ``r1`` at the same moment, through switch ``s1`` whose port
+toward ``r1`` is the bottleneck.  The senders are unchanged between the two
+runs; only the switch's INT differs: in the rxRate run the port's hop
+records carry the bytes that *arrived* at the queue in the txBytes field
+(int_switch's HPCCD_SW_F_RX_BYTES), so Algorithm 1 line 4 computes rxRate.
+
+Reported per variant: the queue over time (time-weighted p50, p99, max),
+its standard deviation after the first ``settle`` seconds (oscillation),
+how often it crosses its own mean (swings), and the bottleneck's
+utilisation, with the link-or-CPU verdict.  ``--algos`` does not apply:
+this experiment is about HPCC alone.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+from . import measure
+from .common import base_rtt
+from .native import Engines, NativeFlow, NativeSink
+from .report import Results, progress, pyplot, table
+
+NAME = "txrate-vs-rxrate"
+DEFAULTS = {"rate_mbps": 1000, "buffer_bytes": 1_000_000, "duration": 2.0, "settle": 0.2}
+
+
+def topology(p: dict[str, Any]) -> str:
+    hosts = ["h1", "h2", "r1"]
+    lines = ["[lab]", 'name = "xtxrx"', 'subnet = "10.124.0.0/16"', "",
+             "[defaults]", f"rate_mbps = {p['rate_mbps']}",
+             f"buffer_bytes = {p['buffer_bytes']}", "",
+             "[[switches]]", 'name = "s1"', "id = 0x0E4", ""]
+    for h in hosts:
+        lines += ["[[hosts]]", f'name = "{h}"']
+    for h in hosts:
+        lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
+    return "\n".join(lines) + "\n"
+
+
+def _swings(values: list[float]) -> int:
+    """How many times the series crosses its mean."""
+    if not values:
+        return 0
+    m = statistics.fmean(values)
+    above = [v > m for v in values]
+    return sum(1 for a, b in zip(above, above[1:]) if a != b)
+
+
+def run_one(lab, variant: str, p: dict[str, Any]) -> dict[str, Any]:
+    from .._bpf import lib
+    sw = lab.topology.switches["s1"]
+    port = next(pt.number for pt in sw.ports if pt.peer == "r1")
+    link = sw.port(port).rate_bps
+    flags = lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_SAMPLE
+    if variant == "rxRate":
+        flags |= lib.HPCCD_SW_F_RX_BYTES
+    lab.int_switch.configure("s1", port, flags=flags)
+    sink = NativeSink(lab.native, "r1")
+    flows = []
+    try:
+        flows = [NativeFlow(lab.native, h, "r1", "hpcc", h) for h in ("h1", "h2")]
+        rec = measure.QueueRecorder(lab, "s1", port).start()
+        cpu = measure.CpuMeter().start()
+        t0 = time.monotonic_ns()
+        for f in flows:
+            f.start()
+        time.sleep(p["duration"])
+        t1 = time.monotonic_ns()
+        for f in flows:
+            f.stop()
+            f.join()
+        busy = cpu.stop()
+        samples = rec.stop()
+        rates = [measure.delivered_rate(sink.conn(f).points, t0 + int(p["settle"] * 1e9), t1)
+                 for f in flows]
+    finally:
+        for f in flows:
+            f.close()
+        sink.close()
+        lab.int_switch.configure("s1", port)            # back to the topology's
+    grid = measure.queue_over_time(samples, link, t0, t1, step_ns=50_000)
+    q = [b for _, b in grid]
+    settled = [b for t, b in grid if t >= t0 + p["settle"] * 1e9]
+    verdict = measure.bottleneck_verdict(samples, link, busy, t0 + int(p["settle"] * 1e9), t1)
+    return {"variant": variant, "t0_ns": t0, "link_bps": link,
+            "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),
+            "q_max": max((s.backlog_bytes for s in samples), default=math.nan),
+            "q_sd_settled": statistics.pstdev(settled) if settled else math.nan,
+            "swings_per_s": _swings(settled) / max(1e-9, p["duration"] - p["settle"]),
+            "flow_bps": rates, "utilisation": verdict.utilisation, "cpu_busy": busy,
+            "queue_bound": verdict.queue_bound, "verdict": verdict.text, "_grid": grid}
+
+
+COLUMNS = [("variant", "HPCC with"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
+           ("q_max_kb", "q max KB"), ("q_sd_kb", "q sd KB (settled)"),
+           ("swings_per_s", "mean crossings/s"), ("utilisation", "link use"),
+           ("queue_bound", "link-bound")]
+
+
+def report(res: Results, rows, p, rtt: float) -> str:
+    plt = pyplot()
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6))
+    for r in rows:
+        g, t0 = r.pop("_grid"), r["t0_ns"]
+        res.csv(f"queue_{r['variant']}.csv", ["t_ms", "backlog_bytes"],
+                [((t - t0) / 1e6, b) for t, b in g])
+        for ax, lim in ((ax1, 100.0), (ax2, p["duration"] * 1e3)):
+            pts = [((t - t0) / 1e6, b / 1e3) for t, b in g if (t - t0) / 1e6 <= lim]
+            ax.plot([x for x, _ in pts], [y for _, y in pts], label=f"HPCC with {r['variant']}",
+                    lw=1)
+        r.update(q_p50_kb=r["q_p50"] / 1e3, q_p99_kb=r["q_p99"] / 1e3,
+                 q_max_kb=r["q_max"] / 1e3, q_sd_kb=r["q_sd_settled"] / 1e3)
+    ax1.set_title("2-to-1: queue at the bottleneck (first 100 ms)")
+    ax2.set_title(f"whole run ({p['duration']:g} s)")
+    for ax in (ax1, ax2):
+        ax.set_ylabel("queue (KB)")
+        ax.legend()
+    ax2.set_xlabel("ms from the start of both flows")
+    fig.tight_layout()
+    res.figure("txrate-vs-rxrate.png", fig)
+    text = table(rows, COLUMNS)
+    text += f"\nbase RTT {rtt * 1e6:.0f} us; T = 300 us; settled = after {p['settle']:g} s"
+    for r in rows:
+        text += (f"\n{r['variant']}: flows " + " / ".join(f"{b / 1e6:.0f}" for b in r["flow_bps"])
+                 + f" Mbit/s; {r['verdict']}")
+    res.summary(text, {"experiment": NAME, "params": p, "results": rows})
+    return text
+
+
+def run(lab_factory, algos, params: dict[str, Any], out: str) -> tuple[str, str]:
+    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    if params.get("observe") is not None:
+        p["duration"] = params["observe"]
+    from ..topology import Topology
+    topo = Topology.loads(topology(p), "<txrate-vs-rxrate experiment>")
+    res = Results(out, NAME)
+    rows = []
+    with lab_factory(topo) as lab, Engines(lab):
+        rtt = base_rtt(lab, "h1", "r1")
+        progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
+        for variant in ("txRate", "rxRate"):
+            progress(NAME, f"HPCC with {variant}: two flows into one port for "
+                           f"{p['duration']:g} s")
+            r = run_one(lab, variant, p)
+            rows.append(r)
+            progress(NAME, f"{variant}: queue sd {r['q_sd_settled'] / 1e3:.1f} KB, "
+                           f"p99 {r['q_p99'] / 1e3:.1f} KB")
+            time.sleep(0.3)
+    return report(res, rows, p, rtt), res.dir

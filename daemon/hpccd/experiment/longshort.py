@@ -33,6 +33,7 @@ NAME = "long-short"
 PORT = 5201
 BIN_NS = 500_000
 HOLD_NS = 5_000_000
+BEFORE_NS = 500_000_000      # the long flow's rate before: over this long (spans a 200 ms RTO)
 DEFAULTS = {"size": 1_000_000, "rate_mbps": 1000, "buffer_bytes": 1_000_000,
             "k_bytes": 30_000, "warmup": 1.0, "after": 0.5}
 
@@ -104,7 +105,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     final = ss[-1].tx_bytes
     t_end = next(s.ts_ns for s in ss if s.tx_bytes >= final)
     t_first = next(s.ts_ns for s in ss if s.ts_ns >= t_start)
-    rates = measure.port_rate(sl, t_start - int(0.2e9), t_end + int(p["after"] * 1e9), BIN_NS)
+    rates = measure.port_rate(sl, t_start - BEFORE_NS, t_end + int(p["after"] * 1e9), BIN_NS)
     rec_s = recovery(rates, t_end, line)
 
     verdict = measure.bottleneck_verdict(bottleneck, line, busy, t_first, t_end)
@@ -115,11 +116,11 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     return {
         "algo": algo.name, "t0_ns": t_start, "t_end_ns": t_end, "line_bps": line,
         "base_rtt_s": rtt, "short_fct_s": (t_end - t_first) / 1e9,
-        "long_before_bps": avg(t_start - int(0.2e9), t_start),
+        "long_before_bps": avg(t_start - BEFORE_NS, t_start),
         "long_during_bps": avg(t_first, t_end),
         "recovery_s": rec_s, "recovery_rtts": rec_s / rtt, "cpu_busy": busy,
         "queue_bound": verdict.queue_bound, "verdict": verdict.text,
-        "_rates": rates, "_short": measure.port_rate(ss, t_start - int(0.2e9),
+        "_rates": rates, "_short": measure.port_rate(ss, t_start - BEFORE_NS,
                                                       t_end + int(p["after"] * 1e9), BIN_NS),
     }
 

@@ -63,6 +63,13 @@ int hpccd_ldcp_init(struct hpccd_ldcp *s, const struct hpccd_ldcp_params *p,
 		  (8e9 * (double)p->mtu_bytes));
 	if (iw < 1)
 		iw = 1;
+	/* pkt_ect() converts IW to an integer: beyond 2^53 packets it is no
+	 * window, beyond 2^64 the conversion is undefined (fuzz/fuzz_cc.c). */
+	if (!(iw <= 9007199254740992.0)) {
+		if (why)
+			*why = "iw_pkts (or the BDP it is derived from) must be at most 2^53 packets";
+		return -EINVAL;
+	}
 	memset(s, 0, sizeof(*s));
 	s->alpha = p->alpha;
 	s->beta = p->beta;
@@ -138,9 +145,14 @@ void hpccd_ldcp_on_ack(struct hpccd_ldcp *s, uint32_t n, int ece, int loss,
 
 uint64_t hpccd_ldcp_tx_interval_ns(const struct hpccd_ldcp *s, uint64_t rtt_ns)
 {
+	double t;
+
 	if (s->cw >= 1)
 		return 0;
-	return (uint64_t)((double)(rtt_ns ? rtt_ns : s->rtt_ns) / s->cw);
+	t = (double)(rtt_ns ? rtt_ns : s->rtt_ns) / s->cw;
+	/* Saturated: RTT / gamma may exceed 2^64 ns, and converting such a
+	 * double to uint64_t is undefined (fuzz/fuzz_cc.c). */
+	return t < 18446744073709551616.0 ? (uint64_t)t : UINT64_MAX;
 }
 
 int hpccd_ldcp_pkt_ect(const struct hpccd_ldcp *s, uint64_t idx, uint64_t msg_pkts)

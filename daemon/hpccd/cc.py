@@ -70,7 +70,12 @@ def _fill(cstruct, spec: Mapping[str, type], params: Mapping[str, Any]) -> None:
         kind = spec.get(key)
         if kind is None:
             raise ParamError(key, "unknown parameter (known: " + ", ".join(sorted(spec)) + ")")
-        setattr(cstruct, key, _as_int(key, value) if kind is int else _as_float(key, value))
+        try:
+            setattr(cstruct, key, _as_int(key, value) if kind is int else _as_float(key, value))
+        except OverflowError:
+            # cffi refuses an int wider than the C field (tests/fuzz found it
+            # through the configuration file: mtu_bytes = 2^40).
+            raise ParamError(key, f"{value} is out of range for this parameter") from None
 
 
 def _hops_into(dst, key_ctx: str, hops: Sequence[Mapping[str, int]]) -> int:
@@ -358,6 +363,8 @@ def speed_mbps(code: int) -> int:
 
 
 def speed_code(bps: int) -> int:
+    if not 0 <= bps < 1 << 64:
+        return 0            # no such speed (and no uint64_t for cffi): unknown
     return lib.hpccd_int_speed_code(bps)
 
 

@@ -366,8 +366,13 @@ def is_tcp_probe(pkt: Packet, dscp: int = PROBE_DSCP_DEFAULT) -> bool:
 
 
 def decode(frame: bytes, dscp: int = PROBE_DSCP_DEFAULT) -> Packet:
-    """Dissect an Ethernet frame, TCP-side probes included (their TCP payload as HpccdInt)."""
+    """Dissect an Ethernet frame, TCP-side probes included (their TCP payload as HpccdInt).
+
+    A frame shorter than an Ethernet header comes back as Raw: scapy's Ether
+    raises struct.error on it (found by tests/fuzz/test_fuzz_wire.py)."""
     frame = bytes(frame)
+    if len(frame) < 14:
+        return Raw(frame)
     pkt = Ether(frame)
     if not is_tcp_probe(pkt, dscp):
         return pkt
@@ -375,6 +380,8 @@ def decode(frame: bytes, dscp: int = PROBE_DSCP_DEFAULT) -> Packet:
     if region is None or region[0] != "tcp":
         return pkt
     _, _, start, end = region
+    if end - start < INT_HDR_BYTES:
+        return pkt             # the magic and less: HpccdInt(...) would raise struct.error
     tcp = pkt[TCP]
     tcp.remove_payload()
     tcp.add_payload(HpccdInt(frame[start:end]))
@@ -579,13 +586,19 @@ def packet_fields(pkt, key16: Optional[bytes] = None) -> dict:
     ip = pkt[IP]
     l4 = pkt[UDP] if UDP in pkt else pkt[TCP]
     i, h = pkt[HpccdInt], pkt[Hpccd]
+    # A NOTIFY body and a tag (slot) exist only when len is the table's
+    # (docs/wire-format.md; struct hpccd_wire_info has_notify / has_tag):
+    # the layers dissect one from other lengths too (tests/fuzz found a
+    # PROBE_RESP of len 7 making verify_tag raise).
+    has_notify = h.type == T_NOTIFY and h.len == NOTIFY_BYTES + TAG_BYTES
+    has_tag = has_notify or (h.type in (T_PROBE, T_PROBE_RESP) and h.len == TAG_BYTES)
     notify = None
-    if HpccdNotify in pkt:
+    if has_notify and HpccdNotify in pkt:
         n = pkt[HpccdNotify]
         notify = {f.name: n.getfieldval(f.name) for f in n.fields_desc}
-    tag_hex = f"{pkt[HpccdTag].tag:016x}" if HpccdTag in pkt else None
+    tag_hex = f"{pkt[HpccdTag].tag:016x}" if has_tag and HpccdTag in pkt else None
     tag_valid = None
-    if key16 is not None and h.type in _TAGGED_TYPES:
+    if key16 is not None and has_tag and h.type in _TAGGED_TYPES:
         tag_valid = verify_tag(key16, pkt)
     payload = h.payload
     data = payload.load if type(payload) is Raw else b""      # Padding is not payload

@@ -156,6 +156,33 @@ static void record_L(struct hpccd_hpcc *s, const struct hpccd_int_rec *hops,
 	s->unwrap_horizon_ns = compute_horizon(s);
 }
 
+/* int64 -> double, the conversion of lines 4-5 (round to nearest, as a
+ * cast).  On baseline x86-64 (SSE2 encodings) it is the cvtsi2sdq a cast
+ * compiles to, written out: for a cast gcc also emits a pxor before each
+ * one, to break the dependency on the upper half of the register that
+ * cvtsi2sdq leaves untouched; 3 per hop, and the hop loop is counted in
+ * instructions (docs/benchmarks.md).  The dependency costs no measurable
+ * time on the benchmark.  With AVX (-march=x86-64-v3 and up) the compiler
+ * needs no such pxor (vcvtsi2sdq takes a separate source register), so the
+ * cast is used, as with -DHPCCD_CC_SCALAR and on every other architecture
+ * (tests/unit/test_hpcc_diff.py builds both ways and compares each with
+ * the reference implementation). */
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(__AVX__) && \
+	!defined(HPCCD_CC_SCALAR)
+static inline double i64_to_f64(int64_t x)
+{
+	double d;
+
+	__asm__("cvtsi2sdq %1, %0" : "=x"(d) : "r"(x));
+	return d;
+}
+#else
+static inline double i64_to_f64(int64_t x)
+{
+	return (double)x;
+}
+#endif
+
 /* MeasureInflight, Algorithm 1 lines 1-10.  It also does line 27 of
  * NewAck (and the same step of NewINT), L = ack.L, hop by hop after the
  * hop's last read of L.  That is the same as record_L() afterwards: both
@@ -163,26 +190,119 @@ static void record_L(struct hpccd_hpcc *s, const struct hpccd_int_rec *hops,
  * L, and only when the path was not reset, i.e. n_hops, path_id and have_L
  * already hold what record_L() would store.  Fusing saves a second pass
  * over the hops (docs/benchmarks.md); always_inline lets each caller get
- * a copy specialised for its branch. */
+ * a copy specialised for its branch.  The callers guarantee
+ * 1 <= n <= HPCCD_INT_MAX_HOPS.
+ *
+ * The loop over the hops (line 3) exists twice, with the same results:
+ *  - a fast path for a hop in the steady state: B unchanged and known, ts
+ *    advanced, txBytes not gone back, min(qLen) < 2^63.  For such a hop the
+ *    general loop below does exactly the fast path's operations (the same
+ *    conversions, the same division, the same products and sums in the
+ *    same order), so the bits are the same.  It is unrolled: hop 0 first
+ *    (it also gives the idle-path tau), then hops 1 .. n-1 by a jump into
+ *    a straight run of up to 7 hops, each addressed from the end of the
+ *    arrays with constant offsets (no loop counter, no index arithmetic);
+ *  - the general loop, the code of before, for every case.  The first hop
+ *    that does not qualify for the fast path hands over to it, with u, tau
+ *    and the bottleneck of the hops before; all the fast path's tests come
+ *    before its first store, so that hop is still untouched. */
 static inline __attribute__((always_inline)) double
 measure_inflight(struct hpccd_hpcc *s, const struct hpccd_int_rec *ack,
 		 uint32_t n)
 {
-	double u = 0, tau;
+	const struct hpccd_int_rec *a_end = ack + n;
+	struct hpccd_int_rec *l_end = s->L + n;
+	const double inv_T = s->inv_T;
+	double u = 0, tau, up, dts;
 	uint32_t i, best = n;
+	uint64_t a_ts, a_tx, a_q, a_bw, l_ts, q, dtx;
 
+	_Static_assert(HPCCD_INT_MAX_HOPS == 8, "the unrolled hops below");
+
+/* Fast path of hop n - K (hop 0: K = n), lines 3-5 and its part of line
+ * 27; hands over to the general loop at hop I = n - K when the hop is not
+ * in the steady state.  Sets dts and up. */
+#define FAST_HOP(K, I)							\
+	a_bw = (a_end - (K))->bw_bps;					\
+	if (__builtin_expect(a_bw != (l_end - (K))->bw_bps, 0)) {	\
+		i = (I);		/* B changed */			\
+		goto general;						\
+	}								\
+	if (__builtin_expect(a_bw == 0, 0)) {				\
+		i = (I);		/* B unknown */			\
+		goto general;						\
+	}								\
+	a_ts = (a_end - (K))->ts_ns;					\
+	l_ts = (l_end - (K))->ts_ns;					\
+	if (__builtin_expect(a_ts <= l_ts, 0)) {			\
+		i = (I);		/* ts did not advance */	\
+		goto general;						\
+	}								\
+	a_tx = (a_end - (K))->tx_bytes;					\
+	if (__builtin_expect(__builtin_sub_overflow(a_tx,		\
+			(l_end - (K))->tx_bytes, &dtx), 0)) {		\
+		i = (I);		/* txBytes went back */		\
+		goto general;						\
+	}								\
+	a_q = (a_end - (K))->qlen_bytes;				\
+	q = a_q < (l_end - (K))->qlen_bytes ? a_q : (l_end - (K))->qlen_bytes; \
+	if (__builtin_expect((int64_t)q < 0, 0)) {			\
+		i = (I);		/* needs the unsigned conversion */ \
+		goto general;						\
+	}								\
+	(l_end - (K))->ts_ns = a_ts;                      /* line 27 */	\
+	(l_end - (K))->tx_bytes = a_tx;					\
+	(l_end - (K))->qlen_bytes = a_q;				\
+	dts = i64_to_f64((int64_t)(a_ts - l_ts));			\
+	/* line 4: txRate = delta txBytes / delta ts (bytes/ns);	\
+	 * line 5: u' = min(qLen, L.qLen)/(B T) + txRate/B,		\
+	 * evaluated as (min(q)/T + txRate) x (1/B). */		\
+	up = (i64_to_f64((int64_t)q) * inv_T +				\
+	      i64_to_f64((int64_t)dtx) / dts) * s->L_inv_B[(size_t)n - (K)]
+
+	FAST_HOP(n, 0);                                           /* line 3 */
 	/* Idle-path rule: tau defaults to the first hop's ts delta. */
-	tau = ack[0].ts_ns > s->L[0].ts_ns ?
-		(double)(int64_t)(ack[0].ts_ns - s->L[0].ts_ns) : 0;
+	tau = dts;
+	if (up > 0) {                                             /* lines 6-7 */
+		u = up;
+		best = 0;
+	}
+#define FAST_HOP_K(K)							\
+	FAST_HOP(K, n - (K));						\
+	if (__builtin_expect(up > u, 0)) {                /* lines 6-7 */	\
+		u = up;							\
+		tau = dts;						\
+		best = n - (K);						\
+	}
+	switch (n) {            /* into the run at hop 1 of n */
+	case 8: FAST_HOP_K(7) /* fallthrough */
+	case 7: FAST_HOP_K(6) /* fallthrough */
+	case 6: FAST_HOP_K(5) /* fallthrough */
+	case 5: FAST_HOP_K(4) /* fallthrough */
+	case 4: FAST_HOP_K(3) /* fallthrough */
+	case 3: FAST_HOP_K(2) /* fallthrough */
+	case 2: FAST_HOP_K(1) /* fallthrough */
+	default: break;         /* n = 1 */
+	}
+#undef FAST_HOP_K
+#undef FAST_HOP
+	goto done;
 
-	for (i = 0; i < n; i++) {                                 /* line 3 */
-		/* This hop of the ACK, read once: L[i] is written below. */
-		uint64_t a_ts = ack[i].ts_ns, a_tx = ack[i].tx_bytes;
-		uint64_t a_q = ack[i].qlen_bytes, a_bw = ack[i].bw_bps;
+general:
+	if (i == 0) {
+		/* Idle-path rule: tau defaults to the first hop's ts delta. */
+		tau = ack[0].ts_ns > s->L[0].ts_ns ?
+			(double)(int64_t)(ack[0].ts_ns - s->L[0].ts_ns) : 0;
+	}
+	for (; i < n; i++) {                                      /* line 3 */
 		struct hpccd_int_rec *l = &s->L[i];
-		double dts, tx_rate, up, inv_B;
-		uint64_t q;
+		double tx_rate, inv_B;
 
+		/* This hop of the ACK, read once: L[i] is written below. */
+		a_ts = ack[i].ts_ns;
+		a_tx = ack[i].tx_bytes;
+		a_q = ack[i].qlen_bytes;
+		a_bw = ack[i].bw_bps;
 		/* 1/B of this ACK's hop: the cached one while B is unchanged,
 		 * else computed once and cached with B for line 27 (the same
 		 * expression as in record_L, so the same bits). */
@@ -218,8 +338,11 @@ record:
 		l->tx_bytes = a_tx;
 		l->qlen_bytes = a_q;
 	}
-	if (tau > s->T)                                           /* line 8 */
-		tau = s->T;
+done:
+	/* line 8: if tau > T then tau = T.  Written as a min so that the
+	 * compiler emits one minsd: the same value, tau never being NaN (it
+	 * is 0 or a converted integer) and T > 0 (hpccd_hpcc_init). */
+	tau = tau < s->T ? tau : s->T;
 	/* line 9: U = (1 - tau/T) U + tau/T u */
 	s->U = (1 - tau / s->T) * s->U + tau / s->T * u;
 	s->bottleneck_hop = best;
@@ -279,35 +402,47 @@ static int needs_reset(const struct hpccd_hpcc *s, uint32_t path_id,
 	       (path_id_valid && path_id != s->path_id);
 }
 
+/* NewAck on the first record of a path: only L (line 27) and
+ * lastUpdateSeq.  Out of line, so that nothing of the per-ACK path lives
+ * across a call (which would cost callee-saved registers on every ACK). */
+static __attribute__((noinline)) int
+new_ack_reset(struct hpccd_hpcc *s, uint64_t snd_nxt, uint32_t path_id,
+	      const struct hpccd_int_rec *hops, uint32_t n_hops)
+{
+	if (s->have_L)
+		s->n_path_resets++;
+	record_L(s, hops, n_hops, path_id);
+	s->last_update_seq = snd_nxt;
+	return 0;
+}
+
 int hpccd_hpcc_new_ack(struct hpccd_hpcc *s, uint64_t seq, uint64_t snd_nxt,
 		       uint32_t path_id, int path_id_valid,
 		       const struct hpccd_int_rec *hops, uint32_t n_hops)
 {
-	int updated = 0;
-
-	if (n_hops > HPCCD_INT_MAX_HOPS)
-		return -E2BIG;
-	s->n_events++;
-	if (!path_id_valid)
-		path_id = s->path_id;
-	if (n_hops == 0)
+	/* One test for both n_hops == 0 and n_hops > HPCCD_INT_MAX_HOPS. */
+	if (__builtin_expect(n_hops - 1 >= HPCCD_INT_MAX_HOPS, 0)) {
+		if (n_hops)
+			return -E2BIG;
+		s->n_events++;
 		return 0;       /* no telemetry: nothing to react to */
-	if (needs_reset(s, path_id, path_id_valid, n_hops)) {
-		if (s->have_L)
-			s->n_path_resets++;
-		record_L(s, hops, n_hops, path_id);
-		s->last_update_seq = snd_nxt;
-		return 0;
 	}
+	s->n_events++;
+	if (__builtin_expect(needs_reset(s, path_id, path_id_valid, n_hops), 0))
+		return new_ack_reset(s, snd_nxt,
+				     path_id_valid ? path_id : s->path_id,
+				     hops, n_hops);
 	if (seq > s->last_update_seq) {                           /* line 22 */
-		compute_wind(s, measure_inflight(s, hops, n_hops), 1); /* 23 */
+		/* line 24 before line 23: neither ComputeWind nor
+		 * MeasureInflight reads lastUpdateSeq, and its store then
+		 * needs no register kept for snd_nxt. */
 		s->last_update_seq = snd_nxt;                     /* line 24 */
-		updated = 1;
-	} else {
-		compute_wind(s, measure_inflight(s, hops, n_hops), 0); /* 26 */
+		compute_wind(s, measure_inflight(s, hops, n_hops), 1); /* 23 */
+		return 1;
 	}
+	compute_wind(s, measure_inflight(s, hops, n_hops), 0);   /* line 26 */
 	/* line 27, L = ack.L: done hop by hop in measure_inflight(). */
-	return updated;
+	return 0;
 }
 
 void hpccd_hpcc_set_active_flows(struct hpccd_hpcc *s, uint32_t n)

@@ -338,6 +338,51 @@ def test_idle_path_U_decays_with_the_first_hops_ts_delta():
     assert f.U == approx(0.45)
 
 
+def test_five_hops_with_unsteady_hops_among_steady_ones():
+    # The C core takes steady hops on an unrolled fast path and hands over to
+    # the general loop at the first hop that is not steady (docs/benchmarks.md);
+    # the values must be those of lines 3-9 whichever hop that is.
+    B40 = 40 * GBPS     # B = 5 B/ns
+    f = hpcc()
+    f.new_ack(1000, 10_000, [hop(1_000_000, 0, 0), hop(2_000_000, 25_000, 0),
+                             hop(3_000_000, 0, 0), hop(4_000_000, 50_000, 0),
+                             hop(5_000_000, 0, 0)])
+    f.new_ack(11_000, 20_000, [
+        hop(1_010_000, 0, 62_500),         # 6.25 B/ns / 12.5 = 0.5
+        hop(2_010_000, 25_000, 0),         # 25000 / 125000 = 0.2
+        hop(3_000_000, 0, 10),             # ts did not advance: nothing
+        hop(4_005_000, 50_000, 62_500),    # 0.4 + 12.5 / 12.5 = 1.4 over 5000 ns
+        hop(5_010_000, 0, 40_000, B40),    # B changed: 4 B/ns / 5 = 0.8
+    ])
+    # lines 6-9: u = 1.4, tau = 5000: U = 0.5 x 0 + 0.5 x 1.4
+    assert f.U == approx(0.7)
+    assert f._s.bottleneck_hop == 3
+    # all steady now (hop 4 at 40G), hop 0 the most loaded:
+    f.new_ack(21_000, 30_000, [
+        hop(1_020_000, 0, 187_500),        # 12.5 / 12.5 = 1.0
+        hop(2_020_000, 25_000, 0),         # 0.2
+        hop(3_010_000, 0, 20),             # 10 B over 10000 ns: 0.00008
+        hop(4_015_000, 0, 162_500),        # min(0, 50000) = 0; 10 / 12.5 = 0.8
+        hop(5_020_000, 0, 85_000, B40),    # 4.5 / 5 = 0.9
+    ])
+    assert f.U == approx(1.0)              # tau = T
+    assert f._s.bottleneck_hop == 0
+    assert f.W == approx(125_000 * 0.95 + 80)   # line 13, W^c = 125000
+    # hop 0 of unknown speed: counted, contributes nothing, but still gives
+    # the idle-path tau; the last hop is the most loaded.
+    f.new_ack(31_000, 40_000, [
+        hop(1_030_000, 0, 312_500, bw=0),
+        hop(2_030_000, 25_000, 0),         # 0.2
+        hop(3_020_000, 0, 30),             # 0.00008
+        hop(4_025_000, 0, 262_500),        # 0.8
+        hop(5_030_000, 0, 130_000, B40),   # 4.5 / 5 = 0.9
+    ])
+    assert f.U == approx(0.9)              # tau = T: U = u
+    assert f._s.bottleneck_hop == 4
+    assert f.counters()["n_bad_hops"] == 1
+    assert f.counters()["n_path_resets"] == 0
+
+
 # ---------------------------------------------------------------------------
 # Path changes (section 4.1: "throws away the existing status records")
 # ---------------------------------------------------------------------------

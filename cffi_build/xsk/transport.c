@@ -92,6 +92,10 @@ struct tp_flow {
 	uint32_t backoff, notify_seq;
 	uint64_t srtt, rttvar, min_rtt;
 	uint64_t goback_seq, goback_ns;
+	/* probe mode (seed 002 section 6.2.1): number of the last PROBE sent,
+	 * whether it is outstanding, when it is lost */
+	uint64_t probe_seq, probe_deadline;
+	int probe_out;
 	double W, rate_bps;              /* HPCC W in wire bytes; pacing rate (wire bits/s) */
 	double wire_per_payload;
 	union {
@@ -397,6 +401,8 @@ void hpccd_tp_config_default(struct hpccd_tp_config *c)
 	c->nack_gap_ns = 200000;
 	c->sndbuf_bytes = 16u << 20;
 	c->coalesce_ns = 20000;
+	c->rx_idle_ns = 30000000000ull;
+	c->rx_peer_max = HPCCD_TP_RX_FLOWS / 4;
 	hpccd_hpcc_params_default(&c->rx_hpcc);
 }
 
@@ -415,6 +421,7 @@ void hpccd_tp_flow_cfg_default(struct hpccd_tp_flow_cfg *c)
 	c->rto_max_ns = 200000000;
 	c->timeout_ns = 10000000000ull;
 	c->ecn = 1;
+	c->probe_timeout_ns = 1000000;
 	hpccd_hpcc_params_default(&c->hpcc);
 	hpccd_dctcp_params_default(&c->dctcp);
 	hpccd_ldcp_params_default(&c->ldcp);
@@ -746,6 +753,55 @@ static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 	return 0;
 }
 
+/* Probe mode (seed 002 section 6.2.1, "Probe packet"): a PROBE with the
+ * flow's 5-tuple and ECN codepoint (so switches route and queue it with the
+ * data, seed 000 section 6.1), `int_room` empty hop records with COLLECT,
+ * the probe number as seq, the clock as ts, a zeroed tag slot that the
+ * receiver's xdp_host fills when it reflects it (docs/wire-format.md).
+ * Feedback-class: it takes a TX frame like an ACK, outside the window and
+ * the pacing (126 bytes once per RTT). */
+static int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
+{
+	uint64_t addr;
+	uint32_t off = L2L4;
+	uint8_t *f = tx_get(t, &addr);
+
+	if (!f)
+		return -ENOBUFS;
+	put_l2l4(f, fl->c.dmac, fl->c.smac, fl->c.saddr, fl->c.daddr, fl->c.sport, fl->c.dport,
+		 fl->c.ecn ? 0x02 : 0x00);
+	off += put_int(f + off, fl->c.int_room);
+	put_hdr(f + off, HPCCD_T_PROBE, 0, HPCCD_TAG_BYTES, fl->flow_id, ++fl->probe_seq, 0,
+		(uint32_t)now, 0);
+	off += HPCCD_HDR_BYTES;
+	memset(f + off, 0, HPCCD_TAG_BYTES);
+	off += HPCCD_TAG_BYTES;
+	finish_frame(t, f, off);
+	tx_put(t, addr, off);
+	fl->probe_out = 1;
+	fl->probe_deadline = now + fl->c.probe_timeout_ns;
+	fl->st.probes_sent++;
+	return 0;
+}
+
+/* One probe per RTT per flow, only while the flow has data in flight: the
+ * next leaves once the last one was answered (on_probe_resp) or timed out
+ * (flow_timers), both of which run before this in the same loop. */
+static void schedule_probes(struct hpccd_tp *t, uint64_t now)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n_active; i++) {
+		struct tp_flow *fl = &t->flows[t->active[i]];
+
+		if (fl->c.int_mode != HPCCD_TP_INT_PROBE || fl->probe_out ||
+		    fl->state != HPCCD_TP_RUNNING || fl->snd_nxt <= fl->snd_una)
+			continue;
+		if (send_probe(t, fl, now) < 0)
+			return;
+	}
+}
+
 /* Round robin over the active flows, one packet per flow per pass. */
 static uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 {
@@ -815,6 +871,23 @@ static void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	if (ack > fl->snd_max) {
 		t->st.bad_body++;        /* acknowledges what was never sent */
 		return;
+	}
+	if (wi->hdr_type == HPCCD_T_NACK && ack < fl->snd_una) {
+		/* The receiver's restart (docs/security.md "Faults"): a live
+		 * receiver's rcv_nxt never goes back, so a NACK below snd_una
+		 * answering a DATA sent *after* snd_una last advanced (its
+		 * echoed ts, widened to 64 bits through the RTT) comes from a
+		 * receiver that lost the flow's state.  Its stream cannot be
+		 * completed (the bytes before were delivered to the old one):
+		 * the flow fails at once with ECONNRESET, as TCP's does on a
+		 * RST.  A stale NACK reordered behind newer ACKs echoes an
+		 * older DATA and is ignored below, as before. */
+		uint64_t sent = now - (uint32_t)((uint32_t)now - wi->ts);
+
+		if (sent > fl->last_progress_ns) {
+			flow_finish(t, fl, HPCCD_TP_FAILED, -ECONNRESET, now);
+			return;
+		}
 	}
 	if (wi->hdr_type == HPCCD_T_NOTIFY) {
 		if (!wi->has_notify ||
@@ -919,6 +992,11 @@ static void flow_timers(struct hpccd_tp *t, uint64_t now)
 	for (i = 0; i < t->n_active; i++) {
 		struct tp_flow *fl = &t->flows[t->active[i]];
 
+		if (fl->probe_out && fl->probe_deadline <= now) {
+			/* lost: counted; schedule_probes sends the next */
+			fl->probe_out = 0;
+			fl->st.probes_lost++;
+		}
 		if (fl->rto_deadline > now)
 			continue;
 		if (fl->snd_una >= fl->snd_max) {
@@ -987,6 +1065,65 @@ static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow
 	hpccd_hpcc_init(&tomb->rxh, &t->cfg.rx_hpcc, HPCCD_ALGO_RXHPCC, NULL); /* checked at create */
 	t->rx_live++;
 	return tomb;
+}
+
+/* Limits of the receiver table (docs/security.md "Limits").  DATA of a
+ * flow the table does not hold: admitted unless its source already has
+ * rx_peer_max flows not done (a flood of new flows from one peer then
+ * costs that peer only: counted in rx_peer_full).  When the table is full
+ * a slot is recycled: the done flow finished longest ago (rx_recycled;
+ * a long-running receiver that nobody reaps must keep accepting flows),
+ * else an unfinished flow without DATA for rx_idle_ns (rx_expired: its
+ * sender died or gave up); otherwise the flow is refused (rx_table_full)
+ * and the flows in the table keep being served.  Both scans run only for
+ * the first packet of a new flow. */
+static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id,
+			      uint64_t now)
+{
+	struct tp_rx *r, *victim = NULL;
+	uint32_t i, peer_live = 0;
+	int done_victim = 0;
+
+	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+		r = &t->rxt[i];
+		if (r->used == 1 && !r->done && r->saddr == saddr)
+			peer_live++;
+	}
+	if (t->cfg.rx_peer_max && peer_live >= t->cfg.rx_peer_max) {
+		t->st.rx_peer_full++;
+		return NULL;
+	}
+	r = rx_lookup(t, saddr, flow_id, 1);
+	if (r)
+		return r;
+	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+		struct tp_rx *c = &t->rxt[i];
+
+		if (c->used != 1)
+			continue;
+		if (c->done) {
+			if (!done_victim || c->st.last_ns < victim->st.last_ns)
+				victim = c;
+			done_victim = 1;
+		} else if (!done_victim && now - c->st.last_ns >= t->cfg.rx_idle_ns &&
+			   (!victim || c->st.last_ns < victim->st.last_ns)) {
+			victim = c;
+		}
+	}
+	if (!victim) {
+		t->st.rx_table_full++;
+		return NULL;
+	}
+	if (done_victim) {
+		t->st.rx_recycled++;
+	} else {
+		t->st.rx_expired++;
+		if (t->rx_live)
+			t->rx_live--;
+	}
+	victim->used = 2;        /* a tombstone: the table has no empty slot, so
+				  * rx_lookup finds it on any probe sequence */
+	return rx_lookup(t, saddr, flow_id, 1);
 }
 
 /* Feedback frame of receiver flow r: ACK / NACK (with the INT echo when
@@ -1112,11 +1249,11 @@ static void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 			return;
 		}
 	}
-	r = rx_lookup(t, wi->saddr, wi->flow_id, 1);
-	if (!r) {
-		t->st.rx_table_full++;
-		return;
-	}
+	r = rx_lookup(t, wi->saddr, wi->flow_id, 0);
+	if (!r)
+		r = rx_admit(t, wi->saddr, wi->flow_id, now);
+	if (!r)
+		return;                  /* refused and counted */
 	if (!r->st.pkts) {
 		r->daddr = wi->daddr;
 		r->sport = wi->sport;
@@ -1236,6 +1373,121 @@ static void rx_timers(struct hpccd_tp *t, uint64_t now)
 	t->delack_min = next;
 }
 
+/* ---- probes ------------------------------------------------------------------ */
+
+static int key_set(const uint8_t *key)
+{
+	uint32_t i;
+
+	for (i = 0; i < 16; i++)
+		if (key[i])
+			return 1;
+	return 0;
+}
+
+/* A PROBE_RESP for one of our flows (probe mode).  Its tag is verified
+ * first (seed 002 section 9.1; never applied otherwise); only the response
+ * to the outstanding probe counts: one to a probe already declared lost is
+ * late, and is not applied either (its INT is older than a probe's RTT and
+ * the next probe is already on its way).  The INT goes to NewAck (seed 004
+ * Algorithm 1 line 21) exactly as an INT-echo ACK's does, with seq =
+ * snd_nxt = the probe number: every response starts a new RTT, so each
+ * one updates W^c (lines 22-24), which is the once-per-RTT update seed 000
+ * section 6.1 asks for. */
+static void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
+			  const struct hpccd_wire_info *wi, uint64_t now)
+{
+	struct tp_flow *fl = flow_by_id(t, wi->flow_id);
+	uint64_t r;
+
+	if (!fl || wi->saddr != fl->c.daddr || wi->dport != fl->c.sport ||
+	    fl->c.int_mode != HPCCD_TP_INT_PROBE) {
+		t->st.unknown_flow++;
+		return;
+	}
+	if (!wi->has_tag || hpccd_wire_tag_verify(t->cfg.tag_key, f, len, t->cfg.udp_port,
+						  t->cfg.probe_dscp) != 1) {
+		fl->st.probe_bad_tags++;
+		return;
+	}
+	if (fl->state != HPCCD_TP_RUNNING)
+		return;                  /* the flow finished while it was out */
+	if (!fl->probe_out || wi->seq != fl->probe_seq) {
+		fl->st.probes_late++;
+		return;
+	}
+	fl->probe_out = 0;
+	fl->st.probes_answered++;
+	r = (uint32_t)((uint32_t)now - wi->ts);
+	fl->st.probe_rtt_sum_ns += r;
+	if (!fl->st.probe_min_rtt_ns || r < fl->st.probe_min_rtt_ns)
+		fl->st.probe_min_rtt_ns = r;
+	/* RFC 6298 gain 1/8, as the data RTT */
+	fl->st.probe_srtt_ns = fl->st.probe_srtt_ns ? (7 * fl->st.probe_srtt_ns + r) / 8 : r;
+	if (fl->c.algo == HPCCD_ALGO_HPCC && wi->int_nhop) {
+		const struct hpccd_int_hop_wire *h =
+			(const void *)(f + wi->int_off + HPCCD_INT_HDR_BYTES);
+
+		if (hpccd_hpcc_new_ack_wire(&fl->cc.hpcc, now, wi->seq, wi->seq, wi->int_path_id,
+					    h, wi->int_nhop) == 1)
+			fl->st.cc_updates++;
+		flow_sync_cc(fl);
+	}
+}
+
+/* A PROBE that reached the engine: xdp_host answers probes itself
+ * (XDP_TX) unless it was loaded without HPCCD_CFG_REFLECT_PROBES; then the
+ * engine answers, with the same response xdp_host writes
+ * (docs/wire-format.md: addresses and ports swapped, TTL 64, CE -> ECT(0),
+ * COLLECT cleared, hops, DSCP and IP id kept, type PROBE_RESP, the tag).
+ * Like xdp_host it does not sign with the all-zero "no key". */
+static void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_info *wi)
+{
+	uint32_t len = wi->l4_end_off;
+	uint64_t addr, tag;
+	uint8_t *f, tmp[6];
+
+	if (!wi->has_tag || wi->int_off != L2L4 || len > t->cfg.frame_size - HEADROOM) {
+		t->st.bad_body++;        /* a VLAN tag, IP options: not ours */
+		return;
+	}
+	if (!key_set(t->cfg.tag_key)) {
+		t->st.probes_no_key++;
+		return;
+	}
+	f = tx_get(t, &addr);
+	if (!f) {
+		t->st.ack_dropped++;
+		return;
+	}
+	memcpy(f, p, len);
+	memcpy(tmp, f, 6);
+	memcpy(f, f + 6, 6);
+	memcpy(f + 6, tmp, 6);
+	memcpy(tmp, f + 26, 4);          /* IPv4 addresses */
+	memcpy(f + 26, f + 30, 4);
+	memcpy(f + 30, tmp, 4);
+	memcpy(tmp, f + 34, 2);          /* UDP ports */
+	memcpy(f + 34, f + 36, 2);
+	memcpy(f + 36, tmp, 2);
+	if ((f[15] & 3) == 3)
+		f[15] = (uint8_t)((f[15] & ~3) | 2);
+	f[22] = 64;
+	f[wi->int_off + 2] &= (uint8_t)~(HPCCD_INT_F_COLLECT << 4);
+	f[wi->hdr_off] = (uint8_t)(HPCCD_WIRE_VERSION << 4 | HPCCD_T_PROBE_RESP);
+	if (hpccd_wire_tag(t->cfg.tag_key, f, len, t->cfg.udp_port, t->cfg.probe_dscp,
+			   &tag) != 0) {
+		t->tx_free[t->n_tx_free++] = addr - HEADROOM;
+		t->st.bad_body++;
+		return;
+	}
+	put32(f + wi->tag_off, (uint32_t)(tag >> 32));
+	put32(f + wi->tag_off + 4, (uint32_t)tag);
+	fill_l3_csums(f, len);
+	tx_put(t, addr, len);
+	t->st.probes_answered++;
+}
+
 /* ---- RX pipe ------------------------------------------------------------------ */
 
 static void rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
@@ -1267,8 +1519,18 @@ static void rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 			break;
 		on_feedback(t, f, len, &wi, now);
 		return;
+	case HPCCD_T_PROBE:
+		if (wi.dport != t->cfg.udp_port)
+			break;
+		answer_probe(t, f, &wi);
+		return;
+	case HPCCD_T_PROBE_RESP:
+		if (wi.sport != t->cfg.udp_port)
+			break;
+		on_probe_resp(t, f, len, &wi, now);
+		return;
 	}
-	t->st.bad_body++;    /* probes are the XDP program's; wrong direction */
+	t->st.bad_body++;    /* wrong direction */
 }
 
 static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
@@ -1309,6 +1571,8 @@ static uint64_t next_deadline(struct hpccd_tp *t)
 
 		if (fl->rto_deadline < d)
 			d = fl->rto_deadline;
+		if (fl->probe_out && fl->probe_deadline < d)
+			d = fl->probe_deadline;
 		if (flow_wants_to_send(fl) && fl->next_send_ns < d)
 			d = fl->next_send_ns;
 	}
@@ -1342,6 +1606,7 @@ static void *tp__main(void *arg)
 		flow_timers(t, now);
 		rx_timers(t, now);
 		schedule(t, now, &more);
+		schedule_probes(t, now);
 		tx_flush(t);
 		dl = next_deadline(t);
 		pthread_mutex_unlock(&t->lock);
@@ -1670,11 +1935,19 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 		return tp__fail(t, -EINVAL, "%s: a flow carries at least one byte", who);
 	if (c->src != HPCCD_TP_SRC_PATTERN && !(c->src == HPCCD_TP_SRC_BUFFER && c->buf))
 		return tp__fail(t, -EINVAL, "%s: source %u without a buffer", who, c->src);
-	if (c->int_room > HPCCD_INT_MAX_HOPS || c->int_mode > HPCCD_TP_INT_NONE ||
-	    (c->int_mode == HPCCD_TP_INT_NTH && !c->int_every))
-		return tp__fail(t, -EINVAL, "%s: INT mode %u every %u room %u", who, c->int_mode,
-				c->int_every, c->int_room);
-	room = c->int_mode == HPCCD_TP_INT_NONE ? 0 : c->int_room;
+	if (c->int_room > HPCCD_INT_MAX_HOPS || c->int_mode > HPCCD_TP_INT_PROBE ||
+	    (c->int_mode == HPCCD_TP_INT_NTH && !c->int_every) ||
+	    (c->int_mode == HPCCD_TP_INT_PROBE && (!c->int_room || !c->probe_timeout_ns)))
+		return tp__fail(t, -EINVAL, "%s: INT mode %u every %u room %u probe timeout %llu ns",
+				who, c->int_mode, c->int_every, c->int_room,
+				(unsigned long long)c->probe_timeout_ns);
+	/* Probe responses feed sender-based HPCC only (Rx-HPCC reads the INT
+	 * of data packets at the receiver; DCTCP and LDCP read none). */
+	if (c->int_mode == HPCCD_TP_INT_PROBE && c->algo != HPCCD_ALGO_HPCC)
+		return tp__fail(t, -EINVAL, "%s: probe mode drives HPCC only, not algorithm %u",
+				who, c->algo);
+	room = c->int_mode == HPCCD_TP_INT_NONE || c->int_mode == HPCCD_TP_INT_PROBE ? 0
+										   : c->int_room;
 	hdr = L2L4 + HPCCD_INT_HDR_BYTES + room * HPCCD_INT_HOP_BYTES + HPCCD_HDR_BYTES;
 	if (c->mtu < hdr - ETH_HLEN_ + 64 || c->mtu + ETH_HLEN_ + HEADROOM > t->cfg.frame_size)
 		return tp__fail(t, -EINVAL, "%s: MTU %u: from %u to %u with room %u", who, c->mtu,
@@ -1694,6 +1967,7 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 		}
 	}
 	if (!fl) {
+		t->st.flows_refused++;   /* docs/security.md "Limits" */
 		rc = tp__fail(t, -ENOSPC, "%s: all %d flow slots are in use (close finished flows)",
 			      who, HPCCD_TP_MAX_FLOWS);
 		goto out;
@@ -1853,6 +2127,21 @@ int hpccd_tp__rx_reap(struct hpccd_tp *t)
 	return n;
 }
 
+/* Key rotation without restart (docs/security.md): the thread reads the
+ * key under the engine lock, so the next frame it handles is checked and
+ * tagged with the new key; no grace period for the old one (a NOTIFY or
+ * PROBE_RESP in flight during the rotation is dropped and counted, and
+ * the next one, a T or an RTT later, carries on). */
+int hpccd_tp__set_tag_key(struct hpccd_tp *t, const uint8_t *key16)
+{
+	if (!t || !key16)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	memcpy(t->cfg.tag_key, key16, sizeof(t->cfg.tag_key));
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
 int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out)
 {
 	struct xdp_statistics ks;
@@ -1863,6 +2152,13 @@ int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out)
 	pthread_mutex_lock(&t->lock);
 	*out = t->st;
 	out->tx_free = t->n_tx_free;
+	out->rx_live = t->rx_live;
+	{
+		uint32_t i;
+
+		for (i = 0; i < HPCCD_TP_RX_FLOWS; i++)
+			out->rx_used += t->rxt[i].used == 1;
+	}
 	pthread_mutex_unlock(&t->lock);
 	out->zerocopy = t->zerocopy;
 	memset(&ks, 0, sizeof(ks));

@@ -26,13 +26,23 @@ Lifecycle, all calls from the daemon's main thread:
 4. ``check_config(new)`` then ``apply_config(new)`` on a reload (SIGHUP or
    ``hpccctl set``): ``check_config`` raises (ConfigError or ValueError,
    with a message naming the key) to refuse; the core then keeps the old
-   configuration everywhere.  ``apply_config`` must not fail.
+   configuration everywhere.  ``apply_config`` must not fail.  The core
+   has already put the reloaded integrity key into ``ctx.tag_key`` (and
+   into every xdp_host's ``hpccd_tag_key``): a component running
+   transport engines passes it on with ``Transport.set_tag_key()``
+   (key rotation without restart, docs/security.md).
 5. ``stop()`` — on SIGTERM or a failed start: stop threads, unregister and
    unpin what ``start`` made (the core detaches its own programs after).
    Idempotent.
 
 ``status()`` goes into ``hpccctl status``; ``healthy()`` False stops the
 watchdog pings (systemd then restarts the daemon).
+
+A component may answer control-socket commands of its own: it lists them
+in ``control_commands`` and implements ``control(cmd, args)``, which runs in
+the main loop (must not block for long) and raises
+hpccd.control.ControlError to refuse.  The transport's ``send`` and
+``transfer`` are such commands.
 """
 from __future__ import annotations
 
@@ -50,7 +60,7 @@ __all__ = ["Component", "DaemonContext", "AttachedInterface", "KNOWN", "load_cla
            "ComponentError"]
 
 # Component name -> module of the package that defines COMPONENT.
-KNOWN = {"transport": "hpccd.transport", "tcp_side": "hpccd.tcp_side"}
+KNOWN = {"transport": "hpccd.transport_component", "tcp_side": "hpccd.tcp_side"}
 
 
 class ComponentError(RuntimeError):
@@ -98,6 +108,7 @@ class Component:
 
     name: ClassVar[str] = ""
     poll_interval: ClassVar[float | None] = 0.1
+    control_commands: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: DaemonContext):
         self.ctx = ctx
@@ -125,6 +136,9 @@ class Component:
 
     def healthy(self) -> bool:
         return True
+
+    def control(self, cmd: str, args: dict) -> Any:
+        raise NotImplementedError
 
     def stop(self) -> None:
         raise NotImplementedError

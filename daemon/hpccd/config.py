@@ -71,7 +71,9 @@ _TOP = ("daemon", "interfaces", "transport", "probes", "algorithm", "hpcc", "dct
         "peers", "metrics", "limits")
 _DAEMON = ("log_level", "control_socket", "metrics_address", "bpf_dir", "components")
 _IFACE = ("name", "xdp_mode", "queues", "tc_tracker")
-_TRANSPORT = ("udp_port", "probe_dscp", "integrity_key_file", "frame_bytes")
+_TRANSPORT = ("udp_port", "probe_dscp", "integrity_key_file", "frame_bytes", "ack_every",
+              "rx_notify")
+ENGINE_FRAMES_MIN = 256             # 64 RX + 128 TX frames at least (transport.c), halved
 _PROBES = ("mode", "inband_every", "timeout_us", "tcp_side", "reflect")
 _ALGORITHM = ("default",)
 _PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp")
@@ -84,7 +86,8 @@ RESTART_ONLY: tuple[tuple, ...] = (
     ("daemon", "control_socket"), ("daemon", "metrics_address"), ("daemon", "bpf_dir"),
     ("daemon", "components"), ("interfaces",), ("transport", "udp_port"),
     ("transport", "probe_dscp"), ("transport", "frame_bytes"), ("probes", "tcp_side"),
-    ("probes", "reflect"), ("limits", "umem_bytes"),
+    ("probes", "reflect"), ("limits", "umem_bytes"), ("transport", "ack_every"),
+    ("transport", "rx_notify"),
 )
 
 
@@ -140,6 +143,8 @@ class Config:
     probe_dscp: int
     integrity_key_file: str             # "" = none (probes are then dropped, counted)
     frame_bytes: int
+    ack_every: int                      # native receivers: an ACK every m packets
+    rx_notify: bool                     # native receivers: Rx-HPCC NOTIFY once per T
     probe_mode: str
     inband_every: int
     probe_timeout_us: int
@@ -155,11 +160,14 @@ class Config:
 
     # ---- policy ----
 
-    def policy(self, address: str | ipaddress.IPv4Address) -> Policy:
-        """The algorithm, parameters and peer label of flows toward `address`."""
+    def policy(self, address: str | ipaddress.IPv4Address,
+               algorithm: str | None = None) -> Policy:
+        """The algorithm, parameters and peer label of flows toward `address`
+        (with `algorithm` instead of the one configured for it: its table's
+        merged parameters)."""
         a = ipaddress.IPv4Address(address)
         covering = [p for p in self.peers if a in p.prefix]     # most specific first
-        return _policy(self, covering)
+        return _policy(self, covering, algorithm)
 
     @property
     def peer_names(self) -> tuple[str, ...]:
@@ -350,6 +358,8 @@ class _Validator(Validator):
         if frame & (frame - 1) or frame > page:
             self.fail(p + ("frame_bytes",), f"{frame}: a power of two from {FRAME_MIN} to the "
                                             f"page size ({page})")
+        ack_every = self.int_(t, p, "ack_every", 1, lo=1, hi=64)
+        rx_notify = self.bool_(t, p, "rx_notify", True)
 
         pr = self.keys(doc.get("probes", {}), ("probes",), _PROBES)
         p = ("probes",)
@@ -375,12 +385,16 @@ class _Validator(Validator):
                                                 f"transport.frame_bytes ({frame})")
         if "transport" in components and not any(i.queues for i in ifaces):
             self.fail(("daemon", "components"), "the transport needs an interface with queues")
+        if "transport" in components and umem // frame < ENGINE_FRAMES_MIN:
+            self.fail(("limits", "umem_bytes"), f"{umem} bytes are {umem // frame} frames of "
+                                                f"{frame}: the transport needs at least "
+                                                f"{ENGINE_FRAMES_MIN} per queue")
 
         cfg = Config(file=self.file, text=self.text, raw=doc, log_level=log_level,
                      control_socket=control, metrics_address=metrics, bpf_dir=bpf_dir,
                      components=tuple(components), interfaces=ifaces, udp_port=udp_port,
                      probe_dscp=dscp, integrity_key_file=key_file, frame_bytes=frame,
-                     probe_mode=mode, inband_every=every, probe_timeout_us=timeout,
+                     ack_every=ack_every, rx_notify=rx_notify, probe_mode=mode, inband_every=every, probe_timeout_us=timeout,
                      tcp_side=tcp_side, reflect=reflect, default_algorithm=default,
                      params=params, peers=peers, top_flows=top, int_hop_series=hop_series,
                      max_flows=max_flows, umem_bytes=umem)

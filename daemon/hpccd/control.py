@@ -7,7 +7,9 @@ Protocol (one request per connection, UTF-8):
     <- {"ok": false, "error": "why"}
 
 Commands: ``status``, ``flows``, ``flow`` (``{"id": N}``), ``set``
-(``{"param": "hpcc.eta", "value": "0.9"}``), ``probes``.  What each returns
+(``{"param": "hpcc.eta", "value": "0.9"}``), ``probes``; with the transport
+component, ``send`` (``{"peer": "10.0.0.2", "bytes": N, "algo": "hpcc"}``,
+algo optional: the peer's policy) and ``transfer`` (``{"id": N}``).  What each returns
 is documented in docs/configuration.md ("Control socket"); ``hpccctl``
 (hpccd.control_client) is the client.
 
@@ -37,7 +39,7 @@ log = logging.getLogger("hpccd.control")
 
 MAX_REQUEST = 64 << 10
 CLIENT_TIMEOUT_S = 5.0
-COMMANDS = ("status", "flows", "flow", "set", "probes")
+COMMANDS = ("status", "flows", "flow", "set", "probes", "send", "transfer")
 
 
 class ControlError(Exception):

@@ -435,7 +435,16 @@ class Daemon:
 
     def _handle(self, cmd: str, args: dict) -> Any:
         try:
-            out = getattr(self, f"_cmd_{cmd}")(args)
+            fn = getattr(self, f"_cmd_{cmd}", None)
+            if fn is None:                  # a component's command (hpccd.component)
+                comp = next((c for c in self.components.values()
+                             if cmd in c.control_commands), None)
+                if comp is None:
+                    raise ControlError(f"{cmd}: no running component answers it (the "
+                                       f"transport component answers send and transfer)")
+                out = comp.control(cmd, args)
+            else:
+                out = fn(args)
         except Exception:
             self.control_requests[(cmd, "error")] += 1
             raise

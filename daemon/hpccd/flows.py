@@ -255,10 +255,12 @@ class FlowTable:
                 f.probe_rtt_s = probe_rtt_s
                 g.probe_rtt.observe(probe_rtt_s)
 
-    def finish(self, flow_id: int, completed: bool = True, **fields: Any) -> Flow:
-        """Remove a flow.  `completed`: it delivered everything (its age is a
-        flow completion time); False: aborted (reset, timed out, daemon
-        stopping).  Its counters stay in its group."""
+    def finish(self, flow_id: int, completed: bool = True, fct_s: float | None = None,
+               **fields: Any) -> Flow:
+        """Remove a flow.  `completed`: it delivered everything (its age, or
+        `fct_s` when the fast path timed it, is a flow completion time);
+        False: aborted (reset, timed out, daemon stopping).  Its counters
+        stay in its group."""
         with self._lock:
             f = self._flows.pop(flow_id)
             self._set(f, fields)
@@ -267,7 +269,7 @@ class FlowTable:
                 g.ended[k] += getattr(f, k)
             if completed:
                 g.completed += 1
-                g.fct.observe(time.monotonic() - f.started)
+                g.fct.observe(time.monotonic() - f.started if fct_s is None else fct_s)
             else:
                 g.aborted += 1
             return f

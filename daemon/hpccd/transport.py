@@ -47,6 +47,8 @@ STATES = {0: "free", 1: "running", 2: "done", 3: "failed"}
 MODES = {"copy": lib.HPCCD_TP_F_COPY, "zerocopy": lib.HPCCD_TP_F_ZEROCOPY, "auto": 0}
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
+XDP_CFG_TCP_SIDE = 0x2           # HPCCD_CFG_TCP_SIDE (ebpf/hpccd_kern_user.h)
+INT_MODES = ("every", "none", "probe")    # or N: every Nth data packet
 # The eight hpccd types and ten malformed classes of the stats arrays.
 TYPE_NAMES = {1: "DATA", 2: "ACK", 3: "NACK", 4: "PROBE", 5: "PROBE_RESP", 6: "NOTIFY"}
 
@@ -172,7 +174,7 @@ class Flow:
             if r.state == "failed":
                 _check(r.err if r.err < 0 else -errno.EIO,
                        f"{self.what}: failed after {r.stats['snd_una']} of {r.bytes} bytes "
-                       f"acknowledged ({r.stats['rtos']} timeouts)")
+                       f"acknowledged ({r.stats['rtos']} timeouts){_failure_hint(r)}")
             if time.monotonic() >= deadline:
                 _check(-errno.ETIMEDOUT, f"{self.what}: not done after {timeout} s "
                                          f"({r.stats['snd_una']} of {r.bytes} bytes "
@@ -191,6 +193,19 @@ class Flow:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _failure_hint(r: FlowResult) -> str:
+    """Why a flow failed, in words (docs/security.md "Faults")."""
+    if r.err == -errno.ECONNRESET:
+        return ": the receiver lost the flow's state (its engine restarted); reopen the flow"
+    if r.err == -errno.ETIMEDOUT:
+        s = r.stats
+        if not (s["acks"] or s["nacks"] or s["notifies"]):
+            return (": no answer from the receiver (no engine there, unreachable, or it "
+                    "refused a new flow: its rx_table_full / rx_peer_full counters)")
+        return ": no progress within the flow's timeout (the path or the receiver went away)"
+    return ""
 
 
 # ---- the engine -------------------------------------------------------------------------
@@ -218,14 +233,18 @@ class Transport:
     in ACKs (sender-based HPCC); notify: Rx-HPCC NOTIFY once per T;
     csum_check: verify the UDP checksum of DATA.
     rx_hpcc: receiver Rx-HPCC parameters (struct hpccd_hpcc_params fields),
-    tag_key: the 16-byte key of NOTIFY tags (both ends must agree).
+    tag_key: the 16-byte key of NOTIFY and PROBE_RESP tags (both ends must
+    agree); when it is not all zero it also goes into xdp_host's
+    hpccd_tag_key, so that the XDP program answers probes (probe mode:
+    without a key it drops them, counted).  reflect: xdp_host answers
+    probes in XDP (default); False leaves them to the engine.
     Other engine settings go through ``config`` (struct hpccd_tp_config)."""
 
     def __init__(self, ifname: str = "eth0", queue_id: int = 0, *, netns: str | None = None,
                  attach_xdp: bool = True, xdp_mode: str = "generic", mode: str = "copy",
                  sink: str = "verify", ack_every: int = 1, tag_key: bytes = bytes(16),
                  echo: bool = True, notify: bool = True, csum_check: bool = True,
-                 rx_hpcc: Mapping[str, Any] | None = None,
+                 reflect: bool = True, rx_hpcc: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True):
         self._lock = threading.Lock()
         self._t = ffi.NULL
@@ -270,7 +289,7 @@ class Transport:
                 _check(rc, _cstr(err) or f"{self.where}: create")
                 self._t = out[0]
                 if attach_xdp:
-                    self._attach_xdp(c.udp_port)
+                    self._attach_xdp(c.udp_port, tag_key, reflect)
             self.udp_port = c.udp_port
             if start:
                 self.start()
@@ -280,13 +299,18 @@ class Transport:
 
     # -- plumbing --------------------------------------------------------------------
 
-    def _attach_xdp(self, udp_port: int) -> None:
+    def _attach_xdp(self, udp_port: int, tag_key: bytes, reflect: bool) -> None:
         from . import bpf
 
         if not XDP_HOST.exists():
             _check(-errno.ENOENT, f"{self.where}: {XDP_HOST} is not built (make bpf)")
-        self._obj = bpf.BpfObject.open(XDP_HOST, rodata={"hpccd_cfg_udp_port": udp_port})
+        rodata: dict[str, int] = {"hpccd_cfg_udp_port": udp_port}
+        if not reflect:        # HPCCD_CFG_TCP_SIDE only (ebpf/hpccd_kern_user.h)
+            rodata["hpccd_cfg_flags"] = XDP_CFG_TCP_SIDE
+        self._obj = bpf.BpfObject.open(XDP_HOST, rodata=rodata)
         self._obj.load()
+        if any(tag_key):       # all zero is "no key" to xdp_host
+            self._obj.map("hpccd_tag_key").update(0, bytes(tag_key))
         self._obj.map("hpccd_addrs").update(socket.inet_aton(self.local_addr), 1)
         self._obj.map("hpccd_xsks").update(self.queue_id, self.fd)
         bpf.xdp_attach(self.ifname, self._obj.program("hpccd_xdp_host"), mode=self.xdp_mode)
@@ -333,6 +357,7 @@ class Transport:
                   line_rate_bps: int = 1_000_000_000, burst_ns: int | None = None,
                   rto_min_ns: int | None = None, timeout_s: float | None = None,
                   ecn: bool = True, sport: int | None = None, dmac: bytes | None = None,
+                  probe_timeout_ns: int | None = None,
                   hpcc: Mapping[str, Any] | None = None,
                   dctcp: Mapping[str, Any] | None = None,
                   ldcp: Mapping[str, Any] | None = None) -> Flow:
@@ -342,7 +367,10 @@ class Transport:
         (every Nth data packet carries the INT padding).  hpcc/dctcp/ldcp:
         fields of the core's parameter structs (include/hpccd/cc.h); HPCC's
         B_NIC and LDCP's line rate default to line_rate_bps, LDCP's RTT to
-        HPCC's T."""
+        HPCC's T.  int_mode "probe" (HPCC only): data packets carry no INT
+        and the engine sends one probe with int_room records per RTT while
+        data is in flight (seed 002 section 6.2.1); a probe unanswered for
+        probe_timeout_ns (default 1 ms) is lost, and the next one leaves."""
         if algo not in ALGOS:
             raise ValueError(f"flow to {peer}: algorithm {algo!r}, one of {sorted(ALGOS)}")
         c = ffi.new("struct hpccd_tp_flow_cfg *")
@@ -372,6 +400,8 @@ class Transport:
             c.int_mode = lib.HPCCD_TP_INT_EVERY
         elif int_mode == "none":
             c.int_mode = lib.HPCCD_TP_INT_NONE
+        elif int_mode == "probe":
+            c.int_mode = lib.HPCCD_TP_INT_PROBE
         else:
             c.int_mode, c.int_every = lib.HPCCD_TP_INT_NTH, int(int_mode)
         c.int_room, c.mtu, c.line_rate_bps, c.ecn = int_room, mtu, line_rate_bps, int(ecn)
@@ -379,6 +409,8 @@ class Transport:
             c.burst_ns = burst_ns
         if rto_min_ns is not None:
             c.rto_min_ns = rto_min_ns
+        if probe_timeout_ns is not None:
+            c.probe_timeout_ns = probe_timeout_ns
         if timeout_s is not None:
             c.timeout_ns = int(timeout_s * 1e9)
         c.hpcc.line_rate_bps = line_rate_bps
@@ -426,6 +458,18 @@ class Transport:
 
     def rx_reap(self) -> int:
         return self._call(lib.hpccd_tp__rx_reap)
+
+    def set_tag_key(self, key: bytes) -> None:
+        """Rotate the 16-byte integrity key of NOTIFY / PROBE_RESP tags without
+        a restart (the daemon's SIGHUP path); old-key feedback is dropped and
+        counted from the next frame on.  The XDP program's key (hpccd_tag_key,
+        which tags the PROBE_RESPs it reflects) is rotated with it when this
+        engine attached xdp_host itself."""
+        if len(key) != 16:
+            _check(-errno.EINVAL, f"{self.where}: tag key of {len(key)} bytes, 16 needed")
+        self._call(lib.hpccd_tp__set_tag_key, ffi.from_buffer(key))
+        if self._obj is not None:
+            self._obj.map("hpccd_tag_key").update(0, bytes(key))
 
     def stats(self) -> dict[str, Any]:
         s = ffi.new("struct hpccd_tp_stats *")

@@ -70,7 +70,11 @@ enum hpccd_tp_sink {
 enum hpccd_tp_int_mode {
 	HPCCD_TP_INT_EVERY = 0,         /* every data packet */
 	HPCCD_TP_INT_NTH = 1,           /* packets whose index % int_every == 0 */
-	HPCCD_TP_INT_NONE = 2,          /* none (probe mode: room 0) */
+	HPCCD_TP_INT_NONE = 2,          /* none, and no probes */
+	HPCCD_TP_INT_PROBE = 3,         /* probe mode (seed 002 section 6.2.1): data
+					 * packets carry none (room 0); one PROBE
+					 * with int_room records per RTT while data
+					 * is in flight; its PROBE_RESP feeds HPCC */
 };
 
 /* Where a sender's bytes come from. */
@@ -83,7 +87,9 @@ enum hpccd_tp_state {
 	HPCCD_TP_FREE = 0,
 	HPCCD_TP_RUNNING = 1,
 	HPCCD_TP_DONE = 2,              /* every byte acknowledged */
-	HPCCD_TP_FAILED = 3,            /* err says why (-ETIMEDOUT: no progress) */
+	HPCCD_TP_FAILED = 3,            /* err says why (-ETIMEDOUT: no progress;
+					 * -ECONNRESET: the receiver lost the flow's
+					 * state, e.g. its engine restarted) */
 };
 
 struct hpccd_tp_config {
@@ -108,6 +114,14 @@ struct hpccd_tp_config {
 	uint64_t coalesce_ns;           /* after a batch of frames, sleep this long before
 					 * looking again instead of waking per frame
 					 * (interrupt moderation); 0: off; default 20000 */
+	/* receiver limits (docs/security.md "Limits"): */
+	uint64_t rx_idle_ns;            /* a receiver flow not done and without DATA for
+					 * this long may be recycled when the table is
+					 * full (its sender died); default 30 s */
+	uint32_t rx_peer_max;           /* receiver flows not done per source address;
+					 * DATA of a new flow beyond it is dropped and
+					 * counted (rx_peer_full); default 256 */
+	uint32_t pad2;
 };
 
 struct hpccd_tp_flow_cfg {
@@ -122,7 +136,8 @@ struct hpccd_tp_flow_cfg {
 	uint32_t mtu;                   /* IPv4 MTU; default 1500 */
 	uint32_t int_mode;              /* enum hpccd_tp_int_mode */
 	uint32_t int_every;             /* HPCCD_TP_INT_NTH: N */
-	uint32_t int_room;              /* hop records reserved; default 5 */
+	uint32_t int_room;              /* hop records reserved (probe mode: in
+					 * the probes); default 5 */
 	uint64_t line_rate_bps;         /* the NIC's rate: ceiling of every pacing rate */
 	uint64_t burst_ns;              /* pacing credit kept at most; default 40000 */
 	uint64_t rto_min_ns;            /* default 5 ms (lab RTTs are software: scheduling stalls) */
@@ -133,6 +148,9 @@ struct hpccd_tp_flow_cfg {
 	struct hpccd_hpcc_params hpcc;  /* HPCC, Rx-HPCC */
 	struct hpccd_dctcp_params dctcp;
 	struct hpccd_ldcp_params ldcp;
+	uint64_t probe_timeout_ns;      /* HPCCD_TP_INT_PROBE: a probe unanswered this
+					 * long is lost and the next one leaves;
+					 * default 1 ms */
 };
 
 struct hpccd_tp_flow_stats {
@@ -153,6 +171,12 @@ struct hpccd_tp_flow_stats {
 	uint64_t go_backs, rtos;        /* go-back-N on NACK; timeouts */
 	uint64_t bad_tags, stale_notifies;
 	uint64_t srtt_ns, min_rtt_ns, rto_ns;
+	/* probe mode: probes sent; answered (the outstanding one's response,
+	 * tag verified); lost (timed out); late (a response to a probe
+	 * already counted lost: not applied); bad tags (never applied).
+	 * sent = answered + lost + (1 if one is outstanding). */
+	uint64_t probes_sent, probes_answered, probes_lost, probes_late, probe_bad_tags;
+	uint64_t probe_srtt_ns, probe_min_rtt_ns, probe_rtt_sum_ns; /* of answered probes */
 	double window_bytes;            /* W (wire bytes; DCTCP/LDCP: cwnd converted) */
 	double rate_bps;                /* pacing rate now */
 	double U;                       /* HPCC: U; DCTCP: alpha; LDCP: cw in packets */
@@ -186,6 +210,8 @@ struct hpccd_tp_stats {
 	uint64_t tx_no_frame;           /* a frame was wanted and none was free */
 	uint64_t ack_dropped;           /* feedback not sent for want of a frame */
 	uint64_t completions;
+	uint64_t probes_answered;       /* PROBEs this engine answered (XDP did not) */
+	uint64_t probes_no_key;         /* PROBEs not answered: no tag key configured */
 	uint64_t kicks, kick_again;     /* sendto() kicks; of which EAGAIN */
 	uint64_t polls, poll_timeouts, wakeups;
 	uint64_t loops;
@@ -195,6 +221,14 @@ struct hpccd_tp_stats {
 	int32_t thread_err;
 	uint32_t zerocopy;
 	uint32_t tx_free;               /* TX frames free now */
+	uint32_t pad_lim;
+	/* limits (docs/security.md "Limits") */
+	uint64_t flows_refused;         /* hpccd_tp__flow_open refused: every slot in use */
+	uint64_t rx_recycled;           /* done receiver flows forgotten to make room */
+	uint64_t rx_expired;            /* idle unfinished receiver flows forgotten to make room */
+	uint64_t rx_peer_full;          /* DATA of a new flow refused: its peer is at rx_peer_max */
+	uint64_t rx_live;               /* receiver flows not done now */
+	uint64_t rx_used;               /* receiver table slots in use now */
 };
 
 struct hpccd_tp;
@@ -220,6 +254,10 @@ int hpccd_tp__flow_close(struct hpccd_tp *t, uint32_t flow_id);
 int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32_t max);
 /* Forget the receiver flows that are done. Returns how many. */
 int hpccd_tp__rx_reap(struct hpccd_tp *t);
+/* Replace the integrity key of NOTIFY and PROBE_RESP tags (key rotation
+ * without restart): feedback tagged with the old key is dropped and
+ * counted from the next frame on. */
+int hpccd_tp__set_tag_key(struct hpccd_tp *t, const uint8_t *key16);
 int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out);
 const char *hpccd_tp__error(const struct hpccd_tp *t);
 void hpccd_tp__destroy(struct hpccd_tp *t);

@@ -162,12 +162,14 @@ class QueueRecorder:
 
 
 def _cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    """(busy, total) jiffies of all CPUs from /proc/stat.  Time of niced
+    processes (the second field) counts as idle: the lab runs at nice 0
+    and niced background work (a compile at nice 19) yields to it."""
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)     # idle + iowait
-    total = sum(fields[:8])                                       # guest is in user already
-    return total - idle, total
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    busy = user + system + irq + softirq + steal      # guest time is in user already
+    return busy, busy + nice + idle + iowait
 
 
 class CpuMeter:

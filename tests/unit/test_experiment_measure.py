@@ -56,6 +56,20 @@ def test_verdict_wants_a_busy_link_and_line_rate_while_backlogged():
     assert not v.queue_bound and "hosts could not fill" in v.text
     v = measure.bottleneck_verdict(half, link, 0.4, 0, 5_000_000)
     assert not v.queue_bound and "algorithm left the link idle" in v.text
+    # ... unless one core was saturated: a single-threaded sender is bound by it
+    v = measure.bottleneck_verdict(half, link, 0.5, 0, 5_000_000, busiest_cpu=0.97)
+    assert not v.queue_bound and "hosts could not fill" in v.text and "busiest core 97%" in v.text
+
+
+def test_cpu_meter_reports_all_and_the_busiest_core():
+    import time
+    m = measure.CpuMeter().start()
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:           # keep one core busy
+        pass
+    m.stop()
+    assert 0 <= m.busy <= m.busiest <= 1
+    assert m.busiest > 0.5
 
 
 def test_drain_time_counts_from_t0_to_back_at_the_level_after_the_peak():

@@ -105,7 +105,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> dict[str, Any]:
         rows.append({"flows": len(active), "active": [f"flow{i + 1}" for i in active],
                      "rates_bps": per, "sum_bps": sum(x for x in per if not math.isnan(x)),
                      "jain": j})
-    verdict = measure.bottleneck_verdict(bottleneck, line, busy, t0, sched[-1][1])
+    verdict = measure.bottleneck_verdict(bottleneck, line, busy, t0, sched[-1][1],
+                                         busiest_cpu=cpu.busiest)
     return {"algo": algo.name, "t0_ns": t0, "line_bps": line, "phases": rows,
             "jain_min": min(jains) if jains else math.nan,
             "jain_median": measure.percentile(jains, 50),

@@ -124,7 +124,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     during_rate = measure.delivered_rate(lc.points, t0, t_incast_end) if t_incast_end else math.nan
     after_rate = measure.delivered_rate(lc.points, t_incast_end, t0 + int(p["observe"] * 1e9)) \
         if t_incast_end else math.nan
-    verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0 - int(0.5e9), t_end)
+    verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0 - int(0.5e9), t_end,
+                                         busiest_cpu=cpu.busiest)
     return {
         "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "base_rtt_s": rtt, "bdp_bytes": bdp,
         "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),

@@ -108,7 +108,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     rates = measure.port_rate(sl, t_start - BEFORE_NS, t_end + int(p["after"] * 1e9), BIN_NS)
     rec_s = recovery(rates, t_end, line)
 
-    verdict = measure.bottleneck_verdict(bottleneck, line, busy, t_first, t_end)
+    verdict = measure.bottleneck_verdict(bottleneck, line, busy, t_first, t_end,
+                                         busiest_cpu=cpu.busiest)
 
     def avg(a: int, b: int) -> float:
         v = [r for t, r in rates if a <= t < b]

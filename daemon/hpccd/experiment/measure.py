@@ -161,28 +161,39 @@ class QueueRecorder:
         return self.samples
 
 
-def _cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs from /proc/stat.  Time of niced
-    processes (the second field) counts as idle: the lab runs at nice 0
-    and niced background work (a compile at nice 19) yields to it."""
+def _cpu_times() -> list[tuple[int, int]]:
+    """(busy, total) jiffies of all CPUs together, then of each CPU, from
+    /proc/stat.  Time of niced processes counts as idle: the lab runs at
+    nice 0 and niced background work (a compile at nice 19) yields to it."""
+    out = []
     with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    busy = user + system + irq + softirq + steal      # guest time is in user already
-    return busy, busy + nice + idle + iowait
+        for line in f:
+            if not line.startswith("cpu"):
+                break
+            fields = [int(x) for x in line.split()[1:]]
+            user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+            busy = user + system + irq + softirq + steal    # guest time is in user already
+            out.append((busy, busy + nice + idle + iowait))
+    return out
 
 
 class CpuMeter:
-    """Share of the machine's CPU time spent busy between start and stop."""
+    """Share of CPU time spent busy between start and stop: ``busy`` over
+    all CPUs (what stop() returns) and ``busiest``, the busiest single CPU
+    (a single-threaded pipeline -- one transport engine and the lab's
+    forwarding in its softirq -- is bound by one core while the other
+    idles)."""
 
     def start(self) -> "CpuMeter":
         self._t0 = _cpu_times()
         return self
 
     def stop(self) -> float:
-        b1, t1 = _cpu_times()
-        b0, t0 = self._t0
-        self.busy = (b1 - b0) / (t1 - t0) if t1 > t0 else math.nan
+        t1 = _cpu_times()
+        shares = [(b1 - b0) / (n1 - n0) if n1 > n0 else math.nan
+                  for (b0, n0), (b1, n1) in zip(self._t0, t1)]
+        self.busy = shares[0]
+        self.busiest = max(shares[1:], default=self.busy)
         return self.busy
 
 
@@ -192,11 +203,13 @@ class Verdict(NamedTuple):
     tx_ratio: float          # the same, only while the port had a backlog
     backlogged_s: float      # time with a backlog over which tx_ratio was measured
     cpu_busy: float          # share of all CPUs busy over the run
+    busiest_cpu: float       # the busiest single CPU's share
     text: str
 
 
 def bottleneck_verdict(samples: Sequence, link_bps: int, cpu_busy: float,
-                       t_from: int, t_to: int, min_backlog: int = 3000) -> Verdict:
+                       t_from: int, t_to: int, min_backlog: int = 3000,
+                       busiest_cpu: float | None = None) -> Verdict:
     """Was the emulated link the bottleneck over [t_from, t_to], or were
     the hosts (the two shared CPUs)?
 
@@ -222,14 +235,15 @@ def bottleneck_verdict(samples: Sequence, link_bps: int, cpu_busy: float,
     parts = [f"link {util_r:.0%} utilised"]
     if not math.isnan(ratio):
         parts.append(f"{ratio:.0%} of line rate while backlogged ({dur / 1e9:.3f} s)")
-    parts.append(f"CPU {cpu_busy:.0%} busy")
+    busiest = cpu_busy if busiest_cpu is None else busiest_cpu
+    parts.append(f"CPU {cpu_busy:.0%} busy, busiest core {busiest:.0%}")
     facts = ", ".join(parts)
     if not emulation_ok:
         text = f"CPU-bound: the emulated port could not send at line rate ({facts})"
     elif busy_link:
         text = f"link-bound, as intended ({facts})"
-    elif cpu_busy >= 0.9:
+    elif cpu_busy >= 0.9 or busiest >= 0.9:
         text = f"CPU-bound: the hosts could not fill the link ({facts})"
     else:
         text = f"the algorithm left the link idle, CPUs to spare ({facts})"
-    return Verdict(emulation_ok and busy_link, util_r, ratio, dur / 1e9, cpu_busy, text)
+    return Verdict(emulation_ok and busy_link, util_r, ratio, dur / 1e9, cpu_busy, busiest, text)

@@ -192,7 +192,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
             samples = rec.stop()
     during = [b for _, b in measure.queue_over_time(samples, link_bps, t0, t1)]
     idle_p50 = measure.percentile(idle, 50)
-    verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0, t1)
+    verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0, t1,
+                                         busiest_cpu=cpu.busiest)
     # the elephants' throughput while the mice ran, from the bottleneck's own
     # byte counter (the mice's bytes are noise): the same for every algorithm
     if t1 > t0 and samples:

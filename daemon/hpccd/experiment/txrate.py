@@ -90,7 +90,8 @@ def run_one(lab, variant: str, p: dict[str, Any]) -> dict[str, Any]:
     grid = measure.queue_over_time(samples, link, t0, t1, step_ns=50_000)
     q = [b for _, b in grid]
     settled = [b for t, b in grid if t >= t0 + p["settle"] * 1e9]
-    verdict = measure.bottleneck_verdict(samples, link, busy, t0 + int(p["settle"] * 1e9), t1)
+    verdict = measure.bottleneck_verdict(samples, link, busy, t0 + int(p["settle"] * 1e9), t1,
+                                         busiest_cpu=cpu.busiest)
     return {"variant": variant, "t0_ns": t0, "link_bps": link,
             "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),
             "q_max": max((s.backlog_bytes for s in samples), default=math.nan),

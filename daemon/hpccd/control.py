@@ -216,13 +216,17 @@ def request(path: str, cmd: str, args: dict | None = None, timeout: float = 5.0)
         except OSError as e:
             raise ControlError(f"cannot reach the daemon at {path}: {e.strerror} "
                                f"(is hpccd running? --socket or daemon.control_socket)") from None
-        s.sendall((json.dumps({"cmd": cmd, "args": args or {}}) + "\n").encode())
         buf = bytearray()
-        while True:
-            data = s.recv(65536)
-            if not data:
-                break
-            buf += data
+        try:
+            s.sendall((json.dumps({"cmd": cmd, "args": args or {}}) + "\n").encode())
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    break
+                buf += data
+        except OSError as e:         # the daemon died or hung mid-request
+            why = e.strerror or type(e).__name__
+            raise ControlError(f"the daemon at {path} went away during {cmd!r}: {why}") from None
     finally:
         s.close()
     try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -135,7 +136,9 @@ def cmd_send_daemon(args: argparse.Namespace) -> int:
         print(f"hpccctl send: {e}", file=sys.stderr)
         return 1
     if r["state"] != "done":
-        print(f"hpccctl send: flow {r['id']} {r['state']} (error {r['err']}) after "
+        err = r["err"]
+        why = os.strerror(-err) if isinstance(err, int) and err < 0 else f"error {err}"
+        print(f"hpccctl send: flow {r['id']} {r['state']} ({why}) after "
               f"{r['bytes_acked']} of {r['bytes']} bytes", file=sys.stderr)
         return 1
     _print(r, args.json,

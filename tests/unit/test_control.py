@@ -149,3 +149,30 @@ def test_table_alignment():
     lines = t.splitlines()
     assert lines[1] == " 1  a   2.5"
     assert lines[2] == "10  bb    -"
+
+
+def test_a_daemon_dying_mid_request_is_a_control_error(tmp_path):
+    """The daemon resets the connection while a request waits for its
+    answer (SIGKILL mid-request): ControlError naming the socket and the
+    command, not a traceback out of hpccctl."""
+    import struct
+
+    path = str(tmp_path / "dying.sock")
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ls.bind(path)
+    ls.listen(1)
+
+    def die():
+        c, _ = ls.accept()
+        c.recv(10)                       # part of the request, then a reset
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+
+    t = threading.Thread(target=die, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(control.ControlError, match="went away during 'transfer'"):
+            control.request(path, "transfer", {"id": 1, "pad": "x" * 100_000})
+    finally:
+        t.join(5)
+        ls.close()

@@ -380,6 +380,9 @@ class TcpSide:
         self.scan_ns = int(scan_s * 1e9)
         self.lock_wait_s = lock_wait_s
         self.flows: dict[bytes, FlowState] = {}
+        # on_int(path_id, hop index, 8-byte hop record) for every hop of
+        # every response fed to HPCC (the daemon's hpccd_int_hop_* metrics)
+        self.on_int = None
         self.ended: list[FlowState] = []             # for the owner to collect (drain_ended)
         self.last_probe_rtt_us = 0.0                 # probe RTT EWMA of the last flow answered
         self.stats = {"probes_sent": 0, "probes_answered": 0, "probes_lost": 0,
@@ -586,6 +589,9 @@ class TcpSide:
             fs.overflows += 1
         if nhop == 0:
             return                                 # no INT on the path: nothing to learn
+        if self.on_int is not None:                # e.g. the daemon's per-hop metrics
+            for i in range(min(nhop, 8)):
+                self.on_int(path_id, i, hops[8 * i:8 * i + 8])
         # Seed 004 Algorithm 1 NewAck with seq = snd_nxt = probe number: see
         # the module docstring (one W^c update per response = per RTT).
         fs.hpcc.new_ack_wire(rx_ns, probe_seq, probe_seq, path_id, hops[:8 * nhop])
@@ -682,6 +688,7 @@ if _Component is not None:
                                 hpcc_params=params, netns=self.ctx.netns,
                                 probe_dscp=getattr(self.ctx.config, "probe_dscp",
                                                    PROBE_DSCP_DEFAULT))
+            self.side.on_int = self.ctx.flows.observe_hop
             self.side.start()
             self.side.start_thread()
 

@@ -439,6 +439,15 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
         assert cub["p50"] > 0.3 * BUFFER, cub
         for k in ("p50", "p90", "mean"):
             assert hp[k] <= cub[k] / 4, (k, cub, hp)
+    # the probes' INT shows up per (pathID, hop): s1 (id 0x0a1) is hop 0 of
+    # h1 -> h2, its port a 1 Gbit/s link the flows kept busy
+    m = _samples(h1.scrape())
+    q = [v for lb, v in m.get("hpccd_int_hop_queue_bytes", [])
+         if lb.get("path_id") == "0x0a1" and lb.get("hop") == "0"]
+    u = [v for lb, v in m.get("hpccd_int_hop_utilization_ratio", [])
+         if lb.get("path_id") == "0x0a1" and lb.get("hop") == "0"]
+    assert len(q) == 1 and 0 <= q[0] <= BUFFER, m.get("hpccd_int_hop_queue_bytes")
+    assert len(u) == 1 and 0 <= u[0] <= 1.5, m.get("hpccd_int_hop_utilization_ratio")
 
 
 # ---- crash and restart ------------------------------------------------------------------------

@@ -693,7 +693,40 @@ if _Component is not None:
             self.side.start_thread()
 
         def poll(self, now: float) -> None:
-            pass
+            """Publish the kernel TCP flows TcpSide runs (the daemon's flow
+            table: hpccctl flows, the metrics): new ones added, their W, R,
+            U, RTTs and probe counters updated, ended ones finished."""
+            side = getattr(self, "side", None)
+            if side is None:
+                return
+            from .flows import FlowLimitError
+
+            ids = self.__dict__.setdefault("_ids", {})
+            with side._lock:
+                live = list(side.flows.items())
+            for raw, fs in live:
+                fid = ids.get(raw)
+                if fid is None:
+                    k = fs.key
+                    pol = self.ctx.config.policy(k.daddr)
+                    try:
+                        fid = ids[raw] = self.ctx.flows.add(
+                            kind="tcp", role="sender", saddr=k.saddr, sport=k.sport,
+                            daddr=k.daddr, dport=k.dport, proto=6, peer=pol.peer,
+                            algorithm="hpcc", component=self.name).id
+                    except FlowLimitError:
+                        continue                 # counted by the table; the flow still runs
+                self.ctx.flows.update(
+                    fid, window_bytes=fs.last_w or float(side.w_init),
+                    rate_bps=fs.hpcc.rate_bps, U=fs.hpcc.U,
+                    rtt_s=fs.srtt_us / 1e6 if fs.srtt_us else None,
+                    probe_rtt_s=fs.probe_rtt_ns / 1e9 if fs.probe_rtt_ns else None,
+                    probes_sent=fs.probes_sent, probes_answered=fs.probes_answered,
+                    probes_lost=fs.probes_lost)
+            for fs in side.drain_ended():
+                fid = ids.pop(fs.raw_key, None)
+                if fid is not None:
+                    self.ctx.flows.finish(fid, completed=True)
 
         def status(self) -> dict[str, Any]:
             return self.side.status() if getattr(self, "side", None) else {}

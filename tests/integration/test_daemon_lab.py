@@ -418,6 +418,7 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
     if shutil.which("iperf3") is None:
         pytest.skip("iperf3 is not installed")
     h1 = dlab.daemons["h1"]
+    started0 = _sum(_samples(h1.scrape()), "hpccd_flows_started_total", algorithm="hpcc")
     runs = []
     for _ in range(2):
         runs.append(run_iperf(dlab, "cubic"))
@@ -439,6 +440,12 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
         assert cub["p50"] > 0.3 * BUFFER, cub
         for k in ("p50", "p90", "mean"):
             assert hp[k] <= cub[k] / 4, (k, cub, hp)
+    # the kernel flows were in the daemon's flow table (kind tcp), one at
+    # least per iperf3 -C hpcc run, and are finished when they end
+    time.sleep(1.5)                                  # idle_s: the tracker lets them go
+    m = _samples(h1.scrape())
+    assert _sum(m, "hpccd_flows_started_total", algorithm="hpcc") - started0 >= 2
+    assert not [f for f in h1.ctl_json("flows") if f.get("kind") == "tcp"]
     # the probes' INT shows up per (pathID, hop): s1 (id 0x0a1) is hop 0 of
     # h1 -> h2, its port a 1 Gbit/s link the flows kept busy
     m = _samples(h1.scrape())

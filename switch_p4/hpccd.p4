@@ -4,7 +4,8 @@
  * ECN with WRED.  P4_16 for v1model: compiled with p4c-bm2-ss, run in BMv2
  * simple_switch (docs/switch.md says how, step by step).
  *
- *   p4c-bm2-ss --std p4-16 -o build/p4/hpccd.json switch_p4/hpccd.p4
+ *   p4c-bm2-ss --std p4-16 --arch v1model -o build/p4/hpccd.json \
+ *       --p4runtime-files build/p4/hpccd.p4info.txtpb switch_p4/hpccd.p4
  *
  * The wire format is docs/wire-format.md (include/hpccd/wire.h and
  * int_hop.h); the header declarations below follow it field by field and
@@ -80,7 +81,7 @@ const bit<64>     QLEN_SAT_BYTES = 2621360; /* QLEN_MAX x 80: at or above, qLen 
  * QLEN_SAT_BYTES + 80 (checked exhaustively when the constant was chosen):
  * no division on the data path. */
 const bit<64>     QLEN_DIV80_MUL = 838861;
-const bit<64>     QLEN_DIV80_SHIFT = 26;
+const bit<8>      QLEN_DIV80_SHIFT = 26;   /* bit<8>: BMv2 takes shift amounts of at most 8 bits */
 
 /* Ingress drop reasons: the index of the ingress_drops counter. */
 const bit<32> DROP_PARSER = 0;      /* malformed IPv4 header */

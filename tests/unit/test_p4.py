@@ -7,6 +7,7 @@ Invariants protected:
     (names, widths, order), and the P4 constants match the C ones;
   - the P4 parser's hpccd errors are the classes of enum hpccd_wire_err in
     their order, and ingress maps each back to its number;
+  - every shift amount fits in 8 bits (p4c-bm2-ss rejects wider ones);
   - every table and action the generated runtime files name exists in
     hpccd.p4 with the same match keys and action parameters, and every
     table has a size and a default action;
@@ -258,6 +259,21 @@ def test_qlen_division_by_80_is_exact_below_saturation():
     for k in range(qmax + 1):
         for q in (k * unit, k * unit + unit - 1):
             assert (q * mul) >> shift == k, q
+
+
+def test_shift_amounts_fit_in_8_bits():
+    """p4c-bm2-ss rejects a shift whose amount is wider than 8 bits ("shift
+    amount limited to 8 bits on this target"), a named constant too: every
+    shift amount is a literal below 256 or a constant declared bit<8> or
+    narrower (the first compile of hpccd.p4 failed on a bit<64> one)."""
+    widths = {n: int(w) for w, n in re.findall(r"const\s+bit<(\d+)>\s+(\w+)\s*=", P4.text)}
+    amounts = re.findall(r"(?:>>|<<)\s*(\w+)", P4.text)
+    assert amounts
+    for a in amounts:
+        if a.isdigit():
+            assert int(a) < 256, a
+        else:
+            assert widths.get(a, P4.typedefs.get(a, 99)) <= 8, a
 
 
 def test_parser_errors_are_the_wire_error_classes_in_order():

@@ -405,6 +405,15 @@ def test_umem_too_small_refused_and_exhaustion_survived(lab, engines):
                           timeout_s=20)
              for a in ("hpcc", "rx-hpcc", "dctcp", "ldcp") * 2]
     try:
+        # Exhaust it for sure: the receiver's thread stops reaping for 200 ms
+        # while eight flows send, so its 64 fill-ring frames run out and the
+        # kernel drops at the socket; then it resumes and every flow must
+        # still complete byte-exact (retransmission does the rest).
+        _until(lambda: sum(f.stats().stats["snd_una"] for f in flows) > 200_000, 10,
+               "flows under way")
+        rx.stop()
+        time.sleep(0.2)
+        rx.start()
         for f in flows:
             f.wait(60)
             assert _rx_done(rx, f.flow_id).crc32 == pattern_crc32(f.seed, 2_000_000)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import mmap
 import os
 import pathlib
 import re
@@ -67,6 +66,7 @@ from scapy.layers.l2 import ARP, Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
 from hpccd import bpf, wire  # noqa: E402  (after the root check: it needs libbpf)
+from hpccd.int_switch import QueueSample  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OBJ = ROOT / "build" / "ebpf" / "int_switch.bpf.o"
@@ -118,16 +118,8 @@ SWITCH_ID, SPEED = 0xA5C, 14         # 12-bit id; code 14 = 1000 Mbit/s
 PMAX_ONE = 0xFFFFFFFF
 
 
-class Sample(NamedTuple):
-    ts_ns: int
-    tx_bytes: int
-    tx_packets: int
-    backlog_bytes: int
-    qlen: int
-    drops: int
-    ifindex: int
-    port: int
-    flags: int
+# struct hpccd_sw_sample as the lab reads it (hpccd.int_switch: one definition)
+Sample = QueueSample
 
 
 def port_cfg(port: int = 1, flags: int = F["INT"], kmin: int = 0, kmax: int = 0,

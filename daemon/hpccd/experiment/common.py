@@ -5,8 +5,10 @@ from __future__ import annotations
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
 from .native import ENGINE_ALGOS, NativeFlow, NativeSink
+from .report import progress
 
-__all__ = ["Skip", "open_flow", "open_sink", "base_rtt", "dumbbell"]
+__all__ = ["Skip", "open_flow", "open_sink", "base_rtt", "dumbbell", "star", "run_each",
+           "verdict_lines"]
 
 
 class Skip(Exception):
@@ -51,6 +53,58 @@ def base_rtt(lab, src: str, dst: str, n: int = 20) -> float:
     return min(lab.probe(src, dst)[0] for _ in range(n))
 
 
+def _marking(k_bytes: int | None) -> list[str]:
+    if k_bytes is None:
+        return []
+    return [f"ecn = {{ kmin_bytes = {k_bytes}, kmax_bytes = {k_bytes}, pmax = 1.0, "
+            f"fast_start_k_bytes = {k_bytes} }}"]
+
+
+def star(name: str, subnet: str, switch_id: int, hosts: list[str], rate_mbps: int,
+         buffer_bytes: int, k_bytes: int | None = None) -> str:
+    """`hosts` on one switch s1, every link at `rate_mbps`: the port toward
+    the receiver is the only bottleneck; DCTCP threshold marking at K on s1
+    if `k_bytes` is given."""
+    lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
+             "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
+             "[[switches]]", 'name = "s1"', f"id = {switch_id:#05x}", *_marking(k_bytes), ""]
+    for h in hosts:
+        lines += ["[[hosts]]", f'name = "{h}"']
+    for h in hosts:
+        lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
+    return "\n".join(lines) + "\n"
+
+
+def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: list[str],
+             run_one, what: str, done) -> tuple[list[dict], dict[str, str]]:
+    """Run `run_one(algo)` for every algorithm in turn, inside its kernel
+    session (kernel_cc.KernelCc), with progress lines; an algorithm that
+    cannot run here is skipped with its reason.  Returns (rows, skipped)."""
+    import time
+
+    rows: list[dict] = []
+    skipped: dict[str, str] = {}
+    for a in algos:
+        try:
+            progress(exp, f"{a.name}: {what}")
+            with kcc.session(a, senders, receivers):
+                r = run_one(a)
+        except Skip as e:
+            skipped[a.name] = str(e)
+            progress(exp, f"{a.name}: skipped: {e}")
+            continue
+        rows.append(r)
+        progress(exp, f"{a.name}: {done(r)}")
+        time.sleep(0.3)                      # let the queue empty between algorithms
+    return rows, skipped
+
+
+def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo") -> str:
+    """The summary's tail: each row's bottleneck verdict, then the skipped."""
+    text = "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
+    return text + "".join(f"\n{name}: skipped: {why}" for name, why in skipped.items())
+
+
 def dumbbell(name: str, subnet: str, senders: list[str], receivers: list[str], rate_mbps: int,
              buffer_bytes: int, k_bytes: int, edge_mbps: int | None = None) -> str:
     """A dumbbell topology: `senders` on switch s1, `receivers` on s2, the
@@ -61,9 +115,7 @@ def dumbbell(name: str, subnet: str, senders: list[str], receivers: list[str], r
     edge = edge_mbps or rate_mbps
     lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
              "[defaults]", f"rate_mbps = {edge}", f"buffer_bytes = {buffer_bytes}", "",
-             "[[switches]]", 'name = "s1"', "id = 0x0D1",
-             f"ecn = {{ kmin_bytes = {k_bytes}, kmax_bytes = {k_bytes}, pmax = 1.0, "
-             f"fast_start_k_bytes = {k_bytes} }}", "",
+             "[[switches]]", 'name = "s1"', "id = 0x0D1", *_marking(k_bytes), "",
              "[[switches]]", 'name = "s2"', "id = 0x0D2", ""]
     for h in senders + receivers:
         lines += ["[[hosts]]", f'name = "{h}"']

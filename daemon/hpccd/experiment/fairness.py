@@ -22,7 +22,7 @@ from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
 from .native import Engines
-from .common import Skip, base_rtt, dumbbell, open_flow, open_sink
+from .common import base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines
 from .report import Results, progress, pyplot, table
 
 NAME = "fairness"
@@ -153,8 +153,7 @@ def report(res: Results, rows, skipped, p) -> str:
             + (f" (Jain {ph['jain']:.3f})" if ph["flows"] > 1 else "")
             for ph in r["phases"])
         text += f"\n{r['algo']}: {r['verdict']}"
-    for name, why in skipped.items():
-        text += f"\n{name}: skipped: {why}"
+    text += verdict_lines([], skipped)
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
@@ -168,19 +167,10 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "f1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
-        for a in algos:
-            try:
-                progress(NAME, f"{a.name}: {p['flows']} flows joining and leaving every "
-                               f"{p['step']:g} s")
-                n = p["flows"]
-                with kcc.session(a, [f"f{i}" for i in range(1, n + 1)],
-                                 [f"r{i}" for i in range(1, n + 1)]):
-                    r = run_one(lab, a, p)
-            except Skip as e:
-                skipped[a.name] = str(e)
-                progress(NAME, f"{a.name}: skipped: {e}")
-                continue
-            rows.append(r)
-            progress(NAME, f"{a.name}: Jain min {r['jain_min']:.3f}")
-            time.sleep(0.3)
+        n = p["flows"]
+        rows, skipped = run_each(
+            NAME, algos, kcc, [f"f{i}" for i in range(1, n + 1)],
+            [f"r{i}" for i in range(1, n + 1)], lambda a: run_one(lab, a, p),
+            f"{n} flows joining and leaving every {p['step']:g} s",
+            lambda r: f"Jain min {r['jain_min']:.3f}")
     return report(res, rows, skipped, p), res.dir

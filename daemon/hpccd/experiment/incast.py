@@ -30,7 +30,7 @@ from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
 from .native import Engines
-from .common import base_rtt, open_flow, open_sink, Skip
+from .common import base_rtt, open_flow, open_sink, run_each, star, verdict_lines
 from .report import Results, progress, pyplot, table
 
 NAME = "incast"
@@ -42,16 +42,7 @@ DEFAULTS = {"senders": 7, "size": 500_000, "rate_mbps": 1000, "buffer_bytes": 1_
 def topology(senders: int, rate_mbps: int, buffer_bytes: int, k_bytes: int) -> str:
     """The embedded incast topology (docs/experiments.md)."""
     hosts = ["l1"] + [f"h{i}" for i in range(1, senders + 1)] + ["r1"]
-    lines = ["[lab]", 'name = "xincast"', 'subnet = "10.120.0.0/16"', "",
-             "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
-             "[[switches]]", 'name = "s1"', "id = 0x0E1",
-             f"ecn = {{ kmin_bytes = {k_bytes}, kmax_bytes = {k_bytes}, pmax = 1.0, "
-             f"fast_start_k_bytes = {k_bytes} }}", ""]
-    for h in hosts:
-        lines += ["[[hosts]]", f'name = "{h}"']
-    for h in hosts:
-        lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
-    return "\n".join(lines) + "\n"
+    return star("xincast", "10.120.0.0/16", 0x0E1, hosts, rate_mbps, buffer_bytes, k_bytes)
 
 
 def _drain_time(grid: list[tuple[int, int]], t0: int, pre_level: float) -> float:
@@ -183,10 +174,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         r0 = rows[0]
         text += (f"\nbase RTT {r0['base_rtt_s'] * 1e6:.0f} us (idle UDP round trip), "
                  f"BDP {r0['bdp_bytes'] / 1e3:.1f} KB at {r0['link_bps'] / 1e9:g} Gbit/s")
-    for r in rows:
-        text += f"\n{r['algo']}: {r['verdict']}"
-    for name, why in skipped.items():
-        text += f"\n{name}: skipped: {why}"
+    text += verdict_lines(rows, skipped)
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
@@ -199,23 +187,12 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     topo = Topology.loads(topology(p["senders"], p["rate_mbps"], p["buffer_bytes"],
                                    p["k_bytes"]), "<incast experiment>")
     res = Results(out, NAME)
-    rows, skipped = [], {}
     with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up ({len(topo.hosts)} hosts); base RTT {rtt * 1e6:.0f} us")
-        for a in algos:
-            try:
-                progress(NAME, f"{a.name}: long flow for {p['warmup']} s, then "
-                               f"{p['senders']} x {p['size']} B")
-                with kcc.session(a, ["l1"] + [f"h{i}" for i in range(1, p["senders"] + 1)],
-                                 ["r1"]):
-                    r = run_one(lab, a, p, rtt)
-            except Skip as e:
-                skipped[a.name] = str(e)
-                progress(NAME, f"{a.name}: skipped: {e}")
-                continue
-            rows.append(r)
-            progress(NAME, f"{a.name}: q p99 {r['q_p99'] / 1e3:.0f} KB, drained in "
-                           f"{r['drain_rtts']:.1f} RTTs")
-            time.sleep(0.3)                         # let the queue empty between algorithms
+        rows, skipped = run_each(
+            NAME, algos, kcc, ["l1"] + [f"h{i}" for i in range(1, p["senders"] + 1)], ["r1"],
+            lambda a: run_one(lab, a, p, rtt),
+            f"long flow for {p['warmup']} s, then {p['senders']} x {p['size']} B",
+            lambda r: f"q p99 {r['q_p99'] / 1e3:.0f} KB, drained in {r['drain_rtts']:.1f} RTTs")
     return report(res, rows, skipped, p), res.dir

@@ -26,7 +26,7 @@ from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
 from .native import Engines
-from .common import Skip, base_rtt, dumbbell, open_flow, open_sink
+from .common import base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines
 from .report import Results, progress, pyplot, table
 
 NAME = "long-short"
@@ -156,10 +156,7 @@ def report(res: Results, rows, skipped, p) -> str:
     if rows:
         text += f"\nbase RTT {rows[0]['base_rtt_s'] * 1e6:.0f} us; recovery: long flow >= 90% " \
                 f"of line rate averaged over the next {HOLD_NS // 1_000_000} ms"
-    for r in rows:
-        text += f"\n{r['algo']}: {r['verdict']}"
-    for name, why in skipped.items():
-        text += f"\n{name}: skipped: {why}"
+    text += verdict_lines(rows, skipped)
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
@@ -173,16 +170,8 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
-        for a in algos:
-            try:
-                progress(NAME, f"{a.name}: long flow, then a {p['size']} B short flow")
-                with kcc.session(a, ["l1", "x1"], ["r1", "r2"]):
-                    r = run_one(lab, a, p, rtt)
-            except Skip as e:
-                skipped[a.name] = str(e)
-                progress(NAME, f"{a.name}: skipped: {e}")
-                continue
-            rows.append(r)
-            progress(NAME, f"{a.name}: long flow recovered in {r['recovery_s'] * 1e3:.2f} ms")
-            time.sleep(0.3)
+        rows, skipped = run_each(
+            NAME, algos, kcc, ["l1", "x1"], ["r1", "r2"], lambda a: run_one(lab, a, p, rtt),
+            f"long flow, then a {p['size']} B short flow",
+            lambda r: f"long flow recovered in {r['recovery_s'] * 1e3:.2f} ms")
     return report(res, rows, skipped, p), res.dir

@@ -30,7 +30,7 @@ from typing import Any
 from . import measure
 from .algos import Algo
 from . import native
-from .common import Skip
+from .common import Skip, run_each, star, verdict_lines
 from .kernel_cc import KernelCc
 from .kernel_tcp import AlgoUnavailable, check_available
 from .report import Results, progress, pyplot, table
@@ -43,17 +43,8 @@ DEFAULTS = {"rate_mbps": 1000, "buffer_bytes": 1_000_000, "k_bytes": 30_000, "si
 
 
 def topology(rate_mbps: int, buffer_bytes: int, k_bytes: int) -> str:
-    hosts = ["e1", "e2", "m1", "r1"]
-    lines = ["[lab]", 'name = "xmice"', 'subnet = "10.121.0.0/16"', "",
-             "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
-             "[[switches]]", 'name = "s1"', "id = 0x0E2",
-             f"ecn = {{ kmin_bytes = {k_bytes}, kmax_bytes = {k_bytes}, pmax = 1.0, "
-             f"fast_start_k_bytes = {k_bytes} }}", ""]
-    for h in hosts:
-        lines += ["[[hosts]]", f'name = "{h}"']
-    for h in hosts:
-        lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
-    return "\n".join(lines) + "\n"
+    return star("xmice", "10.121.0.0/16", 0x0E2, ["e1", "e2", "m1", "r1"], rate_mbps,
+                buffer_bytes, k_bytes)
 
 
 def _servers(lab, cc: str | None, port: int, p: dict[str, Any], elephants: bool):
@@ -248,10 +239,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     res.figure("mice.png", fig)
     text = table(rows, COLUMNS)
     text += f"\nidle mouse RTT p50 {measure.percentile(idle, 50):.0f} us ({len(idle)} mice alone)"
-    for r in rows:
-        text += f"\n{r['algo']}: {r['verdict']}"
-    for name, why in skipped.items():
-        text += f"\n{name}: skipped: {why}"
+    text += verdict_lines(rows, skipped)
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped,
                        "idle_p50_us": measure.percentile(idle, 50)})
     return text
@@ -271,19 +259,10 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
         idle = _rr(lab, None, p["idle_count"], p)
         _stop(idle_srv)
         progress(NAME, f"lab up; idle mouse RTT p50 {measure.percentile(idle, 50):.0f} us")
-        for a in algos:
-            try:
-                progress(NAME, f"{a.name}: two elephants, then {p['duration']:g} s of mice")
-                with kcc.session(a, ["e1", "e2", "m1"], ["r1"]):
-                    r = run_one(lab, a, p, idle)
-            except Skip as e:
-                skipped[a.name] = str(e)
-                progress(NAME, f"{a.name}: skipped: {e}")
-                continue
-            rows.append(r)
-            progress(NAME, f"{a.name}: mice p99 {r['rtt_p99_us']:.0f} us "
-                           f"({r['p99_over_idle']:.1f}x idle)")
-            time.sleep(0.5)
+        rows, skipped = run_each(
+            NAME, algos, kcc, ["e1", "e2", "m1"], ["r1"], lambda a: run_one(lab, a, p, idle),
+            f"two elephants, then {p['duration']:g} s of mice",
+            lambda r: f"mice p99 {r['rtt_p99_us']:.0f} us ({r['p99_over_idle']:.1f}x idle)")
     if math.isnan(measure.percentile(idle, 50)):
         raise RuntimeError("no idle mice")
     return report(res, rows, skipped, p, idle), res.dir

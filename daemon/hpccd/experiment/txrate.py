@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from . import measure
-from .common import base_rtt
+from .common import base_rtt, star
 from .native import Engines, NativeFlow, NativeSink
 from .report import Results, progress, pyplot, table
 
@@ -34,16 +34,8 @@ DEFAULTS = {"rate_mbps": 1000, "buffer_bytes": 1_000_000, "duration": 2.0, "sett
 
 
 def topology(p: dict[str, Any]) -> str:
-    hosts = ["h1", "h2", "r1"]
-    lines = ["[lab]", 'name = "xtxrx"', 'subnet = "10.124.0.0/16"', "",
-             "[defaults]", f"rate_mbps = {p['rate_mbps']}",
-             f"buffer_bytes = {p['buffer_bytes']}", "",
-             "[[switches]]", 'name = "s1"', "id = 0x0E4", ""]
-    for h in hosts:
-        lines += ["[[hosts]]", f'name = "{h}"']
-    for h in hosts:
-        lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
-    return "\n".join(lines) + "\n"
+    return star("xtxrx", "10.124.0.0/16", 0x0E4, ["h1", "h2", "r1"], p["rate_mbps"],
+                p["buffer_bytes"])
 
 
 def _swings(values: list[float]) -> int:

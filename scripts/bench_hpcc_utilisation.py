@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--bytes", type=int, default=150_000_000)
+    ap.add_argument("--ack-every", type=int, default=None,
+                    help="m of the receiver's ACK machine (default: the test's)")
     a = ap.parse_args(argv)
     import test_transport as tt                      # its measurement, one definition
     from conftest import lab_ctx
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             lab.probe(h, "r1")
 
         def engines(host: str, **kw):
-            kw.setdefault("ack_every", tt.ACK_EVERY)
+            kw.setdefault("ack_every", a.ack_every or tt.ACK_EVERY)
             kw.setdefault("rx_hpcc", {"T_ns": tt.T_NS, "line_rate_bps": tt.LINE})
             return Transport("eth0", netns=lab.netns(host), **kw)
 
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     u = [m["util"] for m in runs]
     print(f"utilisation over {len(u)} runs: best {max(u):.4f}, median {statistics.median(u):.4f}, "
           f"worst {min(u):.4f} (target >= 0.93); T = {tt.T_NS // 1000} us, ACK every "
-          f"{tt.ACK_EVERY}")
+          f"{a.ack_every or tt.ACK_EVERY}")
     return 0
 
 

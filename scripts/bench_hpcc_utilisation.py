@@ -35,21 +35,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="m of the receiver's ACK machine (default: the test's)")
     a = ap.parse_args(argv)
     import test_transport as tt                      # its measurement, one definition
-    from conftest import lab_ctx
-    from hpccd.transport import Transport
+    from conftest import lab_ctx, transport_engines
 
     runs = []
     with lab_ctx("dumbbell") as lab:
         for h in ("h1", "h2", "h3"):
             lab.probe(h, "r1")
 
-        def engines(host: str, **kw):
-            kw.setdefault("ack_every", a.ack_every or tt.ACK_EVERY)
-            kw.setdefault("rx_hpcc", {"T_ns": tt.T_NS, "line_rate_bps": tt.LINE})
-            return Transport("eth0", netns=lab.netns(host), **kw)
-
         for i in range(a.reps):
-            m = tt._run_hpcc_one_flow(lab, engines, a.bytes)
+            with transport_engines(lab, ack_every=a.ack_every or tt.ACK_EVERY,
+                                   rx_hpcc={"T_ns": tt.T_NS, "line_rate_bps": tt.LINE}) as engines:
+                m = tt._run_hpcc_one_flow(lab, engines, a.bytes)
             runs.append(m)
             print(f"rep {i + 1}: utilisation {m['util']:.4f}, goodput {m['goodput_bps'] / 1e6:.1f} "
                   f"Mbit/s, header overhead {m['overhead']:.2%}, queue p50/p90/p99/max "

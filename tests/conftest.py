@@ -287,6 +287,30 @@ def lab_ctx(topology, **kw):
             raise RuntimeError(f"lab {lab.name} teardown: " + "; ".join(problems))
 
 
+@contextlib.contextmanager
+def transport_engines(lab, **defaults):
+    """A factory ``make(host, **kw)`` of hpccd.transport engines on eth0 of
+    `lab`'s hosts, `defaults` filling what `kw` leaves out; every engine made
+    is closed on exit (XDP detached, socket closed), whatever happened --
+    before the lab goes: an open AF_XDP socket would keep its namespace."""
+    from hpccd.transport import Transport
+
+    made = []
+
+    def make(host: str, **kw):
+        for k, v in defaults.items():
+            kw.setdefault(k, v)
+        tp = Transport("eth0", netns=lab.netns(host), **kw)
+        made.append(tp)
+        return tp
+
+    try:
+        yield make
+    finally:
+        for tp in made:
+            tp.close()
+
+
 @pytest.fixture
 def lab():
     """A factory: ``lab(topology, **Lab_kwargs)`` builds a lab (see

@@ -51,7 +51,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 
@@ -65,7 +64,7 @@ if os.geteuid() != 0:
 from hpccd import bpf  # noqa: E402
 from hpccd.transport import Transport, TransportError, pattern_crc32  # noqa: E402
 
-from conftest import lab_ctx  # noqa: E402
+from conftest import lab_ctx, transport_engines  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
@@ -95,18 +94,8 @@ def dumbbell():
 
 @pytest.fixture
 def engines(dumbbell):
-    made: list[Transport] = []
-
-    def make(host: str, **kw) -> Transport:
-        kw.setdefault("ack_every", ACK_EVERY)
-        kw.setdefault("rx_hpcc", {"T_ns": T_NS, "line_rate_bps": LINE})
-        tp = Transport("eth0", netns=dumbbell.netns(host), **kw)
-        made.append(tp)
-        return tp
-
-    yield make
-    for tp in made:
-        tp.close()
+    with transport_engines(dumbbell, ack_every=ACK_EVERY, rx_hpcc={"T_ns": T_NS, "line_rate_bps": LINE}) as make:
+        yield make
 
 
 def _sum_slot(obj, slot: int) -> int:

@@ -45,10 +45,9 @@ pytestmark = pytest.mark.integration
 if os.geteuid() != 0:
     pytest.skip("AF_XDP, XDP and namespaces need root", allow_module_level=True)
 
-from hpccd import bpf  # noqa: E402
 from hpccd.transport import Transport, TransportError, lib, pattern_crc32  # noqa: E402
 
-from conftest import lab_ctx  # noqa: E402
+from conftest import lab_ctx, transport_engines  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
@@ -71,18 +70,8 @@ def lab():
 
 @pytest.fixture
 def engines(lab):
-    made: list[Transport] = []
-
-    def make(host: str, **kw) -> Transport:
-        kw.setdefault("ack_every", 4)
-        kw.setdefault("rx_hpcc", {"T_ns": T_NS, "line_rate_bps": LINE})
-        tp = Transport("eth0", netns=lab.netns(host), **kw)
-        made.append(tp)
-        return tp
-
-    yield make
-    for tp in made:
-        tp.close()
+    with transport_engines(lab, ack_every=4, rx_hpcc={"T_ns": T_NS, "line_rate_bps": LINE}) as make:
+        yield make
 
 
 def _until(pred, timeout: float, what: str, poll: float = 0.01):
@@ -174,7 +163,7 @@ def _xdp_slot(tp: Transport, name: str) -> int:
 # ---- NOTIFY: forged, replayed, truncated ----------------------------------------------------
 
 def test_notify_forged_replayed_truncated_dropped_counted_never_applied(lab, engines):
-    rx = engines("r1", tag_key=K1)
+    engines("r1", tag_key=K1)                     # the receiver, its NOTIFYs tagged with K1
     tx = engines("h1", tag_key=K1)
     r1, h1 = lab.address("r1"), lab.address("h1")
     flow = tx.open_flow(r1, 400_000_000, algo="rx-hpcc", line_rate_bps=LINE,

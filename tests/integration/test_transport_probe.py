@@ -46,7 +46,7 @@ from hpccd import bpf  # noqa: E402
 from hpccd import bpf_counters  # noqa: E402
 from hpccd.transport import Transport, TransportError, pattern_crc32  # noqa: E402
 
-from conftest import lab_ctx  # noqa: E402
+from conftest import lab_ctx, transport_engines  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
@@ -70,19 +70,9 @@ def dumbbell():
 
 @pytest.fixture
 def engines(dumbbell):
-    made: list[Transport] = []
-
-    def make(host: str, **kw) -> Transport:
-        kw.setdefault("ack_every", ACK_EVERY)
-        kw.setdefault("tag_key", KEY)
-        kw.setdefault("rx_hpcc", {"T_ns": T_NS, "line_rate_bps": LINE})
-        tp = Transport("eth0", netns=dumbbell.netns(host), **kw)
-        made.append(tp)
-        return tp
-
-    yield make
-    for tp in made:
-        tp.close()
+    with transport_engines(dumbbell, ack_every=ACK_EVERY, tag_key=KEY,
+                           rx_hpcc={"T_ns": T_NS, "line_rate_bps": LINE}) as make:
+        yield make
 
 
 def _pct(v: list[int], p: float) -> int:

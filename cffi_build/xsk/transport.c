@@ -70,6 +70,7 @@
 #define HEADROOM 2              /* NET_IP_ALIGN, as in xsk_rx.c */
 #define POLL_BACKSTOP_NS 200000000ull
 #define STARVED_SLEEP_NS 20000ull   /* no TX frame: completions come without a wakeup */
+#define WAKE_EARLY_MAX_NS 50000ull  /* bound of the timer latency the thread makes up for */
 #define RING_MAX 4096
 #define ETH_HLEN_ 14
 #define IP_HLEN 20
@@ -96,6 +97,7 @@ struct tp_flow {
 	 * whether it is outstanding, when it is lost */
 	uint64_t probe_seq, probe_deadline;
 	int probe_out;
+	uint64_t wnd_block_ns;           /* since when the window holds it back; 0: not */
 	double W, rate_bps;              /* HPCC W in wire bytes; pacing rate (wire bits/s) */
 	double wire_per_payload;
 	union {
@@ -164,6 +166,11 @@ struct hpccd_tp {
 	struct tp_rx *rxt;               /* [HPCCD_TP_RX_FLOWS] */
 	uint32_t rx_live;                /* receiver flows not done (Rx-HPCC's N) */
 	uint64_t delack_min;
+	/* how late ppoll()'s timer wakes the thread (a moving mean, at most
+	 * WAKE_EARLY_MAX_NS): the thread asks to wake that much before a send
+	 * time and may send that much early, so that packets leave at their
+	 * send times on average instead of always one timer latency late */
+	uint64_t wake_late_ns;
 };
 
 /* ---- errors --------------------------------------------------------------- */
@@ -746,8 +753,10 @@ static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 	{
 		uint64_t base = fl->next_send_ns;
 
-		if (base + fl->c.burst_ns < now)
+		if (base + fl->c.burst_ns < now) {
+			fl->st.pace_lost_ns += now - fl->c.burst_ns - base;
 			base = now - fl->c.burst_ns;
+		}
 		fl->next_send_ns = base + (uint64_t)((double)len * 8e9 / fl->rate_bps);
 	}
 	return 0;
@@ -802,10 +811,32 @@ static void schedule_probes(struct hpccd_tp *t, uint64_t now)
 	}
 }
 
+/* The window, not the pacing, holds a running flow back from `now`: its
+ * send time has come but its bytes in flight reached W. */
+static void flow_note_window(struct tp_flow *fl, uint64_t now)
+{
+	if (!fl->wnd_block_ns && fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->c.bytes)
+		fl->wnd_block_ns = now > fl->next_send_ns ? fl->next_send_ns : now;
+}
+
+/* The window opened again: the blocked time is the window's.  The pacing
+ * restarts from now: credit banked while the window was closed would go
+ * out as a burst at line rate, which is the queue the pacing is there to
+ * avoid (seed 004 section 4.2: the window bounds in-flight bytes, the
+ * rate spaces them). */
+static void flow_window_opened(struct tp_flow *fl, uint64_t now)
+{
+	fl->st.wnd_limited_ns += now - fl->wnd_block_ns;
+	fl->wnd_block_ns = 0;
+	if (fl->next_send_ns < now)
+		fl->next_send_ns = now;
+}
+
 /* Round robin over the active flows, one packet per flow per pass. */
 static uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 {
 	uint32_t sent = 0, pass_sent, i, n;
+	uint64_t due = now + t->wake_late_ns;   /* the first pass may be early */
 
 	*more = 0;
 	do {
@@ -814,8 +845,14 @@ static uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 		for (i = 0; i < n && sent < TX_PER_LOOP; i++) {
 			struct tp_flow *fl = &t->flows[t->active[(t->rr + i) % n]];
 
-			if (!flow_wants_to_send(fl) || fl->next_send_ns > now)
+			if (fl->next_send_ns > due)
 				continue;
+			if (!flow_wants_to_send(fl)) {
+				flow_note_window(fl, now);
+				continue;
+			}
+			if (fl->wnd_block_ns)
+				flow_window_opened(fl, now);
 			if (send_data(t, fl, now) < 0)
 				return sent;
 			sent++;
@@ -823,6 +860,7 @@ static uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 		}
 		if (n)
 			t->rr = (t->rr + 1) % n;
+		due = now;                          /* later passes: only what is due */
 	} while (pass_sent && sent < TX_PER_LOOP);
 	*more = sent >= TX_PER_LOOP;
 	return sent;
@@ -1561,9 +1599,11 @@ static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
 
 /* ---- the thread ----------------------------------------------------------------- */
 
-static uint64_t next_deadline(struct hpccd_tp *t)
+/* The earliest deadline of the engine, and when the thread should wake
+ * for it: send times t->wake_late_ns early (see struct hpccd_tp). */
+static uint64_t next_wake(struct hpccd_tp *t)
 {
-	uint64_t d = t->delack_min;
+	uint64_t d = t->delack_min, send = NO_DEADLINE;
 	uint32_t i;
 
 	for (i = 0; i < t->n_active; i++) {
@@ -1573,10 +1613,31 @@ static uint64_t next_deadline(struct hpccd_tp *t)
 			d = fl->rto_deadline;
 		if (fl->probe_out && fl->probe_deadline < d)
 			d = fl->probe_deadline;
-		if (flow_wants_to_send(fl) && fl->next_send_ns < d)
-			d = fl->next_send_ns;
+		if (flow_wants_to_send(fl) && fl->next_send_ns < send)
+			send = fl->next_send_ns;
+	}
+	if (send != NO_DEADLINE) {
+		send = send > t->wake_late_ns ? send - t->wake_late_ns : 0;
+		if (send < d)
+			d = send;
 	}
 	return d;
+}
+
+/* A timed wait that asked to wake at `want` woke at `now`: fold its
+ * lateness into the moving mean (gain 1/8; a wake later than 1 ms is a
+ * preemption, not the timer's latency, and is left out). */
+static void note_wake(struct hpccd_tp *t, uint64_t want, uint64_t now)
+{
+	int64_t late = (int64_t)(now - want), est = (int64_t)t->wake_late_ns;
+
+	if (late < 0 || late > 1000000)
+		return;
+	est += (late - est) / 8;
+	if (est > (int64_t)WAKE_EARLY_MAX_NS)
+		est = WAKE_EARLY_MAX_NS;
+	/* written by the thread only; hpccd_tp__stats() reads it */
+	__atomic_store_n(&t->wake_late_ns, est < 0 ? 0 : (uint64_t)est, __ATOMIC_RELAXED);
 }
 
 static void *tp__main(void *arg)
@@ -1608,7 +1669,7 @@ static void *tp__main(void *arg)
 		schedule(t, now, &more);
 		schedule_probes(t, now);
 		tx_flush(t);
-		dl = next_deadline(t);
+		dl = next_wake(t);
 		pthread_mutex_unlock(&t->lock);
 
 		now = now_ns();
@@ -1624,7 +1685,8 @@ static void *tp__main(void *arg)
 
 			ts.tv_sec = 0;
 			ts.tv_nsec = (long)d;
-			ppoll(&pfd[1], 1, &ts, NULL);
+			if (ppoll(&pfd[1], 1, &ts, NULL) == 0)
+				note_wake(t, now + d, now_ns());
 			continue;
 		}
 		if (got)
@@ -1638,6 +1700,8 @@ static void *tp__main(void *arg)
 		ts.tv_sec = (time_t)((dl - now) / 1000000000ull);
 		ts.tv_nsec = (long)((dl - now) % 1000000000ull);
 		rc = ppoll(pfd, 2, &ts, NULL);
+		if (rc == 0)
+			note_wake(t, dl, now_ns());
 		pthread_mutex_lock(&t->lock);
 		t->st.polls++;
 		t->st.poll_timeouts += rc == 0;
@@ -2153,6 +2217,7 @@ int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out)
 	*out = t->st;
 	out->tx_free = t->n_tx_free;
 	out->rx_live = t->rx_live;
+	out->timer_late_ns = __atomic_load_n(&t->wake_late_ns, __ATOMIC_RELAXED);
 	{
 		uint32_t i;
 

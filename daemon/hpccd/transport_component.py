@@ -241,7 +241,10 @@ class TransportComponent(Component):
             extra={"state": r.state, "engine_flow_id": r.flow_id, "packets": st["pkts"],
                    "go_backs": st["go_backs"], "rtos": st["rtos"],
                    "cc_updates": st["cc_updates"], "probes_late": st["probes_late"],
-                   "min_rtt_s": st["min_rtt_ns"] / 1e9})
+                   "min_rtt_s": st["min_rtt_ns"] / 1e9,
+                   # where sending time went: held by W; lost to a late engine
+                   "window_limited_s": st["wnd_limited_ns"] / 1e9,
+                   "pacing_lost_s": st["pace_lost_ns"] / 1e9})
         if r.algo in ("hpcc", "rx-hpcc"):
             d["U"] = st["U"]
         elif r.algo == "dctcp":

@@ -177,6 +177,11 @@ struct hpccd_tp_flow_stats {
 	 * sent = answered + lost + (1 if one is outstanding). */
 	uint64_t probes_sent, probes_answered, probes_lost, probes_late, probe_bad_tags;
 	uint64_t probe_srtt_ns, probe_min_rtt_ns, probe_rtt_sum_ns; /* of answered probes */
+	/* where the sending time went (as TCP_INFO's busy/rwnd_limited): time
+	 * the pacing allowed a packet but the window W did not; pacing time
+	 * lost because the engine came later than burst_ns after a packet's
+	 * send time (the CPU, not the algorithm, held the flow back) */
+	uint64_t wnd_limited_ns, pace_lost_ns;
 	double window_bytes;            /* W (wire bytes; DCTCP/LDCP: cwnd converted) */
 	double rate_bps;                /* pacing rate now */
 	double U;                       /* HPCC: U; DCTCP: alpha; LDCP: cw in packets */
@@ -215,6 +220,9 @@ struct hpccd_tp_stats {
 	uint64_t kicks, kick_again;     /* sendto() kicks; of which EAGAIN */
 	uint64_t polls, poll_timeouts, wakeups;
 	uint64_t loops;
+	uint64_t timer_late_ns;         /* how late ppoll()'s timer wakes the thread
+					 * (moving mean): it wakes that much early
+					 * for a send time */
 	uint64_t k_rx_dropped, k_rx_invalid_descs, k_tx_invalid_descs;
 	uint64_t k_rx_ring_full, k_rx_fill_ring_empty, k_tx_ring_empty;
 	uint32_t running;

@@ -120,7 +120,7 @@ struct {
 
 #ifdef HPCCD_MAPS_SWITCH
 #ifndef HPCCD_SW_QSAMP_BYTES
-#define HPCCD_SW_QSAMP_BYTES (1 << 20)  /* queue-sample ring: 18k records, ~2 s of one busy port */
+#define HPCCD_SW_QSAMP_BYTES (1 << 22)  /* queue-sample ring: 74k records, ~7 s of one busy port */
 #endif
 
 #ifndef HPCCD_MAPS_XDP

@@ -2,8 +2,9 @@
 the INT switch's queue sampler), the CPU, and the statistics over them.
 
 QueueRecorder reads QueueSample records of one switch port in a thread
-(the sampler's ring holds about 2 s of one busy port; it is read every
-20 ms).  CpuMeter reads /proc/stat at start and stop.  The figures an
+(the sampler's ring holds about 7 s of one busy port, 1 s of eight; it is
+read every 250 ms: each read is Python work on the cores the lab's hosts
+share, so it is done seldom).  CpuMeter reads /proc/stat at start and stop.  The figures an
 experiment reports come from these, and the check "the emulated queue was
 the bottleneck, not the CPU" (docs/experiments.md) too:
 :func:`bottleneck_verdict`.
@@ -130,7 +131,7 @@ class QueueRecorder:
     """Queue samples of `port` of `switch` of a lab's INT switch, recorded
     from start() to stop() (QueueSample tuples, in order)."""
 
-    def __init__(self, lab, switch: str, port: int | None, period_s: float = 0.02):
+    def __init__(self, lab, switch: str, port: int | None, period_s: float = 0.25):
         """`port` None: every port of `switch` (filter by QueueSample.port)."""
         self.sampler = lab.int_switch.sampler(switch)
         self.port = port

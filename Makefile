@@ -20,10 +20,6 @@ LOADER_SRCS := cffi_build/bpf_shim.c cffi_build/bpf_shim.h
 # ... and the kernel/user ABI of the programs it loads, which it exports to Python.
 LOADER_HDRS := ebpf/hpccd_kern_user.h $(CC_HDRS)
 LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
-# The AF_XDP socket (cffi_build/xsk/) with the shared wire parser it runs on
-# every frame (cffi_build/cc/wire.c, int_decode.c), linked with -lxdp -lbpf.
-XSK_SRCS := $(wildcard cffi_build/xsk/*.c) cffi_build/cc/wire.c cffi_build/cc/int_decode.c
-XSK_MODULE := daemon/hpccd/_xsk$(EXT_SUFFIX)
 # The native transport (cffi_build/xsk/transport.c) with the parser and the
 # congestion-control core it drives, linked with -lxdp -lbpf -lz.
 TRANSPORT_SRCS := cffi_build/xsk/transport.c $(CC_SRCS)
@@ -31,16 +27,13 @@ TRANSPORT_MODULE := daemon/hpccd/_transport$(EXT_SUFFIX)
 
 all: cffi bpf
 
-cffi: $(CC_MODULE) $(LOADER_MODULE) $(XSK_MODULE) $(TRANSPORT_MODULE)
+cffi: $(CC_MODULE) $(LOADER_MODULE) $(TRANSPORT_MODULE)
 
 $(CC_MODULE): cffi_build/build_cc.py cffi_build/cffi_common.py $(CC_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_cc.py
 
 $(LOADER_MODULE): cffi_build/build_bpf.py cffi_build/cffi_common.py $(LOADER_SRCS) $(LOADER_HDRS)
 	$(PYTHON) cffi_build/build_bpf.py
-
-$(XSK_MODULE): cffi_build/build_xsk.py cffi_build/cffi_common.py $(XSK_SRCS) $(CC_HDRS)
-	$(PYTHON) cffi_build/build_xsk.py
 
 $(TRANSPORT_MODULE): cffi_build/build_transport.py cffi_build/cffi_common.py $(TRANSPORT_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_transport.py
@@ -89,4 +82,4 @@ bench: all
 	bash scripts/bench_cc.sh
 
 clean:
-	rm -rf build daemon/hpccd/_cc*.so daemon/hpccd/_bpf*.so daemon/hpccd/_xsk*.so daemon/hpccd/_transport*.so
+	rm -rf build daemon/hpccd/_cc*.so daemon/hpccd/_bpf*.so daemon/hpccd/_transport*.so

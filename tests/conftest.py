@@ -290,9 +290,11 @@ def lab_ctx(topology, **kw):
 @contextlib.contextmanager
 def transport_engines(lab, **defaults):
     """A factory ``make(host, **kw)`` of hpccd.transport engines on eth0 of
-    `lab`'s hosts, `defaults` filling what `kw` leaves out; every engine made
-    is closed on exit (XDP detached, socket closed), whatever happened --
-    before the lab goes: an open AF_XDP socket would keep its namespace."""
+    `lab`'s hosts (or, when `lab` is a NetnsPair, on the veth end of side
+    `host`: "a" or "b"), `defaults` filling what `kw` leaves out; every
+    engine made is closed on exit (XDP detached, socket closed), whatever
+    happened -- before the lab goes: an open AF_XDP socket would keep its
+    namespace."""
     from hpccd.transport import Transport
 
     made = []
@@ -300,7 +302,11 @@ def transport_engines(lab, **defaults):
     def make(host: str, **kw):
         for k, v in defaults.items():
             kw.setdefault(k, v)
-        tp = Transport("eth0", netns=lab.netns(host), **kw)
+        if isinstance(lab, NetnsPair):
+            ns, ifname, _ = lab.side(host)
+        else:
+            ns, ifname = lab.netns(host), "eth0"
+        tp = Transport(ifname, netns=ns, **kw)
         made.append(tp)
         return tp
 

@@ -5,7 +5,7 @@
  *
  * One engine = one UMEM + one AF_XDP socket (fill, completion, RX, TX
  * rings) + one thread.  The UMEM is split: frames [0, rx_frames) circulate
- * between the free stack and the fill/RX rings (as in xsk_rx.c), frames
+ * between the free stack and the fill/RX rings, frames
  * [rx_frames, rx_frames + tx_frames) between the TX free stack and the
  * TX/completion rings.  Every frame is in exactly one of those places.
  *
@@ -67,7 +67,7 @@
 #define TX_PER_LOOP 128         /* data packets the scheduler sends per loop */
 #define ACK_RESERVE 64          /* TX frames data may not take: feedback needs them */
 #define KICK_MAX 64             /* sendto() calls per flush while the kernel says EAGAIN */
-#define HEADROOM 2              /* NET_IP_ALIGN, as in xsk_rx.c */
+#define HEADROOM 2              /* NET_IP_ALIGN: see the frame sizes in transport.h */
 #define POLL_BACKSTOP_NS 200000000ull
 #define STARVED_SLEEP_NS 20000ull   /* no TX frame: completions come without a wakeup */
 #define WAKE_EARLY_MAX_NS 50000ull  /* bound of the timer latency the thread makes up for */
@@ -1779,9 +1779,9 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 		hpccd_tp_config_default(&c);
 	if (strlen(ifname) >= IF_NAMESIZE)
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL, "interface name too long");
-	if (c.frame_size != 2048 && c.frame_size != 4096)
-		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
-				   "frame size %u: 2048 or 4096", c.frame_size);
+	if (c.frame_size != HPCCD_TP_FRAME_MIN && c.frame_size != HPCCD_TP_FRAME_MAX)
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL, "frame size %u: %d or %d",
+				   c.frame_size, HPCCD_TP_FRAME_MIN, HPCCD_TP_FRAME_MAX);
 	if (c.rx_frames < 64 || c.tx_frames < 2 * ACK_RESERVE || c.rx_frames > (1u << 20) ||
 	    c.tx_frames > (1u << 20))
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,

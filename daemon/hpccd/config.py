@@ -48,7 +48,8 @@ DEFAULT_METRICS_ADDRESS = "127.0.0.1:9477"
 UDP_PORT_DEFAULT = 18471            # HPCCD_UDP_PORT_DEFAULT (include/hpccd/wire.h)
 PROBE_DSCP_DEFAULT = 45             # HPCCD_PROBE_DSCP_DEFAULT
 XSKS_MAX = 64                       # HPCCD_XSKS_MAX: rx queues per interface (ebpf/hpccd_maps.bpf.h)
-FRAME_MIN = 2048                    # HPCCD_XSK_FRAME_MIN (include/hpccd/xsk.h)
+# UMEM frame sizes the engine takes: HPCCD_TP_FRAME_MIN, _MAX (include/hpccd/transport.h)
+FRAME_SIZES = (2048, 4096)
 TOP_FLOWS_MAX = 50
 DEFAULT_PEER = "default"
 
@@ -353,11 +354,10 @@ class _Validator(Validator):
             if not os.path.isabs(key_file):
                 self.fail(p + ("integrity_key_file",), f"{key_file!r} is not an absolute path")
             _read_key(key_file, lambda msg: self.fail(p + ("integrity_key_file",), msg))
-        frame = self.int_(t, p, "frame_bytes", 4096, lo=FRAME_MIN)
-        page = os.sysconf("SC_PAGE_SIZE")
-        if frame & (frame - 1) or frame > page:
-            self.fail(p + ("frame_bytes",), f"{frame}: a power of two from {FRAME_MIN} to the "
-                                            f"page size ({page})")
+        frame = self.int_(t, p, "frame_bytes", 4096)
+        if frame not in FRAME_SIZES:
+            self.fail(p + ("frame_bytes",), f"{frame}: the engine's UMEM frame size is "
+                                            f"{' or '.join(map(str, FRAME_SIZES))}")
         ack_every = self.int_(t, p, "ack_every", 1, lo=1, hi=64)
         rx_notify = self.bool_(t, p, "rx_notify", True)
 

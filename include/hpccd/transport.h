@@ -48,9 +48,15 @@ enum {
 	HPCCD_TP_ERR_MAX = 256,
 	HPCCD_TP_N_TYPES = 7,           /* enum hpccd_type 1..6, [0] unused */
 	HPCCD_TP_N_CLASSES = 11,        /* enum hpccd_wire_err 1..10, [0] unused */
+	/* UMEM frame sizes: HPCCD_TP_FRAME_MIN or HPCCD_TP_FRAME_MAX.  Aligned
+	 * chunk mode takes 2048 bytes up to a page; a frame is 2 bytes into
+	 * its chunk (NET_IP_ALIGN: headers from IPv4 on are 4-byte aligned,
+	 * so the parser reads them in place) and must hold an MTU-1500 frame. */
+	HPCCD_TP_FRAME_MIN = 2048,
+	HPCCD_TP_FRAME_MAX = 4096,
 };
 
-/* Engine flags (bind flags as in xsk.h). */
+/* Engine flags; the bind flags have XDP's values (checked below). */
 enum {
 	HPCCD_TP_F_COPY = 2,            /* XDP_COPY */
 	HPCCD_TP_F_ZEROCOPY = 4,        /* XDP_ZEROCOPY */
@@ -96,7 +102,7 @@ struct hpccd_tp_config {
 	uint32_t flags;                 /* HPCCD_TP_F_* */
 	uint32_t rx_frames;             /* UMEM frames for fill + RX; default 4096 */
 	uint32_t tx_frames;             /* UMEM frames for TX; default 4096 */
-	uint32_t frame_size;            /* 2048 or 4096; default 2048 */
+	uint32_t frame_size;            /* HPCCD_TP_FRAME_MIN or _MAX; default 2048 */
 	uint16_t udp_port;              /* default HPCCD_UDP_PORT_DEFAULT */
 	uint8_t probe_dscp;             /* default HPCCD_PROBE_DSCP_DEFAULT */
 	uint8_t pad0;

@@ -86,7 +86,7 @@ CASES = [
     ("dscp zero", BASE + "[transport]\nprobe_dscp = 0\n", "probe_dscp",
      "transport.probe_dscp", "out of range"),
     ("frame size", BASE + "[transport]\nframe_bytes = 3000\n", "frame_bytes",
-     "transport.frame_bytes", "power of two"),
+     "transport.frame_bytes", "frame size is 2048 or 4096"),
     ("probe mode", BASE + "[probes]\nmode = \"sometimes\"\n", "mode =", "probes.mode",
      "not one of"),
     ("probe timeout", BASE + "[probes]\ntimeout_us = 1\n", "timeout_us", "probes.timeout_us",
@@ -151,6 +151,20 @@ def test_each_error_names_file_line_and_key(desc, text, marker, key, msg):
         needle, nth = marker if isinstance(marker, tuple) else (marker, 0)
         assert e.line == _line_of(text, needle, nth), str(e)
         assert str(e).startswith(f"/etc/hpccd/hpccd.toml:{e.line}: {key}: ")
+
+
+def test_frame_sizes_are_the_engines():
+    """transport.frame_bytes accepts exactly the UMEM frame sizes the engine
+    takes (HPCCD_TP_FRAME_MIN, _MAX of include/hpccd/transport.h), so a
+    valid configuration never fails at engine creation."""
+    tp = pytest.importorskip("hpccd.transport", reason="hpccd._transport not built")
+    assert config.FRAME_SIZES == (tp.lib.HPCCD_TP_FRAME_MIN, tp.lib.HPCCD_TP_FRAME_MAX)
+    for frame in config.FRAME_SIZES:
+        c = config.loads(BASE + f"[transport]\nframe_bytes = {frame}\n", "hpccd.toml")
+        assert c.frame_bytes == frame
+    for frame in (1024, 3000, 8192):
+        e = _err(BASE + f"[transport]\nframe_bytes = {frame}\n")
+        assert e.key == "transport.frame_bytes" and "frame size is 2048 or 4096" in e.message
 
 
 def test_toml_syntax_error_names_the_line():

@@ -87,6 +87,8 @@
 
 #include "hpccd_kern_user.h"
 #include "hpccd_tcp_cc.h"
+#include "hpccd_maps.bpf.h"
+#include "hpccd_tcp_sock.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -148,22 +150,7 @@ static __always_inline struct dctcp_ca *ca_of(struct sock *sk)
 
 static __always_inline void count(__u32 slot, __u64 bytes)
 {
-	struct hpccd_counter *c = bpf_map_lookup_elem(&hpccd_dctcp_cnt, &slot);
-
-	if (c) {
-		c->packets += 1;
-		c->bytes += bytes;
-	}
-}
-
-static __always_inline void flow_key(const struct sock *sk, struct hpccd_flow_key *k)
-{
-	__builtin_memset(k, 0, sizeof(*k));
-	k->saddr = sk->__sk_common.skc_rcv_saddr;
-	k->daddr = sk->__sk_common.skc_daddr;
-	k->sport = bpf_htons(sk->__sk_common.skc_num);
-	k->dport = sk->__sk_common.skc_dport;
-	k->proto = 6;                        /* IPPROTO_TCP */
+	hpccd__count(&hpccd_dctcp_cnt, slot, bytes);
 }
 
 /* Copy the flow's state out for userspace (window ends and CE changes
@@ -174,7 +161,7 @@ static __always_inline void publish(struct sock *sk, struct dctcp_ca *ca)
 	struct hpccd_tcp_dctcp_state st = {};
 	struct hpccd_flow_key key;
 
-	flow_key(sk, &key);
+	hpccd__sock_flow_key(sk, &key);
 	st.windows = ca->windows;
 	st.bytes_acked = ca->total_acked;
 	st.bytes_marked = ca->total_marked;
@@ -351,10 +338,7 @@ void BPF_PROG(hpccd_dc_avoid, struct sock *sk, __u32 ack, __u32 acked)
 SEC("struct_ops/hpccd_dc_undo")
 __u32 BPF_PROG(hpccd_dc_undo, struct sock *sk)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	__u32 lc = ca_of(sk)->loss_cwnd;
-
-	return tp->snd_cwnd > lc ? tp->snd_cwnd : lc;
+	return hpccd__undo_cwnd(sk, ca_of(sk)->loss_cwnd);
 }
 
 /* The struct_ops map's name carries hpccd_ (bpf.cleanup_stale finds it by

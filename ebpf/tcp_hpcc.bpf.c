@@ -70,6 +70,8 @@
 
 #include "hpccd_kern_user.h"
 #include "hpccd_tcp_cc.h"
+#include "hpccd_maps.bpf.h"
+#include "hpccd_tcp_sock.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -135,22 +137,7 @@ static __always_inline struct hpcc_ca *ca_of(struct sock *sk)
 
 static __always_inline void count(__u32 slot, __u64 bytes)
 {
-	struct hpccd_counter *c = bpf_map_lookup_elem(&hpccd_tcpc_cnt, &slot);
-
-	if (c) {
-		c->packets += 1;
-		c->bytes += bytes;
-	}
-}
-
-static __always_inline void flow_key(const struct sock *sk, struct hpccd_flow_key *k)
-{
-	__builtin_memset(k, 0, sizeof(*k));
-	k->saddr = sk->__sk_common.skc_rcv_saddr;
-	k->daddr = sk->__sk_common.skc_daddr;
-	k->sport = bpf_htons(sk->__sk_common.skc_num);
-	k->dport = sk->__sk_common.skc_dport;
-	k->proto = 6;                        /* IPPROTO_TCP */
+	hpccd__count(&hpccd_tcpc_cnt, slot, bytes);
 }
 
 /* The flow's key into *k (on the stack: the verifier does not let a
@@ -159,7 +146,7 @@ static __always_inline struct hpccd_flow_key *key_of(struct sock *sk, struct hpc
 						     struct hpccd_flow_key *k)
 {
 	if (!ca->key.proto)
-		flow_key(sk, &ca->key);
+		hpccd__sock_flow_key(sk, &ca->key);
 	__builtin_memcpy(k, &ca->key, sizeof(*k));
 	return k;
 }
@@ -361,10 +348,7 @@ __u32 BPF_PROG(hpccd_hc_ssth, struct sock *sk)
 SEC("struct_ops/hpccd_hc_undo")
 __u32 BPF_PROG(hpccd_hc_undo, struct sock *sk)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	__u32 lc = ca_of(sk)->loss_cwnd;
-
-	return tp->snd_cwnd > lc ? tp->snd_cwnd : lc;
+	return hpccd__undo_cwnd(sk, ca_of(sk)->loss_cwnd);
 }
 
 SEC("struct_ops/hpccd_hc_release")

@@ -456,6 +456,20 @@ class Transport:
                                          f"flows done after {timeout} s")
             time.sleep(poll)
 
+    def wait_rx_flow(self, flow_id: int, timeout: float = 60.0, poll: float = 0.005) -> RxFlow:
+        """Until the receiver flow `flow_id` (the sender's Flow.flow_id) is
+        done; returns it (bytes, crc32, fct_s: what to check the transfer
+        by)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for f in self.rx_flows():
+                if f.flow_id == flow_id and f.done:
+                    return f
+            if time.monotonic() >= deadline:
+                _check(-errno.ETIMEDOUT, f"{self.where}: received flow {flow_id:#x} not done "
+                                         f"after {timeout} s")
+            time.sleep(poll)
+
     def rx_reap(self) -> int:
         return self._call(lib.hpccd_tp__rx_reap)
 

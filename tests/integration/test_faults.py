@@ -201,14 +201,6 @@ class Reorder:
         self.done = []
 
 
-def _rx_for(tp: Transport, flow_id: int, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        for f in tp.rx_flows():
-            if f.flow_id == flow_id and f.done:
-                return f
-        assert time.monotonic() < deadline, f"receiver: flow {flow_id:#x} not done"
-        time.sleep(0.01)
 
 
 def _open(tx: Transport, lab, algo: str, n: int, **kw):
@@ -226,7 +218,7 @@ def _wait_acked(flow, nbytes: int, timeout: float = 30.0) -> None:
 
 
 def _byte_exact(rx, flow, n: int):
-    r = _rx_for(rx, flow.flow_id)
+    r = rx.wait_rx_flow(flow.flow_id, timeout=10.0)
     assert r.bytes == n and r.crc32 == pattern_crc32(flow.seed, n), (r.bytes, n)
     return r
 

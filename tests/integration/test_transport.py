@@ -122,14 +122,6 @@ def _pct(v: list[int], p: float) -> int:
     return v[min(len(v) - 1, int(p / 100 * len(v)))]
 
 
-def _rx_for(tp: Transport, flow_id: int, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        for f in tp.rx_flows():
-            if f.flow_id == flow_id and f.done:
-                return f
-        assert time.monotonic() < deadline, f"receiver: flow {flow_id:#x} not done"
-        time.sleep(0.005)
 
 
 # ---- byte-exact delivery ---------------------------------------------------------------
@@ -142,7 +134,7 @@ def test_buffer_to_file_byte_exact(dumbbell, engines, tmp_path):
     flow = tx.open_flow(dumbbell.address("r1"), data=data, algo="hpcc",
                         line_rate_bps=LINE, hpcc={"T_ns": T_NS})
     res = flow.wait(30)
-    r = _rx_for(rx, flow.flow_id)
+    r = rx.wait_rx_flow(flow.flow_id, timeout=5.0)
     assert res.done and res.fct_s > 0 and r.bytes == len(data) and r.err == 0
     assert r.crc32 == zlib.crc32(data)
     assert out.read_bytes() == data
@@ -168,7 +160,8 @@ def test_generated_bytes_file_source_and_int_modes(dumbbell, engines, tmp_path):
     f2 = tx.open_flow(dumbbell.address("r1"), n, seed=7, algo="dctcp", line_rate_bps=LINE,
                       int_mode=3)
     r1, r2 = f1.wait(30), f2.wait(30)
-    assert _rx_for(rx, f1.flow_id).crc32 == _rx_for(rx, f2.flow_id).crc32 == pattern_crc32(7, n)
+    got = [rx.wait_rx_flow(f.flow_id, timeout=5.0).crc32 for f in (f1, f2)]
+    assert got == [pattern_crc32(7, n)] * 2
     assert r1.stats["int_pkts"] == 0 and r1.stats["int_acks"] == 0
     assert r1.stats["mss"] > r2.stats["mss"]    # no room reserved: more payload a frame
     # every third data packet (index % 3 == 0) carries the padding
@@ -191,7 +184,7 @@ def test_ldcp_first_rtt_ecn_incapable_but_last(dumbbell, engines):
     res = big.wait(30)
     # 19 first-RTT packets not-ECT (unless retransmitted), the rest ECT
     assert res.stats["pkts"] - res.stats["ect_pkts"] <= 19
-    assert _rx_for(rx, big.flow_id).crc32 == pattern_crc32(big.seed, 100 * 1396)
+    assert rx.wait_rx_flow(big.flow_id, timeout=5.0).crc32 == pattern_crc32(big.seed, 100 * 1396)
 
 
 def test_flow_says_where_its_sending_time_went(dumbbell, engines):
@@ -211,10 +204,11 @@ def test_flow_says_where_its_sending_time_went(dumbbell, engines):
                          hpcc={"T_ns": T_NS}, burst_ns=0)
     b = paced.wait(60).stats
     for f in (small_w, paced):
-        assert _rx_for(rx, f.flow_id).crc32 == pattern_crc32(f.seed, n)
-    print(f"\nT 10 us: window-limited {a['wnd_limited_ns'] / a['fct_ns']:.1%}; T {T_NS // 1000} us, "
-          f"burst 0: window-limited {b['wnd_limited_ns'] / b['fct_ns']:.1%}, pacing lost "
-          f"{b['pace_lost_ns'] / b['fct_ns']:.1%}; timer late {tx.stats()['timer_late_ns'] / 1e3:.1f} us")
+        assert rx.wait_rx_flow(f.flow_id, timeout=5.0).crc32 == pattern_crc32(f.seed, n)
+    late_us = tx.stats()["timer_late_ns"] / 1e3
+    print(f"\nT 10 us: window-limited {a['wnd_limited_ns'] / a['fct_ns']:.1%}; "
+          f"T {T_NS // 1000} us, burst 0: window-limited {b['wnd_limited_ns'] / b['fct_ns']:.1%}, "
+          f"pacing lost {b['pace_lost_ns'] / b['fct_ns']:.1%}; timer late {late_us:.1f} us")
     assert a["wnd_limited_ns"] > 0.5 * a["fct_ns"], a
     assert b["wnd_limited_ns"] < 0.2 * b["fct_ns"], b
     assert 0 < b["pace_lost_ns"] < b["fct_ns"], b
@@ -234,7 +228,7 @@ def test_one_percent_loss_byte_exact(dumbbell, engines, algo):
         seen, dropped = loss.counts()
     finally:
         loss.close()
-    r = _rx_for(rx, flow.flow_id)
+    r = rx.wait_rx_flow(flow.flow_id, timeout=5.0)
     st = res.stats
     print(f"\n{algo}: 1% loss: {dropped} of {seen} packets dropped, FCT {res.fct_s:.3f} s, "
           f"{st['retx_pkts']} retransmitted, {st['nacks']} NACKs, {st['go_backs']} go-backs, "
@@ -271,7 +265,7 @@ def _run_hpcc_one_flow(lab, engines, nbytes: int) -> dict:
         c1 = _cpu()
         samples = [s for s in sampler.read() if s.port == 4]
         lost = sw.counters("s1", 4)["sample_lost"][0] - lost0
-        r = _rx_for(rx, flow.flow_id)
+        r = rx.wait_rx_flow(flow.flow_id, timeout=5.0)
         timer_late_ns = tx.stats()["timer_late_ns"]
     finally:
         tx.close()                              # the next attempt binds the same queues
@@ -399,7 +393,8 @@ def test_sixteen_flows_jain(dumbbell):
                     for f in flows:
                         f.wait(90)
                     for f in flows:
-                        assert _rx_for(rx, f.flow_id).crc32 == pattern_crc32(f.seed, 12_000_000)
+                        r = rx.wait_rx_flow(f.flow_id, timeout=5.0)
+                        assert r.crc32 == pattern_crc32(f.seed, 12_000_000)
                 finally:
                     for f in flows:
                         f.close()

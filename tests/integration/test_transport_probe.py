@@ -80,14 +80,6 @@ def _pct(v: list[int], p: float) -> int:
     return v[min(len(v) - 1, int(p / 100 * len(v)))]
 
 
-def _rx_for(tp: Transport, flow_id: int, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        for f in tp.rx_flows():
-            if f.flow_id == flow_id and f.done:
-                return f
-        assert time.monotonic() < deadline, f"receiver: flow {flow_id:#x} not done"
-        time.sleep(0.005)
 
 
 def _xdp_slot(tp: Transport, name: str) -> int:
@@ -133,7 +125,7 @@ def _run_probe_flow(lab, engines, nbytes: int) -> dict:
         flow = tx.open_flow(lab.address("r1"), nbytes, algo="hpcc", line_rate_bps=LINE,
                             hpcc={"T_ns": T_NS}, int_mode="probe")
         res = flow.wait(60)
-        r = _rx_for(rx, flow.flow_id)
+        r = rx.wait_rx_flow(flow.flow_id, timeout=5.0)
         time.sleep(0.05)
         after = flow.stats().stats          # nothing more once done
         refl = _xdp_slot(rx, "tx_probe_resp_udp") - refl0
@@ -195,7 +187,7 @@ def test_engine_answers_probes_when_xdp_does_not(dumbbell, engines):
     flow = tx.open_flow(dumbbell.address("r1"), n, algo="hpcc", line_rate_bps=LINE,
                         hpcc={"T_ns": T_NS}, int_mode="probe")
     res = flow.wait(30)
-    r = _rx_for(rx, flow.flow_id)
+    r = rx.wait_rx_flow(flow.flow_id, timeout=5.0)
     st, rs = res.stats, rx.stats()
     print(f"\nreflect off: probes sent {st['probes_sent']} answered {st['probes_answered']} "
           f"by the engine {rs['probes_answered']}, lost {st['probes_lost']}, probe srtt "

@@ -139,3 +139,69 @@ def test_txrate_vs_rxrate_runs_both_variants_and_restores_the_port(tmp_path):
     assert seen["restored"], "the bottleneck port kept the rxBytes flag after the run"
     assert {"txrate-vs-rxrate.png", "queue_txRate.csv", "queue_rxRate.csv"} <= \
         set(os.listdir(folder))
+
+
+def test_fct_under_poisson_load_hpcc_and_cubic(tmp_path):
+    """fct with the tests' own bimodal CDF (tests/data, not a published
+    workload) at 30% load for two seconds, native HPCC and kernel cubic:
+    every flow completes byte-exact (native: the receiver's CRC-32 of the
+    stream; kernel: the receiver's byte count), both algorithms get the same
+    flows, the load offered is the target and the bottleneck port carried
+    it, slowdowns are >= 1 but for rare noise (reported, not clamped), the
+    files are written, the summary names the workload, the cap and a
+    verdict per run, and a missing named workload is skipped with its file
+    named while the rest runs."""
+    import re
+
+    from conftest import lab_ctx
+
+    from hpccd.experiment import fct
+
+    cdf = os.path.join(os.path.dirname(__file__), "..", "data", "bimodal_test.cdf")
+    empty = tmp_path / "no-cdfs"
+    empty.mkdir()
+    params = {"cdf": [cdf, "fb_hadoop"], "cdf_dir": str(empty), "loads": "0.3",
+              "duration": 2.0, "senders": 3, "max_size": 300_000, "idle_flows": 30}
+    text, folder = fct.run(lab_ctx, parse_algos("hpcc,cubic"), params, str(tmp_path))
+    doc = json.load(open(os.path.join(folder, "summary.json")))
+    assert not doc["skipped"], doc["skipped"]
+    assert list(doc["skipped_workloads"]) == ["fb_hadoop"]
+    assert str(empty / "fb_hadoop.cdf") in doc["skipped_workloads"]["fb_hadoop"]
+    rows = doc["results"]
+    assert [(r["algo"], r["workload"], r["load"]) for r in rows] == [
+        ("hpcc", "bimodal_test", 0.3), ("cubic", "bimodal_test", 0.3)]
+    for r in rows:
+        # about 1080 flows of 70 KB on average in 2 s at 30% of 1 Gbit/s
+        assert 700 < r["flows"] < 1500, r["flows"]
+        assert r["done"] == r["flows"] == r["rx_checked"], (r["algo"], r["errors"])
+        assert r["offered_load"] == pytest.approx(0.3, rel=0.2)
+        # the port's bytes are wire bytes (headers, INT): a little above
+        assert 0.9 * r["offered_load"] < r["port_load"] < 1.3 * r["offered_load"], r
+        by = {b["bucket"]: b for b in r["buckets"]}
+        assert sum(b["n"] for b in r["buckets"]) == r["flows"]
+        # the CDF has no flows in 12-48 KB or above 400 KB
+        assert by["12KB-48KB"]["n"] == 0 and by[">=1MB"]["n"] == 0
+        for name in ("<3KB", "3KB-12KB", "48KB-192KB", "192KB-1MB"):
+            b = by[name]
+            assert b["n"] > 50, (r["algo"], b)
+            assert 1.0 <= b["p50"] <= b["p95"] <= b["p99"], (r["algo"], b)
+            assert b["min"] >= 0.8, (r["algo"], b)
+        assert r["below_1"] <= max(2, r["flows"] // 100), r["below_1"]
+        assert r["base_rtt_s"] > 0 and r["q_p50"] <= r["q_p95"] <= r["q_p99"]
+        assert r["capped"] > 0
+    assert {"fct.png", "slowdown_buckets.csv", "fct_bimodal_test_30.csv",
+            "queue_bimodal_test_30_hpcc.csv", "queue_bimodal_test_30_cubic.csv"} <= \
+        set(os.listdir(folder))
+    with open(os.path.join(folder, "fct_bimodal_test_30.csv")) as f:
+        flows = list(csv.DictReader(f))
+    per = {a: [(x["flow"], x["src"], x["dst"], x["size_bytes"]) for x in flows if x["algo"] == a]
+           for a in ("hpcc", "cubic")}
+    assert per["hpcc"] == per["cubic"] and len(per["hpcc"]) == rows[0]["flows"]
+    for x in flows:
+        assert x["done"] == "True" and x["checked_at_receiver"] == "True", x
+        assert 1000 <= int(x["size_bytes"]) <= 300_000
+        assert float(x["slowdown"]) == pytest.approx(float(x["fct_us"]) / float(x["ideal_us"]))
+    assert "bimodal_test at 30% load" in text and "capped at 300000 bytes" in text
+    for a in ("hpcc", "cubic"):
+        assert re.search(rf"^{a} bimodal_test 30%: (link-bound|CPU-bound)", text, re.M), text
+    assert "workload fb_hadoop: skipped" in text

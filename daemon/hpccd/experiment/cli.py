@@ -9,6 +9,7 @@ import sys
 
 from . import EXPERIMENTS
 from .algos import ALGOS, AlgoError, parse_algos
+from .common import UsageError
 
 DEFAULT_ALGOS = "hpcc,cubic,tcp-dctcp"
 
@@ -24,10 +25,32 @@ def add_parser(sub) -> None:
     ep.add_argument("--algos", default=DEFAULT_ALGOS,
                     help=f"comma-separated, of: {', '.join(ALGOS)} (default {DEFAULT_ALGOS})")
     ep.add_argument("--out", default="results", help="results root folder (default ./results)")
-    ep.add_argument("--senders", type=int, help="incast senders (default 7)")
+    ep.add_argument("--senders", type=int, help="incast senders (default 7); fct: sender hosts "
+                                                "and receiver hosts (default 4 each)")
     ep.add_argument("--size", type=int, help="bytes per incast flow (default 500000)")
     ep.add_argument("--rate-mbps", type=int, help="link rate (default 1000)")
     ep.add_argument("--observe", type=float, help="seconds recorded after the event (default 1)")
+    ep.add_argument("--duration", type=float,
+                    help="fct: seconds of arrivals per run (default 5); mice, "
+                         "txrate-vs-rxrate: seconds measured")
+    fg = ep.add_argument_group("fct (flow completion times under load)")
+    fg.add_argument("--cdf", action="append", metavar="WORKLOAD",
+                    help="flow-size CDF: websearch, fb_hadoop (files NAME.cdf, see --cdf-dir) "
+                         "or a file path; repeatable or comma-separated (default "
+                         "websearch,fb_hadoop)")
+    fg.add_argument("--cdf-dir", help="folder of websearch.cdf and fb_hadoop.cdf (default "
+                                      "$HPCCD_CDF_DIR, else /usr/share/hpccd/cdf, then "
+                                      "~/.local/share/hpccd/cdf)")
+    fg.add_argument("--loads", help="average loads of the bottleneck, shares of its rate "
+                                    "(default 0.3,0.5)")
+    fg.add_argument("--max-size", type=int, metavar="BYTES",
+                    help="cap flow sizes at BYTES (larger flows are sent as BYTES; reported "
+                         "in the summary; default no cap)")
+    fg.add_argument("--seed", type=int, help="seed of the arrivals, sizes and endpoints "
+                                             "(default 1)")
+    fg.add_argument("--buckets", metavar="BYTES,...",
+                    help="upper edges of the size buckets (default "
+                         "3000,12000,48000,192000,1000000)")
     ep.set_defaults(func=main)
 
 
@@ -47,8 +70,14 @@ def main(args: argparse.Namespace) -> int:
         return 2
     mod = EXPERIMENTS[args.name]
     params = {"senders": args.senders, "size": args.size, "rate_mbps": args.rate_mbps,
-              "observe": args.observe}
-    text, folder = mod.run(_lab_factory, algos, params, args.out)
+              "observe": args.observe, "duration": args.duration, "cdf": args.cdf,
+              "cdf_dir": args.cdf_dir, "loads": args.loads, "max_size": args.max_size,
+              "seed": args.seed, "buckets": args.buckets}
+    try:
+        text, folder = mod.run(_lab_factory, algos, params, args.out)
+    except UsageError as e:
+        print(f"hpccctl experiment {args.name}: {e}", file=sys.stderr)
+        return 2
     print(text)
     print(f"results in {folder}")
     return 0

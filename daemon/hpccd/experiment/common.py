@@ -7,12 +7,17 @@ from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
 from .native import ENGINE_ALGOS, NativeFlow, NativeSink
 from .report import progress
 
-__all__ = ["Skip", "open_flow", "open_sink", "base_rtt", "dumbbell", "star", "run_each",
-           "verdict_lines"]
+__all__ = ["Skip", "UsageError", "open_flow", "open_sink", "native_engines", "base_rtt",
+           "dumbbell", "star", "run_each", "verdict_lines"]
 
 
 class Skip(Exception):
     """This algorithm cannot run here; the experiment says why and goes on."""
+
+
+class UsageError(ValueError):
+    """The experiment's parameters cannot be used (found before any lab is
+    built); ``hpccctl experiment`` prints the message and exits 2."""
 
 
 def open_sink(lab, algo: Algo, node: str, port: int):
@@ -23,10 +28,12 @@ def open_sink(lab, algo: Algo, node: str, port: int):
         except AlgoUnavailable as e:
             raise Skip(str(e)) from None
         return TcpSink(lab, node, port, algo.cc)
-    return NativeSink(_engines(lab, algo), node)
+    return NativeSink(native_engines(lab, algo), node)
 
 
-def _engines(lab, algo: Algo):
+def native_engines(lab, algo: Algo):
+    """The lab's transport engines (native.Engines) for a native `algo`;
+    Skip when the runner cannot drive its flows."""
     if algo.cc not in ENGINE_ALGOS:
         raise Skip(f"{algo.name}: probes per RTT are sent by the daemon, not by the transport "
                    f"engine the runner drives (docs/experiments.md)")
@@ -44,7 +51,7 @@ def open_flow(lab, algo: Algo, src: str, dst: str, port: int, sink, name: str):
             return TcpFlow(lab, src, dst, port, algo.cc, name)
         except AlgoUnavailable as e:
             raise Skip(str(e)) from None
-    return NativeFlow(_engines(lab, algo), src, dst, algo.cc, name)
+    return NativeFlow(native_engines(lab, algo), src, dst, algo.cc, name)
 
 
 def base_rtt(lab, src: str, dst: str, n: int = 20) -> float:

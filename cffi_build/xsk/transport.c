@@ -20,8 +20,9 @@
  *      pass, each flow only while its bytes in flight < W and its next
  *      send time has come (pacing at R, seed 004 line 182: R = W / T);
  *      the credit a flow may bank is burst_ns of its rate;
- *   5. TX: descriptors submitted in one go, a sendto() kick (copy mode
- *      transmits inside the syscall, TX_BUDGET descriptors at a time);
+ *   5. TX: descriptors submitted in one go, a sendto() kick once the
+ *      lock is released (copy mode transmits inside the syscall,
+ *      TX_BUDGET descriptors at a time);
  *   6. sleep in ppoll() on the socket and an eventfd until the earliest
  *      deadline, unless there is more work at once.  Never spins: the
  *      loop goes round without sleeping only after it did work.
@@ -466,8 +467,15 @@ static void reap_completions(struct hpccd_tp *t)
 	t->st.completions += n;
 }
 
-static void tx_kick(struct hpccd_tp *t)
+/* Tell the kernel the TX ring has descriptors.  `locked`: the caller holds
+ * t->lock; otherwise it is taken only for what it guards (the completions'
+ * frames and the counters): only the thread touches the rings.  In copy
+ * mode the kernel transmits -- and the lab forwards -- inside sendto(),
+ * which API callers (stats, flow_open) should not wait for, so the loop
+ * kicks its last batch after unlocking (tp__main). */
+static void tx_kick(struct hpccd_tp *t, int locked)
 {
+	uint64_t kicks = 0, again = 0;
 	int i;
 
 	if (t->zerocopy && !xsk_ring_prod__needs_wakeup(&t->tx))
@@ -475,29 +483,41 @@ static void tx_kick(struct hpccd_tp *t)
 	for (i = 0; i < KICK_MAX; i++) {
 		ssize_t r = sendto(t->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
 
-		t->st.kicks++;
+		kicks++;
 		if (r >= 0)
 			break;
 		if (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS)
 			break;       /* ENETDOWN and friends: the poll backstop notices */
-		t->st.kick_again++;
+		again++;
 		/* Copy mode sends a budget of descriptors per call and says
 		 * EAGAIN while more wait; a full completion ring says so too. */
+		if (!locked)
+			pthread_mutex_lock(&t->lock);
 		reap_completions(t);
+		if (!locked)
+			pthread_mutex_unlock(&t->lock);
 		if (__atomic_load_n(t->tx.consumer, __ATOMIC_ACQUIRE) == t->tx.cached_prod)
 			break;
 	}
+	if (!locked)
+		pthread_mutex_lock(&t->lock);
+	t->st.kicks += kicks;
+	t->st.kick_again += again;
+	if (!locked)
+		pthread_mutex_unlock(&t->lock);
 }
 
-static void tx_flush(struct hpccd_tp *t)
+/* Put the queued descriptors on the TX ring (t->lock held); returns
+ * whether any were put there, so that the caller kicks. */
+static int tx_submit(struct hpccd_tp *t)
 {
 	uint32_t idx = 0, i;
 
 	if (!t->n_txq)
-		return;
+		return 0;
 	while (xsk_ring_prod__reserve(&t->tx, t->n_txq, &idx) != t->n_txq) {
 		/* the ring is full: let the kernel take some */
-		tx_kick(t);
+		tx_kick(t, 1);
 		reap_completions(t);
 		if (xsk_prod_nb_free(&t->tx, t->n_txq) < t->n_txq) {
 			/* cannot happen with ring >= tx_frames; drop rather than spin */
@@ -505,7 +525,7 @@ static void tx_flush(struct hpccd_tp *t)
 				t->tx_free[t->n_tx_free++] = t->txq[i].addr - HEADROOM;
 			t->st.tx_no_frame += t->n_txq;
 			t->n_txq = 0;
-			return;
+			return 0;
 		}
 	}
 	for (i = 0; i < t->n_txq; i++) {
@@ -519,7 +539,13 @@ static void tx_flush(struct hpccd_tp *t)
 	}
 	xsk_ring_prod__submit(&t->tx, t->n_txq);
 	t->n_txq = 0;
-	tx_kick(t);
+	return 1;
+}
+
+static void tx_flush(struct hpccd_tp *t)
+{
+	if (tx_submit(t))
+		tx_kick(t, 1);
 }
 
 /* A TX frame to build into (its UMEM address in *addr), or NULL. */
@@ -1655,7 +1681,7 @@ static void *tp__main(void *arg)
 	while (!__atomic_load_n(&t->stop_flag, __ATOMIC_ACQUIRE)) {
 		uint64_t now = now_ns(), dl;
 		uint32_t got;
-		int more = 0, rc;
+		int more = 0, rc, kick;
 		struct timespec ts;
 
 		pthread_mutex_lock(&t->lock);
@@ -1668,9 +1694,11 @@ static void *tp__main(void *arg)
 		rx_timers(t, now);
 		schedule(t, now, &more);
 		schedule_probes(t, now);
-		tx_flush(t);
+		kick = tx_submit(t);
 		dl = next_wake(t);
 		pthread_mutex_unlock(&t->lock);
+		if (kick)
+			tx_kick(t, 0);
 
 		now = now_ns();
 		if (more)

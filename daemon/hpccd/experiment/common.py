@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
-from .native import ENGINE_ALGOS, NativeFlow, NativeSink
+from .native import ENGINE_ALGOS, NativeFlow, NativeSink, hpcc_line
 from .report import progress
 
 __all__ = ["Skip", "UsageError", "open_flow", "open_sink", "native_engines", "base_rtt",
@@ -106,9 +106,11 @@ def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: li
     return rows, skipped
 
 
-def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo") -> str:
-    """The summary's tail: each row's bottleneck verdict, then the skipped."""
-    text = "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
+def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo",
+                  hpcc_n: int | None = None) -> str:
+    """The summary's tail: the HPCC parameters (N of W_AI: `hpcc_n`, see
+    native.hpcc_params), each row's bottleneck verdict, then the skipped."""
+    text = hpcc_line(hpcc_n) + "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
     return text + "".join(f"\n{name}: skipped: {why}" for name, why in skipped.items())
 
 

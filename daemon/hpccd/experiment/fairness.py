@@ -153,18 +153,19 @@ def report(res: Results, rows, skipped, p) -> str:
             + (f" (Jain {ph['jain']:.3f})" if ph["flows"] > 1 else "")
             for ph in r["phases"])
         text += f"\n{r['algo']}: {r['verdict']}"
-    text += verdict_lines([], skipped)
+    text += verdict_lines([], skipped, hpcc_n=p["hpcc_N"])
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p["hpcc_N"] = p["flows"]                    # HPCC's N: the flows on the bottleneck
     from ..topology import Topology
     topo = Topology.loads(topology(p), "<fairness experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
+    with lab_factory(topo) as lab, Engines(lab, p["hpcc_N"]), KernelCc(lab, p["hpcc_N"]) as kcc:
         rtt = base_rtt(lab, "f1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
         n = p["flows"]

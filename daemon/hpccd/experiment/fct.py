@@ -236,7 +236,7 @@ class _NativeFlows:
         try:
             fl = self.tx[src].open_flow(
                 self.lab.address(spec.dst), spec.size, algo=native.ENGINE_ALGOS[self.algo.cc],
-                line_rate_bps=self.line[src], hpcc={"T_ns": native.T_NS},
+                line_rate_bps=self.line[src], hpcc=self.lab.native.hpcc,
                 dmac=self.dmac[(src, spec.dst)],
                 int_mode=native.INT_MODES.get(self.algo.cc, "every"),
                 sport=32768 + self.sport[src] % 28000)

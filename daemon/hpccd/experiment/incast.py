@@ -174,7 +174,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         r0 = rows[0]
         text += (f"\nbase RTT {r0['base_rtt_s'] * 1e6:.0f} us (idle UDP round trip), "
                  f"BDP {r0['bdp_bytes'] / 1e3:.1f} KB at {r0['link_bps'] / 1e9:g} Gbit/s")
-    text += verdict_lines(rows, skipped)
+    text += verdict_lines(rows, skipped, hpcc_n=p["hpcc_N"])
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
@@ -183,11 +183,12 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     """Run `algos` one after the other in one lab; returns (summary text,
     results folder)."""
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
+    p["hpcc_N"] = p["senders"] + 1              # HPCC's N: the incast and the long flow
     from ..topology import Topology
     topo = Topology.loads(topology(p["senders"], p["rate_mbps"], p["buffer_bytes"],
                                    p["k_bytes"]), "<incast experiment>")
     res = Results(out, NAME)
-    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
+    with lab_factory(topo) as lab, Engines(lab, p["hpcc_N"]), KernelCc(lab, p["hpcc_N"]) as kcc:
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up ({len(topo.hosts)} hosts); base RTT {rtt * 1e6:.0f} us")
         rows, skipped = run_each(

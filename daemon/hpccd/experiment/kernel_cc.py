@@ -27,14 +27,15 @@ from typing import Iterator
 
 from .algos import Algo
 from .common import Skip
-from .native import T_NS
+from .native import hpcc_params
 
 __all__ = ["KernelCc"]
 
 
 class KernelCc:
-    def __init__(self, lab):
+    def __init__(self, lab, n_flows: int | None = None):
         self.lab = lab
+        self.n_flows = n_flows          # HPCC's N (native.hpcc_params)
         self.cc = None
 
     def __enter__(self) -> "KernelCc":
@@ -118,7 +119,7 @@ class KernelCc:
                 attached.append((h, "tc"))
                 line = self.lab.topology.links[self.lab.topology.hosts[h].link].rate_bps
                 side = TcpSide(t.map("hpccd_tcp_flows"), xdp[h].map("hpccd_telem"),
-                               hpcc_params={"T_ns": T_NS, "line_rate_bps": line},
+                               hpcc_params={**hpcc_params(self.n_flows), "line_rate_bps": line},
                                netns=self.lab.netns(h), tcp_cc=self.cc)
                 side.start()
                 sides.append(side)

@@ -156,18 +156,19 @@ def report(res: Results, rows, skipped, p) -> str:
     if rows:
         text += f"\nbase RTT {rows[0]['base_rtt_s'] * 1e6:.0f} us; recovery: long flow >= 90% " \
                 f"of line rate averaged over the next {HOLD_NS // 1_000_000} ms"
-    text += verdict_lines(rows, skipped)
+    text += verdict_lines(rows, skipped, hpcc_n=p["hpcc_N"])
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p["hpcc_N"] = 2                             # HPCC's N: the long and the short flow
     from ..topology import Topology
     topo = Topology.loads(topology(p), "<long-short experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
+    with lab_factory(topo) as lab, Engines(lab, p["hpcc_N"]), KernelCc(lab, p["hpcc_N"]) as kcc:
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
         rows, skipped = run_each(

@@ -110,7 +110,7 @@ def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any],
             time.sleep(d)
         nxt = time.monotonic() + p["interval_us"] / 1e6
         with tp.open_flow(peer, p["size"], algo=native.ENGINE_ALGOS[algo.cc],
-                          line_rate_bps=line, hpcc={"T_ns": native.T_NS}, dmac=dmac) as f:
+                          line_rate_bps=line, hpcc=lab.native.hpcc, dmac=dmac) as f:
             try:
                 out.append(f.wait(timeout=10).fct_s * 1e6)
             except Exception as e:
@@ -239,7 +239,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     res.figure("mice.png", fig)
     text = table(rows, COLUMNS)
     text += f"\nidle mouse RTT p50 {measure.percentile(idle, 50):.0f} us ({len(idle)} mice alone)"
-    text += verdict_lines(rows, skipped)
+    text += verdict_lines(rows, skipped, hpcc_n=p["hpcc_N"])
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped,
                        "idle_p50_us": measure.percentile(idle, 50)})
     return text
@@ -249,12 +249,14 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
+    p["hpcc_N"] = 3                             # HPCC's N: two elephants and the mice
     from ..topology import Topology
     topo = Topology.loads(topology(p["rate_mbps"], p["buffer_bytes"], p["k_bytes"]),
                           "<mice experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, native.Engines(lab), KernelCc(lab) as kcc:
+    with lab_factory(topo) as lab, native.Engines(lab, p["hpcc_N"]), \
+            KernelCc(lab, p["hpcc_N"]) as kcc:
         idle_srv = _servers(lab, None, RR_PORT, p, elephants=False)
         idle = _rr(lab, None, p["idle_count"], p)
         _stop(idle_srv)

@@ -24,7 +24,8 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["Engines", "NativeSink", "NativeFlow", "ENGINE_ALGOS", "T_NS", "ACK_EVERY"]
+__all__ = ["Engines", "NativeSink", "NativeFlow", "ENGINE_ALGOS", "T_NS", "ACK_EVERY",
+           "hpcc_params", "hpcc_line"]
 
 T_NS = 300_000
 ACK_EVERY = 4
@@ -36,12 +37,39 @@ ENGINE_ALGOS = {"hpcc": "hpcc", "rx-hpcc": "rx-hpcc", "dctcp": "dctcp", "ldcp": 
 INT_MODES = {"hpcc-probe": "probe"}
 
 
+def hpcc_params(n_flows: int | None) -> dict[str, Any]:
+    """HPCC's parameters for the runner's flows (native and tcp-hpcc): T
+    of the lab settings and, from the number of flows the experiment puts on
+    its bottleneck, W_AI by seed 004 section 3.3's rule of thumb, W_init
+    (1 - eta) / N with N "the expected maximum number of concurrent flows
+    on a link".  None: the core's default N = 100 (the paper's choice for
+    its workloads, section 5.1 footnote 4).  With N = 100 two flows of this
+    lab never converged (windows 2 KB and 31 KB for over a second): the
+    lab's U is far noisier than a hardware NIC's, and W_AI = 37.5 bytes is
+    too weak a pull toward the fair share (docs/experiments.md)."""
+    p: dict[str, Any] = {"T_ns": T_NS}
+    if n_flows:
+        p["N_flows"] = int(n_flows)
+    return p
+
+
+def hpcc_line(n_flows: int | None) -> str:
+    """The summary's line on the HPCC parameters the run used."""
+    n = int(n_flows) if n_flows else 100
+    why = "the flows on the bottleneck" if n_flows else "the core's default"
+    return (f"\nHPCC (hpcc, rx-hpcc, hpcc-probe, tcp-hpcc): eta 0.95, maxStage 5, T = "
+            f"{T_NS // 1000} us, W_AI = W_init (1 - eta) / N with N = {n} ({why}; seed 004 "
+            f"section 3.3)")
+
+
 class Engines:
     """Transport engines of a lab's hosts, made on demand; ``lab.native``
-    while the block runs."""
+    while the block runs.  `n_flows`: how many flows the experiment puts on
+    its bottleneck (:func:`hpcc_params`)."""
 
-    def __init__(self, lab):
+    def __init__(self, lab, n_flows: int | None = None):
         self.lab = lab
+        self.hpcc = hpcc_params(n_flows)
         self.tps: dict[str, Any] = {}
         self.key = os.urandom(16)           # PROBE_RESP / NOTIFY tags of this run
 
@@ -58,7 +86,7 @@ class Engines:
             from ..transport import Transport
             line = self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps
             tp = Transport("eth0", netns=self.lab.netns(host), ack_every=ACK_EVERY,
-                           tag_key=self.key, rx_hpcc={"T_ns": T_NS, "line_rate_bps": line})
+                           tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line})
             self.tps[host] = tp
         return tp
 
@@ -145,6 +173,7 @@ class NativeFlow:
 
     def __init__(self, engines: Engines, src: str, dst: str, algo: str, name: str):
         self.tp = engines.get(src)
+        self.hpcc = engines.hpcc
         self.peer = engines.lab.address(dst)
         self.src_addr = engines.lab.address(src)
         self.algo, self.name = algo, name
@@ -165,7 +194,7 @@ class NativeFlow:
             self.nbytes = nbytes
             self.flow = self.tp.open_flow(self.peer, nbytes or STREAM_BYTES,
                                           algo=ENGINE_ALGOS[self.algo], line_rate_bps=self.line,
-                                          hpcc={"T_ns": T_NS}, dmac=self.dmac,
+                                          hpcc=self.hpcc, dmac=self.dmac,
                                           int_mode=INT_MODES.get(self.algo, "every"))
             self.local = (self.src_addr, self.flow.sport)
         except BaseException as e:

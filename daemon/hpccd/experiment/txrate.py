@@ -26,7 +26,7 @@ from typing import Any
 
 from . import measure
 from .common import base_rtt, star
-from .native import Engines, NativeFlow, NativeSink
+from .native import Engines, NativeFlow, NativeSink, hpcc_line
 from .report import Results, progress, pyplot, table
 
 NAME = "txrate-vs-rxrate"
@@ -121,7 +121,8 @@ def report(res: Results, rows, p, rtt: float) -> str:
     fig.tight_layout()
     res.figure("txrate-vs-rxrate.png", fig)
     text = table(rows, COLUMNS)
-    text += f"\nbase RTT {rtt * 1e6:.0f} us; T = 300 us; settled = after {p['settle']:g} s"
+    text += f"\nbase RTT {rtt * 1e6:.0f} us; settled = after {p['settle']:g} s"
+    text += hpcc_line(p["hpcc_N"])
     for r in rows:
         text += (f"\n{r['variant']}: flows " + " / ".join(f"{b / 1e6:.0f}" for b in r["flow_bps"])
                  + f" Mbit/s; {r['verdict']}")
@@ -133,11 +134,12 @@ def run(lab_factory, algos, params: dict[str, Any], out: str) -> tuple[str, str]
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
+    p["hpcc_N"] = 2                             # HPCC's N: the two flows
     from ..topology import Topology
     topo = Topology.loads(topology(p), "<txrate-vs-rxrate experiment>")
     res = Results(out, NAME)
     rows = []
-    with lab_factory(topo) as lab, Engines(lab):
+    with lab_factory(topo) as lab, Engines(lab, p["hpcc_N"]):
         rtt = base_rtt(lab, "h1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
         for variant in ("txRate", "rxRate"):

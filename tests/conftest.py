@@ -280,9 +280,11 @@ def lab_ctx(topology, **kw):
             problems.append(f"half-built veths left in the root namespace: {temps}")
         if os.path.exists(lab.state_file):
             problems.append(f"state file left: {lab.state_file}")
-        from hpccd.int_switch import pin_dir
+        from hpccd.int_switch import PIN_ROOT, pin_dir
         if os.path.exists(pin_dir(lab.name)):
             problems.append(f"INT switch pins left: {pin_dir(lab.name)}")
+        elif os.path.isdir(PIN_ROOT) and not os.listdir(PIN_ROOT):
+            problems.append(f"empty pin folder left: {PIN_ROOT}")
         if problems:
             raise RuntimeError(f"lab {lab.name} teardown: " + "; ".join(problems))
 

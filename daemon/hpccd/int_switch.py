@@ -254,6 +254,12 @@ def read_counters(lab: str, switch: str, numbers: list[int]) -> dict[int, dict[s
 
 def remove_pins(lab: str) -> list[str]:
     """Unpin everything of lab `lab` (its maps live on while a program
-    that uses them is attached, i.e. until its namespaces go)."""
-    return bpf.unpin_tree(pin_dir(lab))
+    that uses them is attached, i.e. until its namespaces go), and the
+    common folder once no lab is left in it."""
+    gone = bpf.unpin_tree(pin_dir(lab))
+    try:
+        os.rmdir(PIN_ROOT)                      # only if empty: other labs keep it
+    except OSError:
+        pass
+    return gone
 

@@ -20,9 +20,10 @@ LOADER_SRCS := cffi_build/bpf_shim.c cffi_build/bpf_shim.h
 # ... and the kernel/user ABI of the programs it loads, which it exports to Python.
 LOADER_HDRS := ebpf/hpccd_kern_user.h $(CC_HDRS)
 LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
-# The native transport (cffi_build/xsk/transport.c) with the parser and the
-# congestion-control core it drives, linked with -lxdp -lbpf -lz.
-TRANSPORT_SRCS := cffi_build/xsk/transport.c $(CC_SRCS)
+# The native transport (cffi_build/xsk/*.c, one concern a file) with the
+# parser and the congestion-control core it drives, linked with -lxdp -lbpf
+# -lisal.
+TRANSPORT_SRCS := $(wildcard cffi_build/xsk/*.c cffi_build/xsk/*.h) $(CC_SRCS)
 TRANSPORT_MODULE := daemon/hpccd/_transport$(EXT_SUFFIX)
 
 all: cffi bpf

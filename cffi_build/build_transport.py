@@ -3,10 +3,11 @@
 The cdef is read from include/hpccd/transport.h (preprocessed with
 HPCCD_CFFI_CDEF, as cffi_common does for every module); libxdp's types never
 enter it (struct hpccd_tp is opaque).  The module compiles the engine
-(cffi_build/xsk/transport.c) with the shared wire parser and tag
+(cffi_build/xsk/*.c, internal header tp.h) with the shared wire parser and tag
 (cffi_build/cc/wire.c, int_decode.c) and the congestion-control core it
 drives (cffi_build/cc/hpcc.c, dctcp.c, ldcp.c, with the core's numeric
-flags), and links with -lxdp -lbpf -lz.  Run directly it compiles
+flags), and links with -lxdp -lbpf -lisal (ISA-L: the
+receiver's CRC-32).  Run directly it compiles
 ``hpccd._transport`` and places it in daemon/hpccd/.
 """
 from __future__ import annotations
@@ -18,7 +19,9 @@ from cffi import FFI
 from cffi_common import (CFLAGS, CFLAGS_NUMERIC, HERE, INCLUDE, build_and_install,
                          cdef_source, includes)
 
-SOURCES = [str(HERE / "xsk" / "transport.c"),
+# The engine: every C file of cffi_build/xsk/ (one concern each, tp.h).
+ENGINE_SOURCES = sorted(str(p) for p in (HERE / "xsk").glob("*.c"))
+SOURCES = [*ENGINE_SOURCES,
            str(HERE / "cc" / "wire.c"),          # parser, tag
            str(HERE / "cc" / "int_decode.c"),    # hop unpacking
            str(HERE / "cc" / "hpcc.c"),          # HPCC, Rx-HPCC
@@ -30,8 +33,8 @@ ffibuilder = FFI()
 ffibuilder.cdef(cdef_source(HEADERS, [INCLUDE]))
 ffibuilder.set_source(
     "hpccd._transport", includes(HEADERS),
-    sources=SOURCES, include_dirs=[str(INCLUDE)],
-    extra_compile_args=CFLAGS + CFLAGS_NUMERIC, libraries=["xdp", "bpf", "z", "pthread", "m"])
+    sources=SOURCES, include_dirs=[str(INCLUDE), str(HERE / "xsk")],
+    extra_compile_args=CFLAGS + CFLAGS_NUMERIC, libraries=["xdp", "bpf", "isal", "pthread", "m"])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ APT_PACKAGES=(
 	iproute2 iperf3 ethtool                    # lab: namespaces, kernel TCP peers
 	valgrind                                   # instruction-count benchmarks
 	systemd                                    # systemd-analyze verify of the unit file
-	zlib1g-dev                                 # crc32 of the transport (-lz)
+	zlib1g-dev libisal-dev                     # CRC-32 of the transport (-lz, ISA-L)
 	libclang-rt-14-dev                         # libFuzzer + sanitizer runtimes (fuzz/)
 )
 

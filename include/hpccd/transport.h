@@ -127,7 +127,13 @@ struct hpccd_tp_config {
 	uint32_t rx_peer_max;           /* receiver flows not done per source address;
 					 * DATA of a new flow beyond it is dropped and
 					 * counted (rx_peer_full); default 256 */
-	uint32_t pad2;
+	/* receiver flow control: the receive window, in frames, that the live
+	 * receiver flows share (each advertises rx_window / live flows, at
+	 * least 2, times its payload size, in its ACKs and NACKs); it keeps
+	 * a fast sender from overrunning this engine's RX ring and UMEM.
+	 * UINT32_MAX (the default): 3/4 of the RX ring; more than the ring:
+	 * the ring; 0: no window advertised (the sender's W alone). */
+	uint32_t rx_window;
 };
 
 struct hpccd_tp_flow_cfg {
@@ -175,6 +181,10 @@ struct hpccd_tp_flow_stats {
 	uint64_t ece_acks, int_acks;    /* ACKs with ECE; with INT echo */
 	uint64_t cc_updates;            /* HPCC: W^c updates; others: reactions */
 	uint64_t go_backs, rtos;        /* go-back-N on NACK; timeouts */
+	uint64_t rtos_spurious;         /* timeouts whose first ACK acknowledged beyond
+					 * the one packet resent: the data had arrived */
+	uint64_t rtos_repeated;         /* timeouts while the last one's packet was
+					 * still unacknowledged */
 	uint64_t bad_tags, stale_notifies;
 	uint64_t srtt_ns, min_rtt_ns, rto_ns;
 	/* probe mode: probes sent; answered (the outstanding one's response,

@@ -3,7 +3,8 @@
 
 Invariants protected:
 - hpccd_tp_pattern_fill is the documented definition (byte o = byte o % 8,
-  little-endian, of splitmix64(seed + o / 8)), from any offset and length,
+  little-endian, of word o / 8; word k = splitmix64(seed + k / 64) XOR
+  k * 0x9e3779b97f4a7c15 mod 2^64), from any offset and length,
   so a sender resuming at any sequence number (go-back-N) resends the same
   bytes;
 - the receiver's checksum is zlib's CRC-32, and pattern_crc32 agrees with
@@ -28,10 +29,14 @@ def splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
+def word(seed: int, k: int) -> int:
+    return splitmix64((seed + k // 64) & M64) ^ ((k * 0x9E3779B97F4A7C15) & M64)
+
+
 def reference(seed: int, offset: int, n: int) -> bytes:
     out = bytearray()
     for o in range(offset, offset + n):
-        out.append((splitmix64((seed + o // 8) & M64) >> (8 * (o % 8))) & 0xFF)
+        out.append((word(seed, o // 8) >> (8 * (o % 8))) & 0xFF)
     return bytes(out)
 
 
@@ -39,7 +44,7 @@ def reference(seed: int, offset: int, n: int) -> bytes:
 def test_pattern_matches_definition_at_any_offset(seed):
     rng = random.Random(seed)
     for _ in range(50):
-        off, n = rng.randrange(0, 100_000), rng.randrange(0, 200)
+        off, n = rng.randrange(0, 100_000), rng.randrange(0, 1200)
         assert transport.pattern_bytes(seed, off, n) == reference(seed, off, n)
 
 
@@ -57,3 +62,15 @@ def test_crc32_is_zlibs():
     assert transport.crc32(data[50:], transport.crc32(data[:50])) == zlib.crc32(data)
     for n in (1, 8, 65_535, 65_536, 200_001):
         assert transport.pattern_crc32(9, n) == zlib.crc32(transport.pattern_bytes(9, 0, n))
+
+
+def test_pattern_words_differ_within_and_across_seeds():
+    """A misplaced or foreign packet must change the stream: no two words of
+    one flow's first 8 MB are equal, nor equal to another seed's at the
+    same place."""
+    n = 8 << 20
+    a = transport.pattern_bytes(5, 0, n)
+    b = transport.pattern_bytes(6, 0, n)
+    words_a = {a[i:i + 8] for i in range(0, n, 8)}
+    assert len(words_a) == n // 8
+    assert all(a[i:i + 8] != b[i:i + 8] for i in range(0, n, 8))

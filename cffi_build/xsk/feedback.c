@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The sender half's input: ACK / NACK / NOTIFY and PROBE_RESP -> the
+ * reliability state (cumulative ACK, go-back-N, RTT, restart detection) and
+ * the flow's algorithm (struct tp_cc_ops).
+ */
+#include "tp.h"
+
+
+static void flow_rtt_sample(struct tp_flow *fl, uint32_t ts_echo, uint64_t now)
+{
+	uint64_t r = (uint32_t)((uint32_t)now - ts_echo);
+	uint64_t d;
+
+	if (r > 4000000000ull)
+		return;
+	if (!fl->min_rtt || r < fl->min_rtt)
+		fl->min_rtt = r;
+	if (!fl->srtt) {
+		fl->srtt = r;
+		fl->rttvar = r / 2;
+		return;
+	}
+	/* RFC 6298 section 2.3 gains, 1/8 and 1/4 */
+	d = r > fl->srtt ? r - fl->srtt : fl->srtt - r;
+	fl->rttvar = (3 * fl->rttvar + d) / 4;
+	fl->srtt = (7 * fl->srtt + r) / 8;
+}
+
+struct tp_flow *flow_by_id(struct hpccd_tp *t, uint32_t flow_id)
+{
+	struct tp_flow *fl = &t->flows[flow_id & SLOT_MASK];
+
+	return fl->state != HPCCD_TP_FREE && fl->flow_id == flow_id ? fl : NULL;
+}
+
+void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
+			const struct hpccd_wire_info *wi, uint64_t now)
+{
+	struct tp_flow *fl = flow_by_id(t, wi->flow_id);
+	uint64_t ack = wi->ack, acked = 0;
+	int ece = !!(wi->hdr_flags & HPCCD_F_ECE), loss = 0;
+
+	if (!fl || wi->saddr != fl->c.daddr || wi->dport != fl->c.sport) {
+		t->st.unknown_flow++;
+		return;
+	}
+	if (fl->state != HPCCD_TP_RUNNING)
+		return;                  /* late feedback of a finished flow */
+	if (ack > fl->snd_max) {
+		t->st.bad_body++;        /* acknowledges what was never sent */
+		return;
+	}
+	if (wi->hdr_type == HPCCD_T_NACK && ack < fl->snd_una) {
+		/* The receiver's restart (docs/security.md "Faults"): a live
+		 * receiver's rcv_nxt never goes back, so a NACK below snd_una
+		 * answering a DATA sent *after* snd_una last advanced (its
+		 * echoed ts, widened to 64 bits through the RTT) comes from a
+		 * receiver that lost the flow's state.  Its stream cannot be
+		 * completed (the bytes before were delivered to the old one):
+		 * the flow fails at once with ECONNRESET, as TCP's does on a
+		 * RST.  A stale NACK reordered behind newer ACKs echoes an
+		 * older DATA and is ignored below, as before. */
+		uint64_t sent = now - (uint32_t)((uint32_t)now - wi->ts);
+
+		if (sent > fl->last_progress_ns) {
+			flow_finish(t, fl, HPCCD_TP_FAILED, -ECONNRESET, now);
+			return;
+		}
+	}
+	if (wi->hdr_type == HPCCD_T_NOTIFY) {
+		if (!wi->has_notify ||
+		    hpccd_wire_tag_verify(t->cfg.tag_key, f, len, t->cfg.udp_port,
+					  t->cfg.probe_dscp) != 1) {
+			fl->st.bad_tags++;   /* wire-format.md: never applied */
+			return;
+		}
+		if (wi->notify_seq <= fl->notify_seq && fl->st.notifies) {
+			fl->st.stale_notifies++;
+			return;
+		}
+		fl->notify_seq = wi->notify_seq;
+		fl->st.notifies++;
+	} else {
+		flow_rtt_sample(fl, wi->ts, now);
+	}
+	if (ack > fl->snd_una && fl->rto_probe_end) {
+		/* The first ACK after a timeout.  Beyond the one resent packet:
+		 * the data sent before the timeout is arriving, the timeout was
+		 * spurious, and sending carries on after what was sent then
+		 * (a real loss among it is NACKed by the receiver, or times out
+		 * again).  Otherwise go-back-N carries on from the ACK. */
+		if (ack > fl->rto_probe_end) {
+			fl->st.rtos_spurious++;
+			fl->snd_nxt = fl->snd_max;
+		}
+		fl->rto_probe_end = 0;
+	}
+	if (ack > fl->snd_una) {
+		acked = ack - fl->snd_una;
+		fl->snd_una = ack;
+		fl->backoff = 0;
+		fl->last_progress_ns = now;
+		fl->rto_deadline = fl->snd_una < fl->snd_max ? now + flow_rto(fl) : NO_DEADLINE;
+		if (fl->snd_nxt < fl->snd_una)
+			fl->snd_nxt = fl->snd_una;
+	}
+	/* the receiver's window (seq of ACK and NACK; 0: none), from feedback
+	 * that is not older than what is acknowledged */
+	if (wi->hdr_type != HPCCD_T_NOTIFY && ack >= fl->snd_una)
+		fl->rwnd_end = wi->seq;
+	switch (wi->hdr_type) {
+	case HPCCD_T_ACK:
+		fl->st.acks++;
+		fl->st.ece_acks += ece;
+		break;
+	case HPCCD_T_NACK:
+		fl->st.nacks++;
+		/* go-back-N (seed 004 section 4.2, line 334): resend from the
+		 * first byte the receiver misses; once per gap per RTT, so that
+		 * the NACKs of one loss do not rewind again and again */
+		/* a stale NACK (below what is acknowledged) rewinds nothing */
+		if (ack == fl->snd_una && ack < fl->snd_nxt &&
+		    (ack != fl->goback_seq ||
+		     now - fl->goback_ns > (fl->srtt > 100000 ? fl->srtt : 100000))) {
+			fl->snd_nxt = ack;
+			fl->goback_seq = ack;
+			fl->goback_ns = now;
+			fl->st.go_backs++;
+			loss = 1;
+		}
+		break;
+	}
+
+	{
+		struct tp_fb fb = { .type = wi->hdr_type, .ack = ack, .acked = acked, .ece = ece,
+				    .loss = loss, .f = f, .len = len, .wi = wi };
+
+		fl->st.cc_updates += fl->ops->on_feedback(fl, &fb, now);
+	}
+	fl->ops->sync(fl);
+	if (fl->snd_una >= fl->c.bytes)
+		flow_finish(t, fl, HPCCD_TP_DONE, 0, now);
+}
+
+/* A PROBE_RESP for one of our flows (probe mode).  Its tag is verified
+ * first (seed 002 section 9.1; never applied otherwise); only the response
+ * to the outstanding probe counts: one to a probe already declared lost is
+ * late, and is not applied either (its INT is older than a probe's RTT and
+ * the next probe is already on its way).  The INT goes to NewAck (seed 004
+ * Algorithm 1 line 21) exactly as an INT-echo ACK's does, with seq =
+ * snd_nxt = the probe number: every response starts a new RTT, so each
+ * one updates W^c (lines 22-24), which is the once-per-RTT update seed 000
+ * section 6.1 asks for. */
+void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
+			  const struct hpccd_wire_info *wi, uint64_t now)
+{
+	struct tp_flow *fl = flow_by_id(t, wi->flow_id);
+	uint64_t r;
+
+	if (!fl || wi->saddr != fl->c.daddr || wi->dport != fl->c.sport ||
+	    fl->c.int_mode != HPCCD_TP_INT_PROBE || !fl->ops->on_probe_resp) {
+		t->st.unknown_flow++;
+		return;
+	}
+	if (!wi->has_tag || hpccd_wire_tag_verify(t->cfg.tag_key, f, len, t->cfg.udp_port,
+						  t->cfg.probe_dscp) != 1) {
+		fl->st.probe_bad_tags++;
+		return;
+	}
+	if (fl->state != HPCCD_TP_RUNNING)
+		return;                  /* the flow finished while it was out */
+	if (!fl->probe_out || wi->seq != fl->probe_seq) {
+		fl->st.probes_late++;
+		return;
+	}
+	fl->probe_out = 0;
+	fl->st.probes_answered++;
+	r = (uint32_t)((uint32_t)now - wi->ts);
+	fl->st.probe_rtt_sum_ns += r;
+	if (!fl->st.probe_min_rtt_ns || r < fl->st.probe_min_rtt_ns)
+		fl->st.probe_min_rtt_ns = r;
+	/* RFC 6298 gain 1/8, as the data RTT */
+	fl->st.probe_srtt_ns = fl->st.probe_srtt_ns ? (7 * fl->st.probe_srtt_ns + r) / 8 : r;
+	if (fl->ops->on_probe_resp(fl, wi, f, now))
+		fl->st.cc_updates++;
+	fl->ops->sync(fl);
+}

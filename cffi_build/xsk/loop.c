@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The engine's thread (seed 004 section 4.2 and seed 000 section 6.3:
+ * scheduler, TX pipe, RX pipe), per loop:
+ *   1. RX pipe: up to RX_ROUNDS batches of the RX ring through the shared
+ *      parser (hpccd_wire_parse_frame); DATA to the receiver half, ACK /
+ *      NACK / NOTIFY to the sender half; frames back to the fill ring;
+ *   2. completions: TX frames back to the TX free stack;
+ *   3. timers: retransmission timeouts, delayed ACKs;
+ *   4. scheduler: round robin over the flows (outgoing.c);
+ *   5. TX: descriptors submitted in one go, a sendto() kick once the
+ *      lock is released (copy mode transmits inside the syscall);
+ *   6. sleep in ppoll() on the socket and an eventfd until the earliest
+ *      deadline, unless there is more work at once.  Never spins: the
+ *      loop goes round without sleeping only after it did work.
+ */
+#include "tp.h"
+
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
+{
+	struct hpccd_wire_info wi;
+	int rc = hpccd_wire_parse_frame(f, len, t->cfg.udp_port, t->cfg.probe_dscp, &wi);
+
+	t->st.rx_frames++;
+	t->st.rx_bytes += len;
+	if (rc == HPCCD_WIRE_NOT_HPCCD || rc < 0 || wi.l4 != IPPROTO_UDP) {
+		t->st.not_hpccd++;
+		return;
+	}
+	if (rc > 0) {
+		t->st.by_class[rc < HPCCD_E_MAX ? rc : 0]++;
+		return;
+	}
+	t->st.by_type[wi.hdr_type]++;
+	switch (wi.hdr_type) {
+	case HPCCD_T_DATA:
+		if (wi.dport != t->cfg.udp_port)
+			break;
+		on_data(t, f, len, &wi, now);
+		return;
+	case HPCCD_T_ACK:
+	case HPCCD_T_NACK:
+	case HPCCD_T_NOTIFY:
+		if (wi.sport != t->cfg.udp_port)
+			break;
+		on_feedback(t, f, len, &wi, now);
+		return;
+	case HPCCD_T_PROBE:
+		if (wi.dport != t->cfg.udp_port)
+			break;
+		answer_probe(t, f, &wi);
+		return;
+	case HPCCD_T_PROBE_RESP:
+		if (wi.sport != t->cfg.udp_port)
+			break;
+		on_probe_resp(t, f, len, &wi, now);
+		return;
+	}
+	t->st.bad_body++;    /* wrong direction */
+}
+
+static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
+{
+	const uint64_t mask = ~(uint64_t)(t->cfg.frame_size - 1);
+	uint32_t total = 0, round, idx, n, i;
+
+	for (round = 0; round < RX_ROUNDS; round++) {
+		n = xsk_ring_cons__peek(&t->rx, RX_BATCH, &idx);
+		if (!n)
+			break;
+		for (i = 0; i < n; i++) {
+			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&t->rx, idx + i);
+			uint64_t a = xsk_umem__add_offset_to_addr(d->addr);
+
+			rx_frame(t, xsk_umem__get_data(t->area, a), d->len, now);
+			t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
+		}
+		xsk_ring_cons__release(&t->rx, n);
+		rx_refill(t);
+		total += n;
+	}
+	if (total && (t->cfg.flags & HPCCD_TP_F_NEED_WAKEUP) &&
+	    xsk_ring_prod__needs_wakeup(&t->fq))
+		recvfrom(t->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+	return total;
+}
+
+void *tp__main(void *arg)
+{
+	struct hpccd_tp *t = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = t->fd, .events = POLLIN },
+		{ .fd = t->efd, .events = POLLIN },
+	};
+	int err = 0;
+
+	/* Pacing deadlines are tens of microseconds apart: the default 50 us
+	 * timer slack would add up to one packet time at 1 Gbit/s per wake. */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	while (!__atomic_load_n(&t->stop_flag, __ATOMIC_ACQUIRE)) {
+		uint64_t now = now_ns(), dl;
+		uint32_t got;
+		int more = 0, rc, kick;
+		struct timespec ts;
+
+		pthread_mutex_lock(&t->lock);
+		t->st.loops++;
+		t->starved = 0;
+		got = rx_pipe(t, now);
+		reap_completions(t);
+		now = now_ns();
+		flow_timers(t, now);
+		rx_timers(t, now);
+		schedule(t, now, &more);
+		schedule_probes(t, now);
+		kick = tx_submit(t);
+		dl = next_wake(t);
+		pthread_mutex_unlock(&t->lock);
+		if (kick)
+			tx_kick(t, 0);
+
+		now = now_ns();
+		if (more)
+			continue;            /* the scheduler stopped at its per-loop cap */
+		if (got && t->cfg.coalesce_ns && dl > now) {
+			/* Frames came: more are on their way.  Instead of one
+			 * wakeup per frame, sleep coalesce_ns (at most until the
+			 * next deadline) and take them as a batch -- interrupt
+			 * moderation, as a NIC does.  Only the stop eventfd can
+			 * cut it short. */
+			uint64_t d = dl - now < t->cfg.coalesce_ns ? dl - now : t->cfg.coalesce_ns;
+
+			ts.tv_sec = 0;
+			ts.tv_nsec = (long)d;
+			if (ppoll(&pfd[1], 1, &ts, NULL) == 0)
+				note_wake(t, now + d, now_ns());
+			continue;
+		}
+		if (got)
+			continue;            /* work done; more may be waiting */
+		if (t->starved && (dl == NO_DEADLINE || dl < now + STARVED_SLEEP_NS))
+			dl = now + STARVED_SLEEP_NS;
+		if (dl <= now)
+			continue;            /* a deadline passed while we worked */
+		if (dl - now > POLL_BACKSTOP_NS)
+			dl = now + POLL_BACKSTOP_NS;
+		ts.tv_sec = (time_t)((dl - now) / 1000000000ull);
+		ts.tv_nsec = (long)((dl - now) % 1000000000ull);
+		rc = ppoll(pfd, 2, &ts, NULL);
+		if (rc == 0)
+			note_wake(t, dl, now_ns());
+		pthread_mutex_lock(&t->lock);
+		t->st.polls++;
+		t->st.poll_timeouts += rc == 0;
+		pthread_mutex_unlock(&t->lock);
+		if (rc < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			break;
+		}
+		if (pfd[1].revents) {
+			uint64_t v;
+
+			if (read(t->efd, &v, sizeof(v)) > 0) {
+				pthread_mutex_lock(&t->lock);
+				t->st.wakeups++;
+				pthread_mutex_unlock(&t->lock);
+			}
+		}
+		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+			err = (pfd[0].revents & POLLNVAL) ? -EBADF : -EIO;
+			break;
+		}
+		if (rc == 0 && dl - now >= POLL_BACKSTOP_NS) {
+			int soerr = 0;
+			socklen_t sl = sizeof(soerr);
+
+			if (getsockopt(t->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr) {
+				err = -soerr;    /* the interface went away */
+				break;
+			}
+		}
+	}
+	pthread_mutex_lock(&t->lock);
+	t->st.running = 0;
+	t->st.thread_err = err;
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}

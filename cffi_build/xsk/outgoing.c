@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The sender half's output: window and pacing, round robin among the
+ * flows, DATA and PROBE frames (seed 004 section 4.2: scheduler and TX pipe).
+ */
+#include "tp.h"
+
+
+uint64_t flow_rto(const struct tp_flow *fl)
+{
+	uint64_t rto = fl->srtt ? fl->srtt + 4 * fl->rttvar : fl->c.rto_min_ns;
+
+	if (rto < fl->c.rto_min_ns)
+		rto = fl->c.rto_min_ns;
+	rto <<= fl->backoff < 20 ? fl->backoff : 20;
+	return rto > fl->c.rto_max_ns ? fl->c.rto_max_ns : rto;
+}
+
+double cap_rate(const struct tp_flow *fl, double r)
+{
+	double line = (double)fl->c.line_rate_bps;
+
+	if (!(r > 0))
+		return line;
+	return r < line ? r : line;
+}
+
+/* Payload bytes the window lets be in flight (at least one packet). */
+/* Payload bytes that may be in flight from snd_una: the algorithm's W
+ * (seed 004 section 4.2: the window bounds the bytes in flight) and the
+ * receiver's window, whichever is smaller; at least one packet. */
+uint64_t flow_allowed(const struct tp_flow *fl)
+{
+	double a = fl->W / fl->wire_per_payload;
+
+	if (fl->rto_probe_end)
+		return fl->mss;                 /* the one packet after a timeout */
+	if (fl->rwnd_end) {
+		double r = fl->rwnd_end > fl->snd_una ? (double)(fl->rwnd_end - fl->snd_una) : 0;
+
+		if (r < a)
+			a = r;
+	}
+	return a < fl->mss ? fl->mss : (uint64_t)a;
+}
+
+int flow_wants_to_send(const struct tp_flow *fl)
+{
+	return fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->c.bytes &&
+	       fl->snd_nxt - fl->snd_una < flow_allowed(fl);
+}
+
+void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err,
+			uint64_t now)
+{
+	int i = fl->active_idx;
+
+	fl->state = state;
+	fl->err = err;
+	fl->end_ns = now;
+	if (i >= 0) {
+		t->active[i] = t->active[--t->n_active];
+		t->flows[t->active[i]].active_idx = i;
+		fl->active_idx = -1;
+	}
+}
+
+static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
+{
+	uint64_t addr, seq = fl->snd_nxt, idx;
+	uint32_t plen, room = 0, flags = 0, off, len;
+	int retx, ect;
+	uint8_t *f, *p;
+
+	if (t->n_tx_free <= ACK_RESERVE)
+		reap_completions(t);
+	if (t->n_tx_free <= ACK_RESERVE) {
+		t->st.tx_no_frame++;
+		t->starved = 1;
+		return -ENOBUFS;
+	}
+	f = tx_get(t, &addr);
+	if (!f)
+		return -ENOBUFS;
+	plen = fl->c.bytes - seq < fl->mss ? (uint32_t)(fl->c.bytes - seq) : fl->mss;
+	idx = seq / fl->mss;
+	retx = seq < fl->snd_max;
+	switch (fl->c.int_mode) {
+	case HPCCD_TP_INT_EVERY:
+		room = fl->room;
+		break;
+	case HPCCD_TP_INT_NTH:
+		room = idx % fl->c.int_every == 0 ? fl->room : 0;
+		break;
+	}
+	ect = fl->ops->pkt_ect(fl, idx, retx);
+	if (seq == 0)
+		flags |= HPCCD_F_SYN;
+	if (seq + plen == fl->c.bytes)
+		flags |= HPCCD_F_FIN;
+	if (retx)
+		flags |= HPCCD_F_RETX;
+	if (fl->ops->pkt_flags)
+		flags |= fl->ops->pkt_flags(fl, idx, retx);
+
+	put_l2l4(f, fl->c.dmac, fl->c.smac, fl->c.saddr, fl->c.daddr, fl->c.sport, fl->c.dport,
+		 ect ? 0x02 : 0x00);
+	off = L2L4;
+	off += put_int(f + off, room);
+	put_hdr(f + off, HPCCD_T_DATA, flags, plen, fl->flow_id, seq, 0, (uint32_t)now, 0);
+	off += HPCCD_HDR_BYTES;
+	p = f + off;
+	if (fl->c.src == HPCCD_TP_SRC_BUFFER)
+		memcpy(p, fl->c.buf + seq, plen);
+	else
+		hpccd_tp_pattern_fill(fl->c.seed, seq, p, plen);
+	len = off + plen;
+	finish_frame(t, f, len);
+	tx_put(t, addr, len);
+
+	fl->snd_nxt = seq + plen;
+	if (fl->snd_nxt > fl->snd_max)
+		fl->snd_max = fl->snd_nxt;
+	fl->st.pkts++;
+	fl->st.wire_bytes += len;
+	fl->st.retx_pkts += retx;
+	fl->st.retx_bytes += retx ? plen : 0;
+	fl->st.int_pkts += room != 0;
+	fl->st.ect_pkts += ect;
+	if (fl->rto_deadline == NO_DEADLINE)
+		fl->rto_deadline = now + flow_rto(fl);
+	/* pacing: next send time from the rate, with at most burst_ns of
+	 * banked credit (seed 004 section 4.2: credit-based pacing) */
+	{
+		uint64_t base = fl->next_send_ns;
+
+		if (base + fl->c.burst_ns < now) {
+			fl->st.pace_lost_ns += now - fl->c.burst_ns - base;
+			base = now - fl->c.burst_ns;
+		}
+		fl->next_send_ns = base + (uint64_t)((double)len * 8e9 / fl->rate_bps);
+	}
+	return 0;
+}
+
+/* Probe mode (seed 002 section 6.2.1, "Probe packet"): a PROBE with the
+ * flow's 5-tuple and ECN codepoint (so switches route and queue it with the
+ * data, seed 000 section 6.1), `int_room` empty hop records with COLLECT,
+ * the probe number as seq, the clock as ts, a zeroed tag slot that the
+ * receiver's xdp_host fills when it reflects it (docs/wire-format.md).
+ * Feedback-class: it takes a TX frame like an ACK, outside the window and
+ * the pacing (126 bytes once per RTT). */
+static int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
+{
+	uint64_t addr;
+	uint32_t off = L2L4;
+	uint8_t *f = tx_get(t, &addr);
+
+	if (!f)
+		return -ENOBUFS;
+	put_l2l4(f, fl->c.dmac, fl->c.smac, fl->c.saddr, fl->c.daddr, fl->c.sport, fl->c.dport,
+		 fl->c.ecn ? 0x02 : 0x00);
+	off += put_int(f + off, fl->c.int_room);
+	put_hdr(f + off, HPCCD_T_PROBE, 0, HPCCD_TAG_BYTES, fl->flow_id, ++fl->probe_seq, 0,
+		(uint32_t)now, 0);
+	off += HPCCD_HDR_BYTES;
+	memset(f + off, 0, HPCCD_TAG_BYTES);
+	off += HPCCD_TAG_BYTES;
+	finish_frame(t, f, off);
+	tx_put(t, addr, off);
+	fl->probe_out = 1;
+	fl->probe_deadline = now + fl->c.probe_timeout_ns;
+	fl->st.probes_sent++;
+	return 0;
+}
+
+/* One probe per RTT per flow, only while the flow has data in flight: the
+ * next leaves once the last one was answered (on_probe_resp) or timed out
+ * (flow_timers), both of which run before this in the same loop. */
+void schedule_probes(struct hpccd_tp *t, uint64_t now)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n_active; i++) {
+		struct tp_flow *fl = &t->flows[t->active[i]];
+
+		if (fl->c.int_mode != HPCCD_TP_INT_PROBE || fl->probe_out ||
+		    fl->state != HPCCD_TP_RUNNING || fl->snd_nxt <= fl->snd_una)
+			continue;
+		if (send_probe(t, fl, now) < 0)
+			return;
+	}
+}
+
+/* The window, not the pacing, holds a running flow back from `now`: its
+ * send time has come but its bytes in flight reached W. */
+static void flow_note_window(struct tp_flow *fl, uint64_t now)
+{
+	if (!fl->wnd_block_ns && fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->c.bytes)
+		fl->wnd_block_ns = now > fl->next_send_ns ? fl->next_send_ns : now;
+}
+
+/* The window opened again: the blocked time is the window's.  The pacing
+ * restarts from now: credit banked while the window was closed would go
+ * out as a burst at line rate, which is the queue the pacing is there to
+ * avoid (seed 004 section 4.2: the window bounds in-flight bytes, the
+ * rate spaces them). */
+static void flow_window_opened(struct tp_flow *fl, uint64_t now)
+{
+	fl->st.wnd_limited_ns += now - fl->wnd_block_ns;
+	fl->wnd_block_ns = 0;
+	if (fl->next_send_ns < now)
+		fl->next_send_ns = now;
+}
+
+/* Round robin over the active flows, one packet per flow per pass. */
+uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
+{
+	uint32_t sent = 0, pass_sent, i, n;
+	uint64_t due = now + t->wake_late_ns;   /* the first pass may be early */
+
+	*more = 0;
+	do {
+		pass_sent = 0;
+		n = t->n_active;
+		for (i = 0; i < n && sent < TX_PER_LOOP; i++) {
+			struct tp_flow *fl = &t->flows[t->active[(t->rr + i) % n]];
+
+			if (fl->next_send_ns > due)
+				continue;
+			if (!flow_wants_to_send(fl)) {
+				flow_note_window(fl, now);
+				continue;
+			}
+			if (fl->wnd_block_ns)
+				flow_window_opened(fl, now);
+			if (send_data(t, fl, now) < 0)
+				return sent;
+			sent++;
+			pass_sent++;
+		}
+		if (n)
+			t->rr = (t->rr + 1) % n;
+		due = now;                          /* later passes: only what is due */
+	} while (pass_sent && sent < TX_PER_LOOP);
+	*more = sent >= TX_PER_LOOP;
+	return sent;
+}

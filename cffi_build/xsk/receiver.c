@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The receiver half: the flow table and its limits, in-order delivery to
+ * the sink, ACK / NACK (DCTCP.CE machine, INT echo), Rx-HPCC NOTIFY, and
+ * PROBE answers when XDP did not answer them.
+ */
+#include "tp.h"
+
+#include <unistd.h>
+
+static uint32_t rx_hash(uint32_t saddr, uint32_t flow_id)
+{
+	uint64_t h = splitmix64(((uint64_t)saddr << 32) | flow_id);
+
+	return (uint32_t)h & (HPCCD_TP_RX_FLOWS - 1);
+}
+
+static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id, int create)
+{
+	uint32_t h = rx_hash(saddr, flow_id), i;
+	struct tp_rx *tomb = NULL;
+
+	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+		struct tp_rx *r = &t->rxt[(h + i) & (HPCCD_TP_RX_FLOWS - 1)];
+
+		if (r->used == 1 && r->saddr == saddr && r->flow_id == flow_id)
+			return r;
+		if (r->used == 2 && !tomb)
+			tomb = r;
+		if (r->used == 0) {
+			if (!tomb)
+				tomb = r;
+			break;
+		}
+	}
+	if (!create || !tomb)
+		return NULL;
+	memset(tomb, 0, sizeof(*tomb));
+	tomb->used = 1;
+	tomb->saddr = saddr;
+	tomb->flow_id = flow_id;
+	tomb->fin_end = UINT64_MAX;
+	tomb->nack_for = UINT64_MAX;
+	tomb->crc = 0;                   /* CRC-32 of nothing */
+	hpccd_dctcp_rx_init(&tomb->dc, t->cfg.ack_every);
+	hpccd_hpcc_init(&tomb->rxh, &t->cfg.rx_hpcc, HPCCD_ALGO_RXHPCC, NULL); /* checked at create */
+	t->rx_live++;
+	return tomb;
+}
+
+/* Limits of the receiver table (docs/security.md "Limits").  DATA of a
+ * flow the table does not hold: admitted unless its source already has
+ * rx_peer_max flows not done (a flood of new flows from one peer then
+ * costs that peer only: counted in rx_peer_full).  When the table is full
+ * a slot is recycled: the done flow finished longest ago (rx_recycled;
+ * a long-running receiver that nobody reaps must keep accepting flows),
+ * else an unfinished flow without DATA for rx_idle_ns (rx_expired: its
+ * sender died or gave up); otherwise the flow is refused (rx_table_full)
+ * and the flows in the table keep being served.  Both scans run only for
+ * the first packet of a new flow. */
+static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id,
+			      uint64_t now)
+{
+	struct tp_rx *r, *victim = NULL;
+	uint32_t i, peer_live = 0;
+	int done_victim = 0;
+
+	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+		r = &t->rxt[i];
+		if (r->used == 1 && !r->done && r->saddr == saddr)
+			peer_live++;
+	}
+	if (t->cfg.rx_peer_max && peer_live >= t->cfg.rx_peer_max) {
+		t->st.rx_peer_full++;
+		return NULL;
+	}
+	r = rx_lookup(t, saddr, flow_id, 1);
+	if (r)
+		return r;
+	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+		struct tp_rx *c = &t->rxt[i];
+
+		if (c->used != 1)
+			continue;
+		if (c->done) {
+			if (!done_victim || c->st.last_ns < victim->st.last_ns)
+				victim = c;
+			done_victim = 1;
+		} else if (!done_victim && now - c->st.last_ns >= t->cfg.rx_idle_ns &&
+			   (!victim || c->st.last_ns < victim->st.last_ns)) {
+			victim = c;
+		}
+	}
+	if (!victim) {
+		t->st.rx_table_full++;
+		return NULL;
+	}
+	if (done_victim) {
+		t->st.rx_recycled++;
+	} else {
+		t->st.rx_expired++;
+		if (t->rx_live)
+			t->rx_live--;
+	}
+	victim->used = 2;        /* a tombstone: the table has no empty slot, so
+				  * rx_lookup finds it on any probe sequence */
+	return rx_lookup(t, saddr, flow_id, 1);
+}
+
+/* The receive window's right edge that r advertises (seq of its ACKs and
+ * NACKs): its share of the engine's rx_window frames, at least 2, in
+ * payloads of its largest size.  In flight toward this engine there are
+ * then at most rx_window frames of its flows, which the RX ring holds
+ * even when the thread takes none for a while: a fast sender is paced by
+ * what the receiver can take, not by drops.  0: none (rx_window 0). */
+static uint64_t rx_window_end(const struct hpccd_tp *t, const struct tp_rx *r)
+{
+	uint32_t live = t->rx_live ? t->rx_live : 1, frames;
+
+	if (!t->cfg.rx_window || !r->mss)
+		return 0;
+	frames = t->cfg.rx_window / live;
+	if (frames < 2)
+		frames = 2;
+	return r->rcv_nxt + (uint64_t)frames * r->mss;
+}
+
+/* Feedback frame of receiver flow r: ACK / NACK (with the INT echo when
+ * asked), or NOTIFY with its body and tag. */
+static void send_feedback(struct hpccd_tp *t, struct tp_rx *r, uint32_t type, uint64_t ack,
+			  int ece, uint32_t aux, int echo, uint64_t now)
+{
+	uint64_t addr;
+	uint32_t off = L2L4, flags = ece ? HPCCD_F_ECE : 0, blen = 0;
+	uint8_t *f = tx_get(t, &addr);
+
+	if (!f) {
+		t->st.ack_dropped++;
+		return;
+	}
+	put_l2l4(f, r->mac_peer, r->mac_local, r->daddr, r->saddr, r->dport, r->sport, 0);
+	if (echo && r->have_echo) {
+		/* Echo: nHop, pathID, OVERFLOW and the records as received,
+		 * COLLECT cleared so that the return path does not stamp. */
+		memcpy(f + off, r->echo, r->echo_len);
+		f[off + 2] &= (uint8_t)~(HPCCD_INT_F_COLLECT << 4);
+		off += r->echo_len;
+		flags |= HPCCD_F_INT_ECHO;
+		r->have_echo = 0;
+	} else {
+		off += put_int(f + off, 0);
+	}
+	if (type == HPCCD_T_NOTIFY)
+		blen = HPCCD_NOTIFY_BYTES + HPCCD_TAG_BYTES;
+	put_hdr(f + off, type, flags, blen, r->flow_id,
+		type == HPCCD_T_NOTIFY ? 0 : rx_window_end(t, r), ack, r->last_ts, aux);
+	off += HPCCD_HDR_BYTES;
+	if (type == HPCCD_T_NOTIFY) {
+		const struct hpccd_hpcc *h = &r->rxh;
+		double u = h->U * 65536.0, kbps = hpccd_hpcc_rate_bps(h) / 1000.0;
+		uint8_t *b = f + off;
+		uint64_t tag;
+
+		put32(b, h->W > 4e9 ? 0xffffffffu : (uint32_t)h->W);
+		put32(b + 4, kbps > 4e9 ? 0xffffffffu : (uint32_t)kbps);
+		put32(b + 8, u > 4294967295.0 ? 0xffffffffu : (uint32_t)u);
+		put16(b + 12, t->rx_live > 0xffff ? 0xffff : (uint16_t)t->rx_live);
+		put16(b + 14, 0);
+		put32(b + 16, ++r->notify_seq);
+		put32(b + 20, (uint32_t)h->T);
+		memset(b + HPCCD_NOTIFY_BYTES, 0, HPCCD_TAG_BYTES);
+		off += blen;
+		finish_frame(t, f, off);
+		if (hpccd_wire_tag(t->cfg.tag_key, f, off, t->cfg.udp_port, t->cfg.probe_dscp,
+				   &tag) == 0) {
+			put32(f + off - 8, (uint32_t)(tag >> 32));
+			put32(f + off - 4, (uint32_t)tag);
+		}
+		fill_l3_csums(f, off);   /* the tag is part of the UDP sum */
+		r->st.notifies_sent++;
+	} else {
+		finish_frame(t, f, off);
+		if (type == HPCCD_T_NACK)
+			r->st.nacks_sent++;
+		else
+			r->st.acks_sent++;
+	}
+	(void)now;
+	tx_put(t, addr, off);
+}
+
+static void rx_ack_now(struct hpccd_tp *t, struct tp_rx *r, uint64_t now)
+{
+	struct hpccd_ack_req q;
+
+	if (hpccd_dctcp_rx_flush(&r->dc, &q)) {
+		send_feedback(t, r, HPCCD_T_ACK, q.ack_seq, q.ece, r->unacked,
+			      !(t->cfg.flags & HPCCD_TP_F_NO_ECHO), now);
+		r->unacked = 0;
+	}
+	r->delack_armed = 0;
+}
+
+static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uint32_t n)
+{
+	r->crc = hpccd_tp_crc32(r->crc, p, n);
+	if (t->cfg.sink == HPCCD_TP_SINK_FD && !r->err) {
+		while (n) {
+			ssize_t w = write(t->cfg.sink_fd, p, n);
+
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				r->err = -errno;
+				return r->err;
+			}
+			p += w;
+			n -= (uint32_t)w;
+		}
+	}
+	return 0;
+}
+
+void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
+		    const struct hpccd_wire_info *wi, uint64_t now)
+{
+	struct hpccd_ack_req q[2];
+	struct tp_rx *r;
+	uint64_t seq = wi->seq;
+	uint32_t plen = wi->payload_len, nq, i;
+	int ce = wi->ecn == 3, echo = !(t->cfg.flags & HPCCD_TP_F_NO_ECHO);
+	const uint8_t *udp = f + wi->int_off - UDP_HLEN;
+
+	if (!(t->cfg.flags & HPCCD_TP_F_NO_CSUM_CHECK)) {
+		uint32_t ulen = wi->l4_end_off - (wi->int_off - UDP_HLEN);
+		uint8_t ph[12];
+		uint16_t c;
+
+		/* pseudo-header from the parsed addresses: IPv4 options, if
+		 * any, do not move it */
+		put32(ph, wi->saddr);
+		put32(ph + 4, wi->daddr);
+		ph[8] = 0;
+		ph[9] = IPPROTO_UDP;
+		put16(ph + 10, (uint16_t)ulen);
+		memcpy(&c, udp + 6, 2);
+		if (c && csum_fold(csum_partial(udp, ulen, csum_partial(ph, 12, 0))) != 0xffff) {
+			t->st.bad_csum++;
+			return;
+		}
+	}
+	r = rx_lookup(t, wi->saddr, wi->flow_id, 0);
+	if (!r)
+		r = rx_admit(t, wi->saddr, wi->flow_id, now);
+	if (!r)
+		return;                  /* refused and counted */
+	if (!r->st.pkts) {
+		r->daddr = wi->daddr;
+		r->sport = wi->sport;
+		r->dport = wi->dport;
+		r->st.first_ns = now;
+	}
+	memcpy(r->mac_peer, f + 6, 6);   /* answer the hop it came from */
+	memcpy(r->mac_local, f, 6);
+	r->st.pkts++;
+	if (plen > r->mss)
+		r->mss = plen;
+	r->st.ce_pkts += ce;
+	r->st.int_pkts += wi->int_nhop != 0;
+	r->last_ts = wi->ts;
+	if (wi->hdr_flags & HPCCD_F_FIN)
+		r->fin_end = seq + plen;
+
+	if (seq > r->rcv_nxt) {
+		/* a gap: drop (go-back-N), NACK once per gap per nack_gap_ns */
+		r->st.ooo_pkts++;
+		r->ooo_since_gap++;
+		if (r->nack_for != r->rcv_nxt || now - r->nack_ns >= t->cfg.nack_gap_ns) {
+			r->nack_for = r->rcv_nxt;
+			r->nack_ns = now;
+			send_feedback(t, r, HPCCD_T_NACK, r->rcv_nxt, r->dc.ce,
+				      (uint32_t)r->ooo_since_gap, 0, now);
+		}
+		return;
+	}
+	if (seq + plen <= r->rcv_nxt && !(plen == 0 && seq == r->rcv_nxt)) {
+		/* a duplicate (a retransmission after a lost ACK, or go-back-N
+		 * resending what arrived): acknowledge at once */
+		r->st.dup_pkts++;
+		if (r->unacked)
+			rx_ack_now(t, r, now);
+		else
+			send_feedback(t, r, HPCCD_T_ACK, r->rcv_nxt, r->dc.ce, 0, 0, now);
+		return;
+	}
+	/* in order (a packet straddling rcv_nxt delivers its new part) */
+	{
+		uint32_t skip = (uint32_t)(r->rcv_nxt - seq);
+
+		rx_deliver(t, r, f + wi->body_off + skip, plen - skip);
+		r->rcv_nxt = seq + plen;
+		r->st.bytes = r->rcv_nxt;
+		r->ooo_since_gap = 0;
+		r->nack_for = UINT64_MAX;
+	}
+	if (wi->int_nhop && wi->int_room) {
+		uint32_t n = HPCCD_INT_HDR_BYTES + wi->int_room * HPCCD_INT_HOP_BYTES;
+		const uint8_t *ih = f + wi->int_off;
+
+		if (echo) {
+			memcpy(r->echo, ih, n);
+			r->echo_len = n;
+			r->have_echo = 1;
+		}
+		if (!(t->cfg.flags & HPCCD_TP_F_NO_NOTIFY)) {
+			/* Rx-HPCC NewINT (seed 000 lines 28-34): a NOTIFY with
+			 * W once per T */
+			hpccd_hpcc_set_active_flows(&r->rxh, t->rx_live);
+			if (hpccd_hpcc_new_int_wire(&r->rxh, now, wi->int_path_id,
+						    (const void *)(ih + HPCCD_INT_HDR_BYTES),
+						    wi->int_nhop) == 1)
+				send_feedback(t, r, HPCCD_T_NOTIFY, r->rcv_nxt, 0, 0, 0, now);
+		}
+	}
+	/* ACKs: the DCTCP.CE machine (seed 001 section 3.2) with factor m;
+	 * a CE change acknowledges at once, in two ACKs when packets of the
+	 * old state wait */
+	r->unacked++;
+	nq = hpccd_dctcp_rx_on_packet(&r->dc, ce, r->rcv_nxt, q);
+	for (i = 0; i < nq; i++) {
+		uint32_t n = nq == 2 ? (i == 0 ? r->unacked - 1 : 1) : r->unacked;
+
+		send_feedback(t, r, HPCCD_T_ACK, q[i].ack_seq, q[i].ece, n, echo, now);
+	}
+	if (nq) {
+		r->unacked = 0;
+		r->delack_armed = 0;
+	}
+	if (!r->done && r->rcv_nxt >= r->fin_end) {
+		r->done = 1;
+		r->st.done = 1;
+		r->st.last_ns = now;
+		if (t->rx_live)
+			t->rx_live--;
+		rx_ack_now(t, r, now);   /* the last byte: no delay */
+	} else {
+		if (!r->done)
+			r->st.last_ns = now;
+		if (r->unacked && !r->delack_armed) {
+			r->delack_armed = 1;
+			r->delack_deadline = now + t->cfg.delack_ns;
+			if (r->delack_deadline < t->delack_min)
+				t->delack_min = r->delack_deadline;
+		}
+	}
+}
+
+void rx_timers(struct hpccd_tp *t, uint64_t now)
+{
+	uint64_t next = NO_DEADLINE;
+	uint32_t i;
+
+	if (t->delack_min > now)
+		return;
+	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+		struct tp_rx *r = &t->rxt[i];
+
+		if (r->used != 1 || !r->delack_armed)
+			continue;
+		if (r->delack_deadline <= now)
+			rx_ack_now(t, r, now);
+		else if (r->delack_deadline < next)
+			next = r->delack_deadline;
+	}
+	t->delack_min = next;
+}
+
+static int key_set(const uint8_t *key)
+{
+	uint32_t i;
+
+	for (i = 0; i < 16; i++)
+		if (key[i])
+			return 1;
+	return 0;
+}
+
+/* A PROBE that reached the engine: xdp_host answers probes itself
+ * (XDP_TX) unless it was loaded without HPCCD_CFG_REFLECT_PROBES; then the
+ * engine answers, with the same response xdp_host writes
+ * (docs/wire-format.md: addresses and ports swapped, TTL 64, CE -> ECT(0),
+ * COLLECT cleared, hops, DSCP and IP id kept, type PROBE_RESP, the tag).
+ * Like xdp_host it does not sign with the all-zero "no key". */
+void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_info *wi)
+{
+	uint32_t len = wi->l4_end_off;
+	uint64_t addr, tag;
+	uint8_t *f, tmp[6];
+
+	if (!wi->has_tag || wi->int_off != L2L4 || len > t->cfg.frame_size - HEADROOM) {
+		t->st.bad_body++;        /* a VLAN tag, IP options: not ours */
+		return;
+	}
+	if (!key_set(t->cfg.tag_key)) {
+		t->st.probes_no_key++;
+		return;
+	}
+	f = tx_get(t, &addr);
+	if (!f) {
+		t->st.ack_dropped++;
+		return;
+	}
+	memcpy(f, p, len);
+	memcpy(tmp, f, 6);
+	memcpy(f, f + 6, 6);
+	memcpy(f + 6, tmp, 6);
+	memcpy(tmp, f + 26, 4);          /* IPv4 addresses */
+	memcpy(f + 26, f + 30, 4);
+	memcpy(f + 30, tmp, 4);
+	memcpy(tmp, f + 34, 2);          /* UDP ports */
+	memcpy(f + 34, f + 36, 2);
+	memcpy(f + 36, tmp, 2);
+	if ((f[15] & 3) == 3)
+		f[15] = (uint8_t)((f[15] & ~3) | 2);
+	f[22] = 64;
+	f[wi->int_off + 2] &= (uint8_t)~(HPCCD_INT_F_COLLECT << 4);
+	f[wi->hdr_off] = (uint8_t)(HPCCD_WIRE_VERSION << 4 | HPCCD_T_PROBE_RESP);
+	if (hpccd_wire_tag(t->cfg.tag_key, f, len, t->cfg.udp_port, t->cfg.probe_dscp,
+			   &tag) != 0) {
+		t->tx_free[t->n_tx_free++] = addr - HEADROOM;
+		t->st.bad_body++;
+		return;
+	}
+	put32(f + wi->tag_off, (uint32_t)(tag >> 32));
+	put32(f + wi->tag_off + 4, (uint32_t)tag);
+	fill_l3_csums(f, len);
+	tx_put(t, addr, len);
+	t->st.probes_answered++;
+}

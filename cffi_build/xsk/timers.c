@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * Timers of the transport engine: retransmission and probe timeouts, the
+ * earliest deadline, and how late the kernel's timer wakes the thread.
+ */
+#include "tp.h"
+
+
+void flow_timers(struct hpccd_tp *t, uint64_t now)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n_active; i++) {
+		struct tp_flow *fl = &t->flows[t->active[i]];
+
+		if (fl->probe_out && fl->probe_deadline <= now) {
+			/* lost: counted; schedule_probes sends the next */
+			fl->probe_out = 0;
+			fl->st.probes_lost++;
+		}
+		if (fl->rto_deadline > now)
+			continue;
+		if (fl->snd_una >= fl->snd_max) {
+			fl->rto_deadline = NO_DEADLINE;
+			continue;
+		}
+		fl->st.rtos++;
+		if (now - fl->last_progress_ns >= fl->c.timeout_ns) {
+			flow_finish(t, fl, HPCCD_TP_FAILED, -ETIMEDOUT, now);
+			i--;             /* the slot now holds another flow */
+			continue;
+		}
+		fl->backoff++;
+		/* Go back to the first unacknowledged byte, one packet only
+		 * until an ACK comes (rto_probe): if the data was not lost but
+		 * its ACKs were late (a thread held off its CPU for longer
+		 * than the RTO), that ACK acknowledges beyond the resent
+		 * packet and the timeout cost one packet, not a window of
+		 * them (the idea of F-RTO, RFC 5682: a spurious timeout shows
+		 * in the first ACK after it). */
+		if (fl->rto_probe_end)
+			fl->st.rtos_repeated++;
+		fl->rto_probe_end = fl->snd_una + fl->mss;
+		fl->snd_nxt = fl->snd_una;
+		fl->goback_seq = fl->snd_una;
+		fl->goback_ns = now;
+		fl->next_send_ns = now;
+		if (fl->ops->on_timeout)
+			fl->ops->on_timeout(fl, now);
+		fl->ops->sync(fl);
+		fl->rto_deadline = now + flow_rto(fl);
+	}
+}
+
+/* The earliest deadline of the engine, and when the thread should wake
+ * for it: send times t->wake_late_ns early (see struct hpccd_tp). */
+uint64_t next_wake(struct hpccd_tp *t)
+{
+	uint64_t d = t->delack_min, send = NO_DEADLINE;
+	uint32_t i;
+
+	for (i = 0; i < t->n_active; i++) {
+		const struct tp_flow *fl = &t->flows[t->active[i]];
+
+		if (fl->rto_deadline < d)
+			d = fl->rto_deadline;
+		if (fl->probe_out && fl->probe_deadline < d)
+			d = fl->probe_deadline;
+		if (flow_wants_to_send(fl) && fl->next_send_ns < send)
+			send = fl->next_send_ns;
+	}
+	if (send != NO_DEADLINE) {
+		send = send > t->wake_late_ns ? send - t->wake_late_ns : 0;
+		if (send < d)
+			d = send;
+	}
+	return d;
+}
+
+/* A timed wait that asked to wake at `want` woke at `now`: fold its
+ * lateness into the moving mean (gain 1/8; a wake later than 1 ms is a
+ * preemption, not the timer's latency, and is left out). */
+void note_wake(struct hpccd_tp *t, uint64_t want, uint64_t now)
+{
+	int64_t late = (int64_t)(now - want), est = (int64_t)t->wake_late_ns;
+
+	if (late < 0 || late > 1000000)
+		return;
+	est += (late - est) / 8;
+	if (est > (int64_t)WAKE_EARLY_MAX_NS)
+		est = WAKE_EARLY_MAX_NS;
+	/* written by the thread only; hpccd_tp__stats() reads it */
+	__atomic_store_n(&t->wake_late_ns, est < 0 ? 0 : (uint64_t)est, __ATOMIC_RELAXED);
+}

@@ -199,6 +199,12 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 		t->ring = pow2_floor(c.tx_frames);
 	if (t->cfg.rx_window > t->ring)
 		t->cfg.rx_window = t->cfg.rx_window == UINT32_MAX ? t->ring / 4 * 3 : t->ring;
+	/* hold slots per receiver flow: the whole window's packets */
+	t->hold_cap = pow2_floor(t->cfg.rx_window ? t->cfg.rx_window : t->ring);
+	if (t->hold_cap < t->cfg.rx_window)
+		t->hold_cap <<= 1;
+	if (t->hold_cap < 64)
+		t->hold_cap = 64;
 	memset(&ucfg, 0, sizeof(ucfg));
 	ucfg.fill_size = t->ring;
 	ucfg.comp_size = pow2_floor(c.tx_frames) * 2;  /* never full: > frames in flight */
@@ -378,6 +384,9 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 		return tp__fail(t, -EINVAL, "%s: MTU %u: from %u to %u with room %u", who, c->mtu,
 				hdr - ETH_HLEN_ + 64, t->cfg.frame_size - ETH_HLEN_ - HEADROOM,
 				room);
+	if (c->recovery != HPCCD_TP_SR && c->recovery != HPCCD_TP_GBN)
+		return tp__fail(t, -EINVAL, "%s: recovery %u: selective repeat (%d) or go-back-N (%d)",
+				who, c->recovery, HPCCD_TP_SR, HPCCD_TP_GBN);
 	if (!c->line_rate_bps || !c->rto_min_ns || c->rto_max_ns < c->rto_min_ns ||
 	    !c->timeout_ns)
 		return tp__fail(t, -EINVAL, "%s: line rate, RTO bounds and timeout must be set",
@@ -554,6 +563,7 @@ int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out)
 	*out = t->st;
 	out->tx_free = t->n_tx_free;
 	out->rx_live = t->rx_live;
+	out->rx_held = t->rx_held;
 	out->timer_late_ns = __atomic_load_n(&t->wake_late_ns, __ATOMIC_RELAXED);
 	{
 		uint32_t i;
@@ -584,6 +594,12 @@ void hpccd_tp__destroy(struct hpccd_tp *t)
 	xsk_socket__delete(t->sock);
 	xsk_umem__delete(t->umem);
 	munmap(t->area, t->area_len);
+	if (t->rxt) {
+		uint32_t i;
+
+		for (i = 0; i < HPCCD_TP_RX_FLOWS; i++)
+			free(t->rxt[i].hold);
+	}
 	free(t->flows);
 	free(t->rxt);
 	free(t->rx_free);

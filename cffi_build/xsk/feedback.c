@@ -34,6 +34,44 @@ struct tp_flow *flow_by_id(struct hpccd_tp *t, uint32_t flow_id)
 	return fl->state != HPCCD_TP_FREE && fl->flow_id == flow_id ? fl : NULL;
 }
 
+/* Selective repeat: the SACK blocks of an ACK or NACK (HPCCD_F_SACK; none
+ * without it) become the flow's picture of what the receiver holds.
+ * Blocks must be whole multiples of 16 bytes, at most four, ascending,
+ * past the ACK and within what was sent; otherwise the body is bad
+ * (counted) and none are taken. */
+static void sack_update(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f,
+			const struct hpccd_wire_info *wi)
+{
+	uint32_t n = 0, i, nb = wi->payload_len / HPCCD_SACK_BLOCK_BYTES;
+	uint64_t prev = wi->ack;
+
+	if (wi->hdr_flags & HPCCD_F_SACK) {
+		if (wi->payload_len % HPCCD_SACK_BLOCK_BYTES || !nb || nb > HPCCD_SACK_MAX_BLOCKS) {
+			t->st.bad_body++;
+			nb = 0;
+		}
+		for (i = 0; i < nb; i++) {
+			const uint8_t *b = f + wi->body_off + HPCCD_SACK_BLOCK_BYTES * i;
+			uint32_t w[4];
+			uint64_t s, e;
+
+			memcpy(w, b, sizeof(w));
+			s = (uint64_t)ntohl(w[0]) << 32 | ntohl(w[1]);
+			e = (uint64_t)ntohl(w[2]) << 32 | ntohl(w[3]);
+			if (s <= prev || e <= s || e > fl->snd_max) {
+				t->st.bad_body++;
+				n = 0;
+				break;
+			}
+			fl->sack[n].start = s;
+			fl->sack[n].end = e;
+			n++;
+			prev = e;
+		}
+	}
+	fl->sack_n = n;
+}
+
 void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 			const struct hpccd_wire_info *wi, uint64_t now)
 {
@@ -84,15 +122,25 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	} else {
 		flow_rtt_sample(fl, wi->ts, now);
 	}
+	if (fl->c.recovery == HPCCD_TP_SR && wi->hdr_type != HPCCD_T_NOTIFY && ack >= fl->snd_una)
+		sack_update(t, fl, f, wi);
 	if (ack > fl->snd_una && fl->rto_probe_end) {
-		/* The first ACK after a timeout.  Beyond the one resent packet:
-		 * the data sent before the timeout is arriving, the timeout was
-		 * spurious, and sending carries on after what was sent then
-		 * (a real loss among it is NACKed by the receiver, or times out
-		 * again).  Otherwise go-back-N carries on from the ACK. */
-		if (ack > fl->rto_probe_end) {
+		/* The first ACK after a timeout.  Beyond the one resent packet
+		 * while nothing was known lost: the data sent before the
+		 * timeout is arriving, the timeout was spurious, and sending
+		 * carries on after what was sent then (a real loss among it is
+		 * NACKed by the receiver, or times out again).  Otherwise:
+		 * go-back-N carries on from the ACK; selective repeat from the
+		 * end of what the receiver holds (it keeps all that arrives, so
+		 * what it does not report past its blocks was lost), the holes
+		 * before repaired from its blocks. */
+		if (ack > fl->rto_probe_end && !fl->rto_holes) {
 			fl->st.rtos_spurious++;
 			fl->snd_nxt = fl->snd_max;
+		} else if (fl->c.recovery == HPCCD_TP_SR) {
+			uint64_t e = fl->sack_n ? fl->sack[fl->sack_n - 1].end : ack;
+
+			fl->snd_nxt = e > ack ? e : ack;
 		}
 		fl->rto_probe_end = 0;
 	}
@@ -116,6 +164,17 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		break;
 	case HPCCD_T_NACK:
 		fl->st.nacks++;
+		if (fl->c.recovery == HPCCD_TP_SR) {
+			/* selective repeat: the blocks say what to resend
+			 * (flow_next); the algorithm hears of the loss once
+			 * per window of data, as TCP's fast recovery */
+			if (fl->sack_n && fl->snd_una >= fl->rec_end) {
+				fl->rec_end = fl->snd_max;
+				fl->st.recoveries++;
+				loss = 1;
+			}
+			break;
+		}
 		/* go-back-N (seed 004 section 4.2, line 334): resend from the
 		 * first byte the receiver misses; once per gap per RTT, so that
 		 * the NACKs of one loss do not rewind again and again */

@@ -21,7 +21,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static void rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
+/* One received frame through the parser to its half; returns 1 if the
+ * receiver kept the frame (out of order, selective repeat). */
+static int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 {
 	struct hpccd_wire_info wi;
 	int rc = hpccd_wire_parse_frame(f, len, t->cfg.udp_port, t->cfg.probe_dscp, &wi);
@@ -30,38 +32,38 @@ static void rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 	t->st.rx_bytes += len;
 	if (rc == HPCCD_WIRE_NOT_HPCCD || rc < 0 || wi.l4 != IPPROTO_UDP) {
 		t->st.not_hpccd++;
-		return;
+		return 0;
 	}
 	if (rc > 0) {
 		t->st.by_class[rc < HPCCD_E_MAX ? rc : 0]++;
-		return;
+		return 0;
 	}
 	t->st.by_type[wi.hdr_type]++;
 	switch (wi.hdr_type) {
 	case HPCCD_T_DATA:
 		if (wi.dport != t->cfg.udp_port)
 			break;
-		on_data(t, f, len, &wi, now);
-		return;
+		return on_data(t, f, len, &wi, now);
 	case HPCCD_T_ACK:
 	case HPCCD_T_NACK:
 	case HPCCD_T_NOTIFY:
 		if (wi.sport != t->cfg.udp_port)
 			break;
 		on_feedback(t, f, len, &wi, now);
-		return;
+		return 0;
 	case HPCCD_T_PROBE:
 		if (wi.dport != t->cfg.udp_port)
 			break;
 		answer_probe(t, f, &wi);
-		return;
+		return 0;
 	case HPCCD_T_PROBE_RESP:
 		if (wi.sport != t->cfg.udp_port)
 			break;
 		on_probe_resp(t, f, len, &wi, now);
-		return;
+		return 0;
 	}
 	t->st.bad_body++;    /* wrong direction */
+	return 0;
 }
 
 static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
@@ -77,8 +79,8 @@ static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
 			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&t->rx, idx + i);
 			uint64_t a = xsk_umem__add_offset_to_addr(d->addr);
 
-			rx_frame(t, xsk_umem__get_data(t->area, a), d->len, now);
-			t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
+			if (!rx_frame(t, xsk_umem__get_data(t->area, a), d->len, now))
+				t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
 		}
 		xsk_ring_cons__release(&t->rx, n);
 		rx_refill(t);

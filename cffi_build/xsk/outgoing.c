@@ -44,10 +44,56 @@ uint64_t flow_allowed(const struct tp_flow *fl)
 	return a < fl->mss ? fl->mss : (uint64_t)a;
 }
 
+/* Selective repeat: the first byte of a hole the receiver reported (its
+ * SACK blocks: held past the cumulative ACK) not yet resent in this
+ * recovery, and how many bytes the hole has there; 0 if none.  Each hole
+ * is resent once; a resent packet lost again is the timeout's. */
+static uint64_t flow_hole(const struct tp_flow *fl, uint32_t *room)
+{
+	uint64_t c = fl->rtx_next > fl->snd_una ? fl->rtx_next : fl->snd_una;
+	uint32_t i;
+
+	for (i = 0; i < fl->sack_n; i++) {
+		if (c < fl->sack[i].start) {
+			uint64_t n = fl->sack[i].start - c;
+
+			*room = n < fl->mss ? (uint32_t)n : fl->mss;
+			return c;
+		}
+		if (c < fl->sack[i].end)
+			c = fl->sack[i].end;
+	}
+	return 0;
+}
+
+/* What the flow sends next, if anything: a hole to repair (selective
+ * repeat; not held back by the window, which the lost packet no longer
+ * occupies), else new or go-back-N data while its bytes in flight are
+ * below what flow_allowed() lets be.  *seq, *room: where and at most how
+ * many payload bytes. */
+int flow_next(const struct tp_flow *fl, uint64_t *seq, uint32_t *room)
+{
+	uint64_t h;
+
+	if (fl->state != HPCCD_TP_RUNNING)
+		return 0;
+	if (fl->sack_n && !fl->rto_probe_end && (h = flow_hole(fl, room)) != 0) {
+		*seq = h;
+		return 1;
+	}
+	if (fl->snd_nxt >= fl->c.bytes || fl->snd_nxt - fl->snd_una >= flow_allowed(fl))
+		return 0;
+	*seq = fl->snd_nxt;
+	*room = fl->mss;
+	return 1;
+}
+
 int flow_wants_to_send(const struct tp_flow *fl)
 {
-	return fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->c.bytes &&
-	       fl->snd_nxt - fl->snd_una < flow_allowed(fl);
+	uint64_t seq;
+	uint32_t room;
+
+	return flow_next(fl, &seq, &room);
 }
 
 void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err,
@@ -65,9 +111,11 @@ void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err
 	}
 }
 
-static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
+/* A DATA frame of fl at seq with at most `room` payload bytes. */
+static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t room_b,
+		     uint64_t now)
 {
-	uint64_t addr, seq = fl->snd_nxt, idx;
+	uint64_t addr, idx;
 	uint32_t plen, room = 0, flags = 0, off, len;
 	int retx, ect;
 	uint8_t *f, *p;
@@ -82,7 +130,7 @@ static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 	f = tx_get(t, &addr);
 	if (!f)
 		return -ENOBUFS;
-	plen = fl->c.bytes - seq < fl->mss ? (uint32_t)(fl->c.bytes - seq) : fl->mss;
+	plen = fl->c.bytes - seq < room_b ? (uint32_t)(fl->c.bytes - seq) : room_b;
 	idx = seq / fl->mss;
 	retx = seq < fl->snd_max;
 	switch (fl->c.int_mode) {
@@ -102,12 +150,15 @@ static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 		flags |= HPCCD_F_RETX;
 	if (fl->ops->pkt_flags)
 		flags |= fl->ops->pkt_flags(fl, idx, retx);
+	if (fl->c.recovery == HPCCD_TP_SR)
+		flags |= HPCCD_F_SACK;        /* and aux = the payload size */
 
 	put_l2l4(f, fl->c.dmac, fl->c.smac, fl->c.saddr, fl->c.daddr, fl->c.sport, fl->c.dport,
 		 ect ? 0x02 : 0x00);
 	off = L2L4;
 	off += put_int(f + off, room);
-	put_hdr(f + off, HPCCD_T_DATA, flags, plen, fl->flow_id, seq, 0, (uint32_t)now, 0);
+	put_hdr(f + off, HPCCD_T_DATA, flags, plen, fl->flow_id, seq, 0, (uint32_t)now,
+		fl->c.recovery == HPCCD_TP_SR ? fl->mss : 0);
 	off += HPCCD_HDR_BYTES;
 	p = f + off;
 	if (fl->c.src == HPCCD_TP_SRC_BUFFER)
@@ -118,7 +169,10 @@ static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 	finish_frame(t, f, len);
 	tx_put(t, addr, len);
 
-	fl->snd_nxt = seq + plen;
+	if (seq == fl->snd_nxt)
+		fl->snd_nxt = seq + plen;
+	else
+		fl->rtx_next = seq + plen;   /* a hole repaired (selective repeat) */
 	if (fl->snd_nxt > fl->snd_max)
 		fl->snd_max = fl->snd_nxt;
 	fl->st.pkts++;
@@ -226,15 +280,18 @@ uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 		for (i = 0; i < n && sent < TX_PER_LOOP; i++) {
 			struct tp_flow *fl = &t->flows[t->active[(t->rr + i) % n]];
 
+			uint64_t seq;
+			uint32_t room;
+
 			if (fl->next_send_ns > due)
 				continue;
-			if (!flow_wants_to_send(fl)) {
+			if (!flow_next(fl, &seq, &room)) {
 				flow_note_window(fl, now);
 				continue;
 			}
 			if (fl->wnd_block_ns)
 				flow_window_opened(fl, now);
-			if (send_data(t, fl, now) < 0)
+			if (send_data(t, fl, seq, room, now) < 0)
 				return sent;
 			sent++;
 			pass_sent++;

@@ -8,6 +8,9 @@
 
 #include <unistd.h>
 
+static uint32_t rx_sack_blocks(const struct hpccd_tp *t, struct tp_rx *r, uint8_t *body);
+static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uint32_t n);
+
 static uint32_t rx_hash(uint32_t saddr, uint32_t flow_id)
 {
 	uint64_t h = splitmix64(((uint64_t)saddr << 32) | flow_id);
@@ -102,6 +105,7 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 		if (t->rx_live)
 			t->rx_live--;
 	}
+	rx_release(t, victim);
 	victim->used = 2;        /* a tombstone: the table has no empty slot, so
 				  * rx_lookup finds it on any probe sequence */
 	return rx_lookup(t, saddr, flow_id, 1);
@@ -150,8 +154,14 @@ static void send_feedback(struct hpccd_tp *t, struct tp_rx *r, uint32_t type, ui
 	} else {
 		off += put_int(f + off, 0);
 	}
-	if (type == HPCCD_T_NOTIFY)
+	if (type == HPCCD_T_NOTIFY) {
 		blen = HPCCD_NOTIFY_BYTES + HPCCD_TAG_BYTES;
+	} else if (r->hold_n) {
+		/* selective repeat: what is held past the cumulative ACK */
+		blen = HPCCD_SACK_BLOCK_BYTES * rx_sack_blocks(t, r, f + off + HPCCD_HDR_BYTES);
+		if (blen)
+			flags |= HPCCD_F_SACK;
+	}
 	put_hdr(f + off, type, flags, blen, r->flow_id,
 		type == HPCCD_T_NOTIFY ? 0 : rx_window_end(t, r), ack, r->last_ts, aux);
 	off += HPCCD_HDR_BYTES;
@@ -179,6 +189,7 @@ static void send_feedback(struct hpccd_tp *t, struct tp_rx *r, uint32_t type, ui
 		fill_l3_csums(f, off);   /* the tag is part of the UDP sum */
 		r->st.notifies_sent++;
 	} else {
+		off += blen;
 		finish_frame(t, f, off);
 		if (type == HPCCD_T_NACK)
 			r->st.nacks_sent++;
@@ -221,14 +232,146 @@ static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uin
 	return 0;
 }
 
-void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
-		    const struct hpccd_wire_info *wi, uint64_t now)
+/* ---- selective repeat: out-of-order data kept in its UMEM frame ------- */
+
+/* The slot of byte `seq` in r's hold table: packets of a selective-repeat
+ * flow start at multiples of the sender's payload size (DATA aux), so
+ * seq / unit names a packet. */
+static struct tp_hold *hold_slot(const struct hpccd_tp *t, struct tp_rx *r, uint64_t seq)
+{
+	return &r->hold[(seq / r->unit) & (t->hold_cap - 1)];
+}
+
+/* Keep an out-of-order DATA frame of a selective-repeat flow: its UMEM
+ * frame stays out of the fill ring until the gap before it is filled.
+ * Bounded: hold_cap packets past rcv_nxt per flow, half the RX frames for
+ * the engine (the receive window keeps senders well inside both); beyond,
+ * the packet is dropped and counted, and comes again.  Returns 1 if kept. */
+static int rx_hold(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f,
+		   const struct hpccd_wire_info *wi)
+{
+	const uint64_t mask = ~(uint64_t)(t->cfg.frame_size - 1);
+	uint64_t seq = wi->seq;
+	struct tp_hold *h;
+
+	if ((seq - r->rcv_nxt) / r->unit >= t->hold_cap || t->rx_held >= t->cfg.rx_frames / 2) {
+		t->st.rx_hold_full++;
+		return 0;
+	}
+	if (!r->hold) {
+		r->hold = calloc(t->hold_cap, sizeof(*r->hold));
+		if (!r->hold) {
+			t->st.rx_hold_full++;
+			return 0;
+		}
+	}
+	h = hold_slot(t, r, seq);
+	if (h->len) {
+		r->st.dup_pkts++;        /* held already (a retransmission) */
+		return 0;
+	}
+	h->seq = seq;
+	h->len = wi->payload_len;
+	h->addr = (uint64_t)(f - (uint8_t *)t->area) + wi->body_off;
+	h->chunk = (uint64_t)(f - (uint8_t *)t->area) & mask;
+	if (seq + h->len > r->hold_hi)
+		r->hold_hi = seq + h->len;
+	r->hold_n++;
+	t->rx_held++;
+	r->st.held_pkts++;
+	return 1;
+}
+
+static void hold_free(struct hpccd_tp *t, struct tp_rx *r, struct tp_hold *h)
+{
+	t->rx_free[t->n_rx_free++] = h->chunk;
+	h->len = 0;
+	r->hold_n--;
+	t->rx_held--;
+}
+
+/* After an in-order packet: deliver the held packets that now follow
+ * rcv_nxt, and give their frames back.  Returns how many. */
+static uint32_t rx_drain(struct hpccd_tp *t, struct tp_rx *r)
+{
+	uint32_t n = 0;
+
+	while (r->hold_n) {
+		struct tp_hold *h = hold_slot(t, r, r->rcv_nxt);
+
+		if (!h->len || h->seq > r->rcv_nxt || h->seq + h->len <= r->rcv_nxt)
+			break;
+		{
+			uint32_t skip = (uint32_t)(r->rcv_nxt - h->seq);
+
+			rx_deliver(t, r, (const uint8_t *)t->area + h->addr + skip, h->len - skip);
+			r->rcv_nxt = h->seq + h->len;
+		}
+		hold_free(t, r, h);
+		n++;
+	}
+	return n;
+}
+
+/* Forget what r holds (the flow is done, recycled or reaped). */
+void rx_release(struct hpccd_tp *t, struct tp_rx *r)
+{
+	uint32_t i;
+
+	if (!r->hold)
+		return;
+	for (i = 0; i < t->hold_cap && r->hold_n; i++)
+		if (r->hold[i].len)
+			hold_free(t, r, &r->hold[i]);
+	free(r->hold);
+	r->hold = NULL;
+	r->hold_n = 0;
+}
+
+/* Up to HPCCD_SACK_MAX_BLOCKS [start, end) ranges held past rcv_nxt, the
+ * lowest first, into body (wire order); returns how many. */
+static uint32_t rx_sack_blocks(const struct hpccd_tp *t, struct tp_rx *r, uint8_t *body)
+{
+	uint64_t seq = r->rcv_nxt, start = 0, end = 0;
+	uint32_t n = 0, k;
+
+	for (k = 0; k < t->hold_cap && seq < r->hold_hi && n < HPCCD_SACK_MAX_BLOCKS; k++) {
+		struct tp_hold *h = hold_slot(t, r, seq);
+		int held = h->len && h->seq == seq;
+
+		if (held && end == seq) {
+			end = seq + h->len;              /* the block grows */
+		} else if (held) {
+			start = seq;
+			end = seq + h->len;
+		} else if (end > start) {
+			put32(body + 16 * n, (uint32_t)(start >> 32));
+			put32(body + 16 * n + 4, (uint32_t)start);
+			put32(body + 16 * n + 8, (uint32_t)(end >> 32));
+			put32(body + 16 * n + 12, (uint32_t)end);
+			n++;
+			start = end = 0;
+		}
+		seq = held ? seq + h->len : (seq / r->unit + 1) * r->unit;
+	}
+	if (end > start && n < HPCCD_SACK_MAX_BLOCKS) {
+		put32(body + 16 * n, (uint32_t)(start >> 32));
+		put32(body + 16 * n + 4, (uint32_t)start);
+		put32(body + 16 * n + 8, (uint32_t)(end >> 32));
+		put32(body + 16 * n + 12, (uint32_t)end);
+		n++;
+	}
+	return n;
+}
+
+int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wire_info *wi,
+	    uint64_t now)
 {
 	struct hpccd_ack_req q[2];
 	struct tp_rx *r;
 	uint64_t seq = wi->seq;
-	uint32_t plen = wi->payload_len, nq, i;
-	int ce = wi->ecn == 3, echo = !(t->cfg.flags & HPCCD_TP_F_NO_ECHO);
+	uint32_t plen = wi->payload_len, nq, i, drained = 0;
+	int ce = wi->ecn == 3, echo = !(t->cfg.flags & HPCCD_TP_F_NO_ECHO), kept;
 	const uint8_t *udp = f + wi->int_off - UDP_HLEN;
 
 	if (!(t->cfg.flags & HPCCD_TP_F_NO_CSUM_CHECK)) {
@@ -246,14 +389,14 @@ void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 		memcpy(&c, udp + 6, 2);
 		if (c && csum_fold(csum_partial(udp, ulen, csum_partial(ph, 12, 0))) != 0xffff) {
 			t->st.bad_csum++;
-			return;
+			return 0;
 		}
 	}
 	r = rx_lookup(t, wi->saddr, wi->flow_id, 0);
 	if (!r)
 		r = rx_admit(t, wi->saddr, wi->flow_id, now);
 	if (!r)
-		return;                  /* refused and counted */
+		return 0;                /* refused and counted */
 	if (!r->st.pkts) {
 		r->daddr = wi->daddr;
 		r->sport = wi->sport;
@@ -270,7 +413,18 @@ void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 	r->last_ts = wi->ts;
 	if (wi->hdr_flags & HPCCD_F_FIN)
 		r->fin_end = seq + plen;
+	/* selective repeat: the sender's flag and its payload size (aux) */
+	if ((wi->hdr_flags & HPCCD_F_SACK) && wi->aux && !r->unit)
+		r->unit = wi->aux;
 
+	if (seq > r->rcv_nxt && r->unit) {
+		/* a gap, selective repeat ([IRN]-style): keep the packet and
+		 * NACK with the blocks held, at once */
+		r->st.ooo_pkts++;
+		kept = rx_hold(t, r, f, wi);
+		send_feedback(t, r, HPCCD_T_NACK, r->rcv_nxt, r->dc.ce, 0, 0, now);
+		return kept;
+	}
 	if (seq > r->rcv_nxt) {
 		/* a gap: drop (go-back-N), NACK once per gap per nack_gap_ns */
 		r->st.ooo_pkts++;
@@ -281,7 +435,7 @@ void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 			send_feedback(t, r, HPCCD_T_NACK, r->rcv_nxt, r->dc.ce,
 				      (uint32_t)r->ooo_since_gap, 0, now);
 		}
-		return;
+		return 0;
 	}
 	if (seq + plen <= r->rcv_nxt && !(plen == 0 && seq == r->rcv_nxt)) {
 		/* a duplicate (a retransmission after a lost ACK, or go-back-N
@@ -291,7 +445,7 @@ void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 			rx_ack_now(t, r, now);
 		else
 			send_feedback(t, r, HPCCD_T_ACK, r->rcv_nxt, r->dc.ce, 0, 0, now);
-		return;
+		return 0;
 	}
 	/* in order (a packet straddling rcv_nxt delivers its new part) */
 	{
@@ -299,9 +453,11 @@ void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 
 		rx_deliver(t, r, f + wi->body_off + skip, plen - skip);
 		r->rcv_nxt = seq + plen;
-		r->st.bytes = r->rcv_nxt;
 		r->ooo_since_gap = 0;
 		r->nack_for = UINT64_MAX;
+		if (r->hold_n)
+			drained = rx_drain(t, r);
+		r->st.bytes = r->rcv_nxt;
 	}
 	if (wi->int_nhop && wi->int_room) {
 		uint32_t n = HPCCD_INT_HDR_BYTES + wi->int_room * HPCCD_INT_HOP_BYTES;
@@ -325,7 +481,7 @@ void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 	/* ACKs: the DCTCP.CE machine (seed 001 section 3.2) with factor m;
 	 * a CE change acknowledges at once, in two ACKs when packets of the
 	 * old state wait */
-	r->unacked++;
+	r->unacked += 1 + drained;
 	nq = hpccd_dctcp_rx_on_packet(&r->dc, ce, r->rcv_nxt, q);
 	for (i = 0; i < nq; i++) {
 		uint32_t n = nq == 2 ? (i == 0 ? r->unacked - 1 : 1) : r->unacked;
@@ -337,6 +493,7 @@ void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 		r->delack_armed = 0;
 	}
 	if (!r->done && r->rcv_nxt >= r->fin_end) {
+		rx_release(t, r);
 		r->done = 1;
 		r->st.done = 1;
 		r->st.last_ns = now;
@@ -353,6 +510,7 @@ void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len,
 				t->delack_min = r->delack_deadline;
 		}
 	}
+	return 0;
 }
 
 void rx_timers(struct hpccd_tp *t, uint64_t now)

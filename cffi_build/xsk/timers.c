@@ -41,6 +41,9 @@ void flow_timers(struct hpccd_tp *t, uint64_t now)
 		if (fl->rto_probe_end)
 			fl->st.rtos_repeated++;
 		fl->rto_probe_end = fl->snd_una + fl->mss;
+		fl->rto_holes = fl->sack_n != 0;
+		fl->sack_n = 0;              /* the receiver reports them again */
+		fl->rtx_next = fl->snd_una;  /* and every hole is resent again */
 		fl->snd_nxt = fl->snd_una;
 		fl->goback_seq = fl->snd_una;
 		fl->goback_ns = now;

@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 #include <time.h>
@@ -130,6 +131,13 @@ struct tp_flow {
 	uint64_t snd_una, snd_nxt, snd_max;
 	uint64_t rwnd_end;               /* the receiver's window edge; 0: none */
 	uint64_t rto_probe_end;          /* after a timeout, one packet until an ACK; 0: none */
+	/* selective repeat: the newest SACK blocks (held by the receiver past
+	 * snd_una, ascending) and where the repair of their holes stands */
+	struct { uint64_t start, end; } sack[HPCCD_SACK_MAX_BLOCKS];
+	uint32_t sack_n;
+	uint64_t rtx_next;               /* holes before it were resent */
+	uint64_t rec_end;                /* snd_max when the last recovery began */
+	uint32_t rto_holes;              /* holes were known when the timeout fired */
 	uint64_t next_send_ns, start_ns, end_ns, last_progress_ns;
 	uint64_t rto_deadline;
 	uint32_t backoff, notify_seq;
@@ -163,6 +171,11 @@ struct tp_rx {
 	uint64_t rcv_nxt, fin_end;       /* fin_end: UINT64_MAX until the FIN is seen */
 	uint32_t crc, unacked;
 	uint32_t mss;                    /* largest payload seen: the window's unit */
+	uint32_t unit;                   /* selective repeat: the sender's payload size
+					  * (DATA aux with HPCCD_F_SACK); 0: go-back-N */
+	struct tp_hold *hold;            /* [hold_cap] out-of-order packets kept */
+	uint32_t hold_n;
+	uint64_t hold_hi;                /* end of the highest packet held */
 	int32_t err;
 	uint32_t last_ts, notify_seq;
 	uint64_t delack_deadline;
@@ -172,6 +185,15 @@ struct tp_rx {
 	struct hpccd_dctcp_rx dc;
 	struct hpccd_hpcc rxh;
 	struct hpccd_tp_rx_stats st;
+};
+
+/* An out-of-order packet a receiver keeps (selective repeat): its payload
+ * stays in its UMEM frame. */
+struct tp_hold {
+	uint64_t seq;
+	uint64_t addr;                   /* UMEM offset of the payload */
+	uint64_t chunk;                  /* its frame, back to the fill ring when done */
+	uint32_t len;                    /* payload bytes; 0: slot free */
 };
 
 struct txd {
@@ -209,6 +231,8 @@ struct hpccd_tp {
 	uint32_t n_active, rr, id_gen;
 	struct tp_rx *rxt;               /* [HPCCD_TP_RX_FLOWS] */
 	uint32_t rx_live;                /* receiver flows not done (Rx-HPCC's N) */
+	uint32_t hold_cap;               /* hold slots per receiver flow (a power of two) */
+	uint32_t rx_held;                /* RX frames held out of order, all flows */
 	uint64_t delack_min;
 	/* how late ppoll()'s timer wakes the thread (a moving mean, at most
 	 * WAKE_EARLY_MAX_NS): the thread asks to wake that much before a send
@@ -271,6 +295,7 @@ void put_hdr(uint8_t *p, uint32_t type, uint32_t flags, uint32_t len, uint32_t f
 uint64_t flow_rto(const struct tp_flow *fl);
 double cap_rate(const struct tp_flow *fl, double r);
 uint64_t flow_allowed(const struct tp_flow *fl);
+int flow_next(const struct tp_flow *fl, uint64_t *seq, uint32_t *room);
 int flow_wants_to_send(const struct tp_flow *fl);
 void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err, uint64_t now);
 uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more);
@@ -284,8 +309,10 @@ void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		   const struct hpccd_wire_info *wi, uint64_t now);
 
 /* receiver.c */
-void on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wire_info *wi,
-	     uint64_t now);
+/* Returns 1 if it kept the frame (selective repeat: held out of order). */
+int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wire_info *wi,
+	    uint64_t now);
+void rx_release(struct hpccd_tp *t, struct tp_rx *r);
 void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_info *wi);
 void rx_timers(struct hpccd_tp *t, uint64_t now);
 

@@ -49,6 +49,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
 XDP_CFG_TCP_SIDE = 0x2           # HPCCD_CFG_TCP_SIDE (ebpf/hpccd_kern_user.h)
 INT_MODES = ("every", "none", "probe")    # or N: every Nth data packet
+RECOVERY = {"sr": lib.HPCCD_TP_SR, "gbn": lib.HPCCD_TP_GBN}   # enum hpccd_tp_recovery
 # The eight hpccd types and ten malformed classes of the stats arrays.
 TYPE_NAMES = {1: "DATA", 2: "ACK", 3: "NACK", 4: "PROBE", 5: "PROBE_RESP", 6: "NOTIFY"}
 
@@ -357,7 +358,7 @@ class Transport:
                   line_rate_bps: int = 1_000_000_000, burst_ns: int | None = None,
                   rto_min_ns: int | None = None, timeout_s: float | None = None,
                   ecn: bool = True, sport: int | None = None, dmac: bytes | None = None,
-                  probe_timeout_ns: int | None = None,
+                  probe_timeout_ns: int | None = None, recovery: str = "sr",
                   hpcc: Mapping[str, Any] | None = None,
                   dctcp: Mapping[str, Any] | None = None,
                   ldcp: Mapping[str, Any] | None = None) -> Flow:
@@ -370,9 +371,14 @@ class Transport:
         HPCC's T.  int_mode "probe" (HPCC only): data packets carry no INT
         and the engine sends one probe with int_room records per RTT while
         data is in flight (seed 002 section 6.2.1); a probe unanswered for
-        probe_timeout_ns (default 1 ms) is lost, and the next one leaves."""
+        probe_timeout_ns (default 1 ms) is lost, and the next one leaves.
+        recovery: "sr" (selective repeat: the receiver keeps out-of-order data
+        and reports it in SACK blocks, the sender resends the holes only) or
+        "gbn" (go-back-N, as the HPCC paper's NIC)."""
         if algo not in ALGOS:
             raise ValueError(f"flow to {peer}: algorithm {algo!r}, one of {sorted(ALGOS)}")
+        if recovery not in RECOVERY:
+            raise ValueError(f"flow to {peer}: recovery {recovery!r}, one of {sorted(RECOVERY)}")
         c = ffi.new("struct hpccd_tp_flow_cfg *")
         lib.hpccd_tp_flow_cfg_default(c)
         c.algo = ALGOS[algo]
@@ -405,6 +411,7 @@ class Transport:
         else:
             c.int_mode, c.int_every = lib.HPCCD_TP_INT_NTH, int(int_mode)
         c.int_room, c.mtu, c.line_rate_bps, c.ecn = int_room, mtu, line_rate_bps, int(ecn)
+        c.recovery = RECOVERY[recovery]
         if burst_ns is not None:
             c.burst_ns = burst_ns
         if rto_min_ns is not None:

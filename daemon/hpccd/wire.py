@@ -43,7 +43,7 @@ __all__ = [
     "UDP_PORT_DEFAULT", "PROBE_DSCP_DEFAULT", "WIRE_VERSION", "INT_MAGIC", "INT_MAX_HOPS",
     "INT_DEFAULT_HOPS", "INT_F_COLLECT", "INT_F_OVERFLOW", "TYPES", "T_DATA", "T_ACK",
     "T_NACK", "T_PROBE", "T_PROBE_RESP", "T_NOTIFY", "F_ECE", "F_CWR", "F_FIRST_RTT",
-    "F_FIN", "F_RETX", "F_INT_ECHO", "F_SYN", "SPEED_MBPS", "WireErr", "ERR_TEXT",
+    "F_FIN", "F_RETX", "F_INT_ECHO", "F_SYN", "F_SACK", "SACK_BLOCK_BYTES", "SACK_MAX_BLOCKS", "SPEED_MBPS", "WireErr", "ERR_TEXT",
     "NOT_HPCCD", "HpccdHop", "HpccdInt", "Hpccd", "HpccdNotify", "HpccdTag",
     "bind_port", "bound_port", "int_header", "is_tcp_probe", "decode", "l4_region",
     "classify", "int_hops_bytes", "tag_input", "tagged_message", "compute_tag",
@@ -75,8 +75,9 @@ T_DATA, T_ACK, T_NACK, T_PROBE, T_PROBE_RESP, T_NOTIFY = 1, 2, 3, 4, 5, 6   # en
 TYPES = {T_DATA: "DATA", T_ACK: "ACK", T_NACK: "NACK", T_PROBE: "PROBE",
          T_PROBE_RESP: "PROBE_RESP", T_NOTIFY: "NOTIFY"}
 
-F_ECE, F_CWR, F_FIRST_RTT, F_FIN, F_RETX, F_INT_ECHO, F_SYN = (
-    0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40)                              # HPCCD_F_*
+F_ECE, F_CWR, F_FIRST_RTT, F_FIN, F_RETX, F_INT_ECHO, F_SYN, F_SACK = (
+    0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80)                        # HPCCD_F_*
+SACK_BLOCK_BYTES, SACK_MAX_BLOCKS = 16, 4                                   # HPCCD_SACK_*
 
 # Port speed codes (B) in Mbit/s, index = code; 0 = unknown.  The same table
 # as cffi_build/cc/int_decode.c (tests/unit/test_wire_scapy.py checks it
@@ -242,7 +243,7 @@ class Hpccd(Packet):
         BitEnumField("type", T_DATA, 4, TYPES),
         FlagsField("flags", 0, 8, {F_ECE: "ECE", F_CWR: "CWR", F_FIRST_RTT: "FIRST_RTT",
                                    F_FIN: "FIN", F_RETX: "RETX", F_INT_ECHO: "INT_ECHO",
-                                   F_SYN: "SYN"}),
+                                   F_SYN: "SYN", F_SACK: "SACK"}),
         LenField("len", None),
         XIntField("flow_id", 0),
         LongField("seq", 0),

@@ -83,6 +83,16 @@ enum hpccd_tp_int_mode {
 					 * is in flight; its PROBE_RESP feeds HPCC */
 };
 
+/* How a sender repairs losses. */
+enum hpccd_tp_recovery {
+	HPCCD_TP_SR = 0,                /* selective repeat: the receiver keeps
+					 * out-of-order data and reports it in SACK
+					 * blocks; the sender resends the holes only */
+	HPCCD_TP_GBN = 1,               /* go-back-N ([HPCC] section 4.2's NIC): the
+					 * receiver drops out-of-order data and NACKs;
+					 * the sender resends from the NACKed byte */
+};
+
 /* Where a sender's bytes come from. */
 enum hpccd_tp_src {
 	HPCCD_TP_SRC_PATTERN = 1,       /* generated: hpccd_tp_pattern_fill(seed, ...) */
@@ -156,7 +166,7 @@ struct hpccd_tp_flow_cfg {
 	uint64_t rto_max_ns;            /* default 200 ms */
 	uint64_t timeout_ns;            /* no progress for this long fails the flow; 10 s */
 	uint32_t ecn;                   /* 1: data packets ECT(0) (LDCP: first RTT aside) */
-	uint32_t pad0;
+	uint32_t recovery;              /* enum hpccd_tp_recovery; default selective repeat */
 	struct hpccd_hpcc_params hpcc;  /* HPCC, Rx-HPCC */
 	struct hpccd_dctcp_params dctcp;
 	struct hpccd_ldcp_params ldcp;
@@ -185,6 +195,8 @@ struct hpccd_tp_flow_stats {
 					 * the one packet resent: the data had arrived */
 	uint64_t rtos_repeated;         /* timeouts while the last one's packet was
 					 * still unacknowledged */
+	uint64_t recoveries;            /* selective repeat: loss recoveries begun
+					 * (NACK with SACK blocks, once per window) */
 	uint64_t bad_tags, stale_notifies;
 	uint64_t srtt_ns, min_rtt_ns, rto_ns;
 	/* probe mode: probes sent; answered (the outstanding one's response,
@@ -215,6 +227,7 @@ struct hpccd_tp_rx_stats {
 	uint32_t crc32;                 /* of the bytes delivered in order */
 	uint64_t bytes;                 /* delivered in order (= rcv_nxt) */
 	uint64_t pkts, dup_pkts, ooo_pkts, ce_pkts, int_pkts;
+	uint64_t held_pkts;             /* out-of-order packets kept (selective repeat) */
 	uint64_t acks_sent, nacks_sent, notifies_sent;
 	uint64_t first_ns, last_ns;     /* first DATA; the FIN's delivery (or last DATA) */
 };
@@ -253,6 +266,10 @@ struct hpccd_tp_stats {
 	uint64_t rx_peer_full;          /* DATA of a new flow refused: its peer is at rx_peer_max */
 	uint64_t rx_live;               /* receiver flows not done now */
 	uint64_t rx_used;               /* receiver table slots in use now */
+	uint64_t rx_hold_full;          /* out-of-order DATA not kept: past the flow's
+					 * hold slots or the engine's half of the RX
+					 * frames (dropped; the sender resends it) */
+	uint64_t rx_held;               /* RX frames held out of order now */
 };
 
 struct hpccd_tp;

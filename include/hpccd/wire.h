@@ -70,7 +70,17 @@ enum hpccd_type {
 #define HPCCD_F_RETX       0x10  /* retransmission */
 #define HPCCD_F_INT_ECHO   0x20  /* the INT padding echoes the data packet's */
 #define HPCCD_F_SYN        0x40  /* first packet of a flow */
-#define HPCCD_F_MASK       0x7f
+#define HPCCD_F_SACK       0x80  /* DATA: the sender repeats selectively (keep
+				  * out-of-order data, report it); ACK/NACK:
+				  * the body holds SACK blocks */
+#define HPCCD_F_MASK       0xff
+
+/* SACK blocks (ACK / NACK with HPCCD_F_SACK): the body is 1..4 blocks of
+ * two big-endian 64-bit byte sequence numbers, [start, end) of data the
+ * receiver holds beyond the cumulative ACK, in ascending order, the
+ * lowest first (docs/wire-format.md). */
+#define HPCCD_SACK_BLOCK_BYTES 16
+#define HPCCD_SACK_MAX_BLOCKS  4
 
 struct hpccd_hdr {
 	__u8 ver_type;      /* HPCCD_WIRE_VERSION << 4 | type */
@@ -78,7 +88,8 @@ struct hpccd_hdr {
 	__be16 len;         /* bytes after this header: payload or body incl. tag */
 	__be32 flow_id;
 	__be32 seq_hi;      /* DATA: byte sequence of the first payload byte; */
-	__be32 seq_lo;      /*   PROBE/PROBE_RESP: probe number */
+	__be32 seq_lo;      /*   PROBE/PROBE_RESP: probe number; ACK/NACK: the
+			     *   receive window's right edge (0: none) */
 	__be32 ack_hi;      /* ACK/NACK/NOTIFY: cumulative ACK, next byte expected */
 	__be32 ack_lo;
 	__be32 ts;          /* DATA/PROBE: sender clock, ns mod 2^32;

@@ -40,8 +40,7 @@ create_fail(char *buf, size_t size, const char *ifname, uint32_t q, int rc, cons
 	return rc;
 }
 
-static int __attribute__((format(printf, 3, 4)))
-tp__fail(struct hpccd_tp *t, int rc, const char *fmt, ...)
+int tp__fail(struct hpccd_tp *t, int rc, const char *fmt, ...)
 {
 	char where[IF_NAMESIZE + 32];
 	va_list ap;
@@ -63,7 +62,7 @@ void hpccd_tp_config_default(struct hpccd_tp_config *c)
 	memset(c, 0, sizeof(*c));
 	c->rx_frames = 4096;
 	c->tx_frames = 4096;
-	c->frame_size = 2048;
+	c->frame_size = HPCCD_TP_FRAME_MAX;      /* docs/transport.md "Frame size" */
 	c->flags = HPCCD_TP_F_COPY | HPCCD_TP_F_NEED_WAKEUP;
 	c->udp_port = HPCCD_UDP_PORT_DEFAULT;
 	c->probe_dscp = HPCCD_PROBE_DSCP_DEFAULT;
@@ -279,12 +278,26 @@ free_t:
 	return rc;
 }
 
+/* The largest IPv4 MTU whose frames the peer's engine, with frames of this
+ * size, can receive: the kernel writes them past its XDP headroom. */
+static uint32_t tp_mtu_max(const struct hpccd_tp *t)
+{
+	return t->cfg.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM - ETH_HLEN_;
+}
+
+uint32_t hpccd_tp__mtu_max(const struct hpccd_tp *t)
+{
+	uint32_t m = tp_mtu_max(t);
+
+	return m < 65535 ? m : 65535;
+}
+
 int hpccd_tp__fd(const struct hpccd_tp *t)
 {
 	return t ? t->fd : -EINVAL;
 }
 
-static void tp__wake(struct hpccd_tp *t)
+void tp__wake(struct hpccd_tp *t)
 {
 	const uint64_t one = 1;
 	ssize_t w = write(t->efd, &one, sizeof(one));
@@ -380,10 +393,11 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 	room = c->int_mode == HPCCD_TP_INT_NONE || c->int_mode == HPCCD_TP_INT_PROBE ? 0
 										   : c->int_room;
 	hdr = L2L4 + HPCCD_INT_HDR_BYTES + room * HPCCD_INT_HOP_BYTES + HPCCD_HDR_BYTES;
-	if (c->mtu < hdr - ETH_HLEN_ + 64 || c->mtu + ETH_HLEN_ + HEADROOM > t->cfg.frame_size)
-		return tp__fail(t, -EINVAL, "%s: MTU %u: from %u to %u with room %u", who, c->mtu,
-				hdr - ETH_HLEN_ + 64, t->cfg.frame_size - ETH_HLEN_ - HEADROOM,
-				room);
+	if (c->mtu < hdr - ETH_HLEN_ + 64 || c->mtu > tp_mtu_max(t) || c->mtu > 65535)
+		return tp__fail(t, -EINVAL, "%s: MTU %u: from %u to %u with room %u (%u-byte frames)",
+				who, c->mtu, hdr - ETH_HLEN_ + 64,
+				tp_mtu_max(t) < 65535 ? tp_mtu_max(t) : 65535, room,
+				t->cfg.frame_size);
 	if (c->recovery != HPCCD_TP_SR && c->recovery != HPCCD_TP_GBN)
 		return tp__fail(t, -EINVAL, "%s: recovery %u: selective repeat (%d) or go-back-N (%d)",
 				who, c->recovery, HPCCD_TP_SR, HPCCD_TP_GBN);

@@ -79,7 +79,11 @@ static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
 			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&t->rx, idx + i);
 			uint64_t a = xsk_umem__add_offset_to_addr(d->addr);
 
-			if (!rx_frame(t, xsk_umem__get_data(t->area, a), d->len, now))
+			if (t->cfg.flags & HPCCD_TP_F_RAW) {
+				t->st.rx_frames++;          /* raw.c: count, nothing else */
+				t->st.rx_bytes += d->len;
+				t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
+			} else if (!rx_frame(t, xsk_umem__get_data(t->area, a), d->len, now))
 				t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
 		}
 		xsk_ring_cons__release(&t->rx, n);
@@ -118,7 +122,10 @@ void *tp__main(void *arg)
 		now = now_ns();
 		flow_timers(t, now);
 		rx_timers(t, now);
-		schedule(t, now, &more);
+		if (t->raw_left)
+			more = raw_schedule(t) >= TX_PER_LOOP;
+		else
+			schedule(t, now, &more);
 		schedule_probes(t, now);
 		kick = tx_submit(t);
 		dl = next_wake(t);

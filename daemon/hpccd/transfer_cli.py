@@ -57,6 +57,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queue", type=int, default=0, help="rx queue (default 0)")
     p.add_argument("--xdp-mode", choices=("generic", "native"), default="generic",
                    help="XDP attach mode of xdp_host (default generic, ebpf/README.md)")
+    p.add_argument("--frame-bytes", type=int, choices=(2048, 4096), default=4096,
+                   help="UMEM frame size (default 4096: flows up to MTU 3824, "
+                        "docs/transport.md \"Frame size\")")
     p.add_argument("--T-us", type=float, default=300.0, dest="t_us",
                    help="HPCC base RTT T in microseconds (default 300: the lab's "
                         "software RTT under load, docs/transport.md)")
@@ -85,7 +88,11 @@ def add_parsers(sub) -> None:
     s.add_argument("--int", default="every", dest="int_mode",
                    help="INT padding on 'every' data packet, 'none', every Nth (N), or "
                         "'probe' (HPCC: one probe per RTT; needs --key on both ends)")
-    s.add_argument("--mtu", type=int, default=1500)
+    s.add_argument("--mtu", type=int, default=None,
+                   help="the flow's IPv4 MTU (default: the interface's, as far as the "
+                        "frames carry it)")
+    s.add_argument("--recovery", choices=("sr", "gbn"), default="sr",
+                   help="loss recovery: selective repeat (default) or go-back-N")
     _common(s)
     s.set_defaults(func=cmd_send)
 
@@ -166,14 +173,17 @@ def cmd_send(args: argparse.Namespace) -> int:
     line = args.line_rate_mbps * 1_000_000
     try:
         with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
-                                 tag_key=args.key or bytes(16)) as tp:
+                                 tag_key=args.key or bytes(16),
+                                 config={"frame_size": args.frame_bytes}) as tp:
+            cpu0 = transport.engine_cpu_s()
             flow = tp.open_flow(args.peer, args.bytes, file=args.file, algo=args.algo,
                                 int_mode=int_mode, mtu=args.mtu, line_rate_bps=line,
-                                hpcc={"T_ns": args.t_us * 1000})
+                                recovery=args.recovery, hpcc={"T_ns": args.t_us * 1000})
             try:
                 r = flow.wait(args.timeout)
             finally:
                 st = flow.stats().stats
+                cpu = transport.engine_cpu_s() - cpu0
             if args.file:
                 with open(args.file, "rb") as f:
                     crc = transport.crc32(f.read())
@@ -185,11 +195,13 @@ def cmd_send(args: argparse.Namespace) -> int:
     out = {"peer": args.peer, "algo": args.algo, "flow_id": r.flow_id, "bytes": r.bytes,
            "fct_s": r.fct_s, "goodput_bps": r.goodput_bps, "crc32": crc,
            "wire_bytes": st["wire_bytes"], "packets": st["pkts"],
-           "retx_packets": st["retx_pkts"], "rtos": st["rtos"], "srtt_ns": st["srtt_ns"]}
+           "retx_packets": st["retx_pkts"], "rtos": st["rtos"], "srtt_ns": st["srtt_ns"],
+           "mtu": st["mss"] + st["hdr_bytes"] - 14, "engine_cpu_s": cpu}
     _print(out, args.json,
            f"sent {r.bytes} bytes to {args.peer} ({args.algo}) in {r.fct_s:.6f} s: "
-           f"{r.goodput_bps / 1e6:.1f} Mbit/s goodput, {st['pkts']} packets "
-           f"({st['retx_pkts']} retransmitted), crc32 {crc:08x}")
+           f"{r.goodput_bps / 1e6:.1f} Mbit/s goodput, {st['pkts']} packets of MTU "
+           f"{out['mtu']} ({st['retx_pkts']} retransmitted), engine CPU "
+           f"{cpu / (r.bytes / 1e9):.2f} s per GB, crc32 {crc:08x}")
     return 0
 
 
@@ -203,7 +215,9 @@ def cmd_recv(args: argparse.Namespace) -> int:
     try:
         with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
                                  sink=args.out or "verify", ack_every=args.ack_every,
-                                 tag_key=args.key or bytes(16), rx_hpcc=rx_hpcc) as tp:
+                                 tag_key=args.key or bytes(16), rx_hpcc=rx_hpcc,
+                                 config={"frame_size": args.frame_bytes}) as tp:
+            cpu0, st0 = transport.engine_cpu_s(), tp.stats()
             print(f"receiving on {args.iface} ({tp.local_addr}) port {tp.udp_port}",
                   file=sys.stderr, flush=True)
             deadline = time.monotonic() + args.timeout
@@ -212,10 +226,16 @@ def cmd_recv(args: argparse.Namespace) -> int:
                 for f in tp.rx_flows():
                     if f.done and (f.saddr, f.flow_id) not in seen:
                         seen.add((f.saddr, f.flow_id))
+                        st = tp.stats()
                         out = {"from": f.saddr, "flow_id": f.flow_id, "bytes": f.bytes,
                                "crc32": f.crc32, "fct_s": f.fct_s,
                                "packets": f.stats["pkts"], "dup": f.stats["dup_pkts"],
-                               "out_of_order": f.stats["ooo_pkts"], "err": f.err}
+                               "out_of_order": f.stats["ooo_pkts"],
+                               "held": f.stats["held_pkts"], "err": f.err,
+                               # since this receiver started, all its flows:
+                               "drops": sum(st[k] - st0[k] for k in
+                                            ("k_rx_dropped", "rx_hold_full", "bad_csum")),
+                               "engine_cpu_s": transport.engine_cpu_s() - cpu0}
                         _print(out, args.json,
                                f"received {f.bytes} bytes from {f.saddr} flow "
                                f"{f.flow_id:#x} in {f.fct_s:.6f} s, crc32 {f.crc32:08x}")

@@ -38,7 +38,7 @@ from typing import Any, Mapping
 from ._transport import ffi, lib
 
 __all__ = ["Transport", "Flow", "FlowResult", "RxFlow", "TransportError", "ALGOS",
-           "pattern_bytes", "pattern_crc32", "crc32", "XDP_HOST"]
+           "pattern_bytes", "pattern_crc32", "crc32", "engine_cpu_s", "XDP_HOST"]
 
 ALGOS = {"hpcc": lib.HPCCD_ALGO_HPCC, "rx-hpcc": lib.HPCCD_ALGO_RXHPCC,
          "dctcp": lib.HPCCD_ALGO_DCTCP, "ldcp": lib.HPCCD_ALGO_LDCP}
@@ -102,6 +102,25 @@ def pattern_bytes(seed: int, offset: int, n: int) -> bytes:
     buf = ffi.new("uint8_t[]", max(n, 1))
     lib.hpccd_tp_pattern_fill(seed, offset, buf, n)
     return bytes(ffi.buffer(buf, n))
+
+
+def engine_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's engine threads
+    (hpccd-tp) so far: the kernel's work in their syscalls, the copies and
+    the forwarding of copy mode included."""
+    hz = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != "hpccd-tp":
+                    continue
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fs = f.read().rsplit(")", 1)[1].split()
+            total += int(fs[11]) + int(fs[12])
+        except OSError:
+            pass                            # a thread that just ended
+    return total / hz
 
 
 def pattern_crc32(seed: int, n: int) -> int:
@@ -238,14 +257,16 @@ class Transport:
     agree); when it is not all zero it also goes into xdp_host's
     hpccd_tag_key, so that the XDP program answers probes (probe mode:
     without a key it drops them, counted).  reflect: xdp_host answers
-    probes in XDP (default); False leaves them to the engine.
+    probes in XDP (default); False leaves them to the engine.  raw: count and
+    recycle received frames without parsing them (the raw ceiling, raw_send).
     Other engine settings go through ``config`` (struct hpccd_tp_config)."""
 
     def __init__(self, ifname: str = "eth0", queue_id: int = 0, *, netns: str | None = None,
                  attach_xdp: bool = True, xdp_mode: str = "generic", mode: str = "copy",
                  sink: str = "verify", ack_every: int = 1, tag_key: bytes = bytes(16),
                  echo: bool = True, notify: bool = True, csum_check: bool = True,
-                 reflect: bool = True, rx_hpcc: Mapping[str, Any] | None = None,
+                 reflect: bool = True, raw: bool = False,
+                 rx_hpcc: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True):
         self._lock = threading.Lock()
         self._t = ffi.NULL
@@ -263,13 +284,15 @@ class Transport:
         c.flags = (MODES[mode] | lib.HPCCD_TP_F_NEED_WAKEUP |
                    (0 if echo else lib.HPCCD_TP_F_NO_ECHO) |
                    (0 if notify else lib.HPCCD_TP_F_NO_NOTIFY) |
-                   (0 if csum_check else lib.HPCCD_TP_F_NO_CSUM_CHECK))
+                   (0 if csum_check else lib.HPCCD_TP_F_NO_CSUM_CHECK) |
+                   (lib.HPCCD_TP_F_RAW if raw else 0))
         c.ack_every = ack_every
         ffi.memmove(c.tag_key, tag_key, 16)
         _apply(c.rx_hpcc, rx_hpcc, f"{self.where}: rx_hpcc")
         try:
             with _netns_ctx(netns):
-                self.local_addr, self.local_mac, self.ifindex = _iface_info(ifname, self.where)
+                (self.local_addr, self.local_mac, self.ifindex,
+                 self.if_mtu) = _iface_info(ifname, self.where)
                 c.local_addr = int(ipaddress.IPv4Address(self.local_addr))
                 if sink != "verify":
                     self._sink_fd = os.open(sink, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
@@ -341,6 +364,17 @@ class Transport:
     def closed(self) -> bool:
         return self._t == ffi.NULL
 
+    @property
+    def mtu_max(self) -> int:
+        """The largest flow MTU this engine's UMEM frames carry."""
+        return lib.hpccd_tp__mtu_max(self._live())
+
+    @property
+    def mtu_default(self) -> int:
+        """A flow's MTU when open_flow is given none: the interface's, as far
+        as the frames carry it (docs/transport.md "Frame size")."""
+        return min(self.if_mtu, self.mtu_max)
+
     def start(self) -> None:
         self._call(lib.hpccd_tp__start)
 
@@ -354,7 +388,7 @@ class Transport:
     def open_flow(self, peer: str, nbytes: int | None = None, *, algo: str = "hpcc",
                   data: bytes | bytearray | memoryview | None = None,
                   file: str | os.PathLike | None = None, seed: int | None = None,
-                  int_mode: str | int = "every", int_room: int = 5, mtu: int = 1500,
+                  int_mode: str | int = "every", int_room: int = 5, mtu: int | None = None,
                   line_rate_bps: int = 1_000_000_000, burst_ns: int | None = None,
                   rto_min_ns: int | None = None, timeout_s: float | None = None,
                   ecn: bool = True, sport: int | None = None, dmac: bytes | None = None,
@@ -410,6 +444,8 @@ class Transport:
             c.int_mode = lib.HPCCD_TP_INT_PROBE
         else:
             c.int_mode, c.int_every = lib.HPCCD_TP_INT_NTH, int(int_mode)
+        if mtu is None:
+            mtu = self.mtu_default
         c.int_room, c.mtu, c.line_rate_bps, c.ecn = int_room, mtu, line_rate_bps, int(ecn)
         c.recovery = RECOVERY[recovery]
         if burst_ns is not None:
@@ -438,6 +474,33 @@ class Transport:
         self._call(lib.hpccd_tp__flow_open, c, fid, what=what)
         return Flow(self, fid[0], f"{what} id {fid[0]:#x}", keep,
                     c.seed if c.src == lib.HPCCD_TP_SRC_PATTERN else None, c.sport)
+
+    def raw_send(self, peer: str, frames: int, mtu: int | None = None,
+                 timeout: float = 60.0) -> float:
+        """The raw ceiling of AF_XDP (cffi_build/xsk/raw.c): send `frames`
+        copies of one DATA frame of `mtu` bytes (default: as open_flow's) to
+        `peer` as fast as the TX ring takes them, and return the seconds it
+        took.  The receiving engine counts them when created with
+        ``raw=True``; nothing else runs on either side."""
+        c = ffi.new("struct hpccd_tp_flow_cfg *")
+        lib.hpccd_tp_flow_cfg_default(c)
+        c.mtu = self.mtu_default if mtu is None else mtu
+        c.saddr = int(ipaddress.IPv4Address(self.local_addr))
+        c.daddr = int(ipaddress.IPv4Address(peer))
+        c.sport, c.dport = random.randint(32768, 60999), self.udp_port
+        ffi.memmove(c.smac, self.local_mac, 6)
+        ffi.memmove(c.dmac, self.next_hop_mac(peer), 6)
+        t0 = time.monotonic()
+        self._call(lib.hpccd_tp__raw_send, c, frames, what=f"{self.where}: raw send to {peer}")
+        left = ffi.new("uint64_t *")
+        while True:
+            self._call(lib.hpccd_tp__raw_left, left)
+            if not left[0]:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                _check(-errno.ETIMEDOUT, f"{self.where}: raw send: {left[0]} of {frames} "
+                                         f"frames not sent in {timeout} s")
+            time.sleep(0.001)
 
     def rx_flows(self) -> list[RxFlow]:
         buf = ffi.new("struct hpccd_tp_rx_stats[]", lib.HPCCD_TP_RX_FLOWS)
@@ -550,8 +613,8 @@ class Transport:
 
 # ---- interface and neighbour --------------------------------------------------------
 
-def _iface_info(ifname: str, where: str) -> tuple[str, bytes, int]:
-    """(IPv4 address, MAC, ifindex) of `ifname` in the current namespace."""
+def _iface_info(ifname: str, where: str) -> tuple[str, bytes, int, int]:
+    """(IPv4 address, MAC, ifindex, MTU) of `ifname` in the current namespace."""
     from pyroute2 import IPRoute
 
     with IPRoute() as ipr:
@@ -560,10 +623,11 @@ def _iface_info(ifname: str, where: str) -> tuple[str, bytes, int]:
             _check(-errno.ENODEV, f"{where}: no such interface")
         link = ipr.get_links(idx[0])[0]
         mac = bytes.fromhex(link.get_attr("IFLA_ADDRESS").replace(":", ""))
+        mtu = link.get_attr("IFLA_MTU") or 1500
         addrs = [a.get_attr("IFA_ADDRESS") for a in ipr.get_addr(index=idx[0], family=2)]
     if not addrs:
         _check(-errno.EADDRNOTAVAIL, f"{where}: no IPv4 address")
-    return addrs[0], mac, idx[0]
+    return addrs[0], mac, idx[0], mtu
 
 
 def resolve_next_hop(peer: str, ifindex: int, timeout: float, where: str) -> bytes:

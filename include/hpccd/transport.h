@@ -48,12 +48,17 @@ enum {
 	HPCCD_TP_ERR_MAX = 256,
 	HPCCD_TP_N_TYPES = 7,           /* enum hpccd_type 1..6, [0] unused */
 	HPCCD_TP_N_CLASSES = 11,        /* enum hpccd_wire_err 1..10, [0] unused */
-	/* UMEM frame sizes: HPCCD_TP_FRAME_MIN or HPCCD_TP_FRAME_MAX.  Aligned
-	 * chunk mode takes 2048 bytes up to a page; a frame is 2 bytes into
-	 * its chunk (NET_IP_ALIGN: headers from IPv4 on are 4-byte aligned,
-	 * so the parser reads them in place) and must hold an MTU-1500 frame. */
+	/* UMEM frame sizes: HPCCD_TP_FRAME_MIN or HPCCD_TP_FRAME_MAX (aligned
+	 * chunk mode takes 2048 bytes up to a page; this kernel refuses larger
+	 * chunks, also from huge pages).  A frame is 2 bytes into its chunk
+	 * (NET_IP_ALIGN: headers from IPv4 on are 4-byte aligned, so the
+	 * parser reads them in place); the kernel writes a received frame past
+	 * its XDP headroom (256 bytes), so a chunk holds a frame of chunk - 258
+	 * bytes: MTU 1776 in 2048-byte frames, 3824 in 4096 (the default:
+	 * docs/transport.md "Frame size"). */
 	HPCCD_TP_FRAME_MIN = 2048,
 	HPCCD_TP_FRAME_MAX = 4096,
+	HPCCD_TP_RX_HEADROOM = 256,     /* XDP_PACKET_HEADROOM */
 };
 
 /* Engine flags; the bind flags have XDP's values (checked below). */
@@ -64,6 +69,8 @@ enum {
 	HPCCD_TP_F_NO_CSUM_CHECK = 256, /* receiver: do not verify UDP checksums */
 	HPCCD_TP_F_NO_ECHO = 512,       /* receiver: no INT echo in ACKs */
 	HPCCD_TP_F_NO_NOTIFY = 1024,    /* receiver: no Rx-HPCC NOTIFY */
+	HPCCD_TP_F_RAW = 2048,          /* receiver: count and recycle frames, parse
+					 * nothing (the benchmark's raw ceiling) */
 };
 
 /* Where a receiver puts the bytes of its flows. */
@@ -112,7 +119,7 @@ struct hpccd_tp_config {
 	uint32_t flags;                 /* HPCCD_TP_F_* */
 	uint32_t rx_frames;             /* UMEM frames for fill + RX; default 4096 */
 	uint32_t tx_frames;             /* UMEM frames for TX; default 4096 */
-	uint32_t frame_size;            /* HPCCD_TP_FRAME_MIN or _MAX; default 2048 */
+	uint32_t frame_size;            /* HPCCD_TP_FRAME_MIN or _MAX; default 4096 (MTU up to 3824) */
 	uint16_t udp_port;              /* default HPCCD_UDP_PORT_DEFAULT */
 	uint8_t probe_dscp;             /* default HPCCD_PROBE_DSCP_DEFAULT */
 	uint8_t pad0;
@@ -282,6 +289,9 @@ void hpccd_tp_flow_cfg_default(struct hpccd_tp_flow_cfg *c);
 int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_tp_config *cfg,
 		     struct hpccd_tp **out, char *err, size_t err_size);
 int hpccd_tp__fd(const struct hpccd_tp *t);
+/* The largest flow MTU this engine's frames carry (and its peers', when
+ * they have the same frame size, receive). */
+uint32_t hpccd_tp__mtu_max(const struct hpccd_tp *t);
 int hpccd_tp__start(struct hpccd_tp *t);
 int hpccd_tp__stop(struct hpccd_tp *t);
 /* Open a sender flow; *flow_id identifies it from then on.  It starts at
@@ -291,6 +301,11 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_flow_stats *out);
 /* Forget a flow (running or not): its buffer is no longer read after this. */
 int hpccd_tp__flow_close(struct hpccd_tp *t, uint32_t flow_id);
+/* The raw ceiling (cffi_build/xsk/raw.c): send `frames` copies of one
+ * DATA frame of c->mtu bytes to c's peer as fast as the TX ring takes
+ * them; hpccd_tp__raw_left() says how many are still to go. */
+int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, uint64_t frames);
+int hpccd_tp__raw_left(struct hpccd_tp *t, uint64_t *left);
 /* Receiver flows, up to max; returns how many were written. */
 int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32_t max);
 /* Forget the receiver flows that are done. Returns how many. */

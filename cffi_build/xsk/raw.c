@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The raw ceiling of AF_XDP on an interface (docs/transport.md
+ * "Benchmark"): the same UMEM, rings, frame size and thread as the
+ * transport, and nothing else.  A sender engine puts one prebuilt DATA
+ * frame, copied once into every TX frame, on the TX ring as fast as the
+ * ring and the kernel take them; a receiver engine (HPCCD_TP_F_RAW) counts
+ * and recycles frames without parsing them.  What the transport does per
+ * packet (building, checksums, the parser, delivery, ACKs, pacing) is
+ * measured against this.
+ */
+#include "tp.h"
+
+#include <stdio.h>
+
+/* Up to TX_PER_LOOP of the frames still to send onto the TX queue. */
+uint32_t raw_schedule(struct hpccd_tp *t)
+{
+	uint32_t sent = 0;
+
+	while (t->raw_left && sent < TX_PER_LOOP) {
+		uint64_t addr;
+
+		if (!t->n_tx_free)
+			reap_completions(t);
+		if (!t->n_tx_free) {
+			t->starved = 1;
+			break;
+		}
+		addr = t->tx_free[--t->n_tx_free] + HEADROOM;
+		tx_put(t, addr, t->raw_len);
+		t->raw_left--;
+		sent++;
+	}
+	return sent;
+}
+
+int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, uint64_t frames)
+{
+	uint8_t tmpl[HPCCD_TP_FRAME_MAX];
+	uint32_t off = L2L4, len, plen, i;
+
+	if (!t || !c)
+		return -EINVAL;
+	len = c->mtu + ETH_HLEN_;
+	if (c->mtu < 128 || len + HEADROOM + HPCCD_TP_RX_HEADROOM > t->cfg.frame_size)
+		return -EINVAL;
+	memset(tmpl, 0, sizeof(tmpl));
+	put_l2l4(tmpl, c->dmac, c->smac, c->saddr, c->daddr, c->sport, c->dport, 0);
+	off += put_int(tmpl + off, 0);
+	plen = len - off - HPCCD_HDR_BYTES;
+	put_hdr(tmpl + off, HPCCD_T_DATA, 0, plen, 0, 0, 0, 0, 0);
+	finish_frame(t, tmpl, len);
+	pthread_mutex_lock(&t->lock);
+	if (t->raw_left) {
+		pthread_mutex_unlock(&t->lock);
+		return tp__fail(t, -EBUSY, "a raw send is running");
+	}
+	/* every free TX frame holds the template from now on */
+	for (i = 0; i < t->n_tx_free; i++)
+		memcpy(xsk_umem__get_data(t->area, t->tx_free[i] + HEADROOM), tmpl, len);
+	t->raw_len = len;
+	t->raw_left = frames;
+	pthread_mutex_unlock(&t->lock);
+	tp__wake(t);
+	return 0;
+}
+
+int hpccd_tp__raw_left(struct hpccd_tp *t, uint64_t *left)
+{
+	if (!t || !left)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	*left = t->raw_left;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}

@@ -109,6 +109,62 @@ static uint32_t pow2_floor(uint32_t v)
 	return p;
 }
 
+/* The engine's state from t->cfg, socket aside: flow tables, the free
+ * stacks of the UMEM's frames (RX frames first, then TX), the ring size,
+ * the receive window and the hold slots.  Also what the protocol tests
+ * build their engines with (tests/unit/engine/).  -ENOMEM, or 0. */
+int tp__state_init(struct hpccd_tp *t)
+{
+	const struct hpccd_tp_config *c = &t->cfg;
+	uint32_t frames = c->rx_frames + c->tx_frames, i;
+	struct timespec ts;
+
+	t->flows = calloc(HPCCD_TP_MAX_FLOWS, sizeof(*t->flows));
+	t->rxt = calloc(HPCCD_TP_RX_FLOWS, sizeof(*t->rxt));
+	t->rx_free = malloc(sizeof(uint64_t) * c->rx_frames);
+	t->tx_free = malloc(sizeof(uint64_t) * c->tx_frames);
+	if (!t->flows || !t->rxt || !t->rx_free || !t->tx_free)
+		return -ENOMEM;
+	for (i = 0; i < HPCCD_TP_MAX_FLOWS; i++)
+		t->flows[i].active_idx = -1;
+	t->delack_min = NO_DEADLINE;
+	t->ring = pow2_floor(c->rx_frames < RING_MAX ? c->rx_frames : RING_MAX);
+	if (pow2_floor(c->tx_frames) < t->ring)
+		t->ring = pow2_floor(c->tx_frames);
+	if (t->cfg.rx_window > t->ring)
+		t->cfg.rx_window = t->cfg.rx_window == UINT32_MAX ? t->ring / 4 * 3 : t->ring;
+	/* hold slots per receiver flow: the whole window's packets */
+	t->hold_cap = pow2_floor(t->cfg.rx_window ? t->cfg.rx_window : t->ring);
+	if (t->hold_cap < t->cfg.rx_window)
+		t->hold_cap <<= 1;
+	if (t->hold_cap < 64)
+		t->hold_cap = 64;
+	for (i = 0; i < c->rx_frames; i++)
+		t->rx_free[i] = (uint64_t)(c->rx_frames - 1 - i) * c->frame_size;
+	t->n_rx_free = c->rx_frames;
+	for (i = 0; i < c->tx_frames; i++)
+		t->tx_free[i] = (uint64_t)(frames - 1 - i) * c->frame_size;
+	t->n_tx_free = c->tx_frames;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t->id_gen = (uint32_t)splitmix64((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32 ^
+					 (uint64_t)(uintptr_t)t);
+	return 0;
+}
+
+void tp__state_free(struct hpccd_tp *t)
+{
+	if (t->rxt) {
+		uint32_t i;
+
+		for (i = 0; i < HPCCD_TP_RX_FLOWS; i++)
+			free(t->rxt[i].hold);
+	}
+	free(t->flows);
+	free(t->rxt);
+	free(t->rx_free);
+	free(t->tx_free);
+}
+
 int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_tp_config *cfg,
 		     struct hpccd_tp **out, char *err, size_t err_size)
 {
@@ -119,7 +175,7 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 	struct hpccd_hpcc probe;
 	struct hpccd_tp *t;
 	const char *why = NULL;
-	uint32_t frames, i;
+	uint32_t frames;
 	socklen_t optlen;
 	int rc, sb;
 
@@ -166,7 +222,6 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 	t->cfg = c;
 	t->fd = -1;
 	t->efd = -1;
-	t->delack_min = NO_DEADLINE;
 	t->ifindex = if_nametoindex(ifname);
 	if (!t->ifindex) {
 		rc = create_fail(err, err_size, ifname, queue_id, -ENODEV,
@@ -174,16 +229,10 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 		goto free_t;
 	}
 	frames = c.rx_frames + c.tx_frames;
-	t->flows = calloc(HPCCD_TP_MAX_FLOWS, sizeof(*t->flows));
-	t->rxt = calloc(HPCCD_TP_RX_FLOWS, sizeof(*t->rxt));
-	t->rx_free = malloc(sizeof(uint64_t) * c.rx_frames);
-	t->tx_free = malloc(sizeof(uint64_t) * c.tx_frames);
-	if (!t->flows || !t->rxt || !t->rx_free || !t->tx_free) {
+	if (tp__state_init(t)) {
 		rc = create_fail(err, err_size, ifname, queue_id, -ENOMEM, "out of memory");
 		goto free_t;
 	}
-	for (i = 0; i < HPCCD_TP_MAX_FLOWS; i++)
-		t->flows[i].active_idx = -1;
 	t->area_len = (size_t)frames * c.frame_size;
 	t->area = mmap(NULL, t->area_len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -193,17 +242,6 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 				 "mmap of a %zu-byte UMEM", t->area_len);
 		goto free_t;
 	}
-	t->ring = pow2_floor(c.rx_frames < RING_MAX ? c.rx_frames : RING_MAX);
-	if (pow2_floor(c.tx_frames) < t->ring)
-		t->ring = pow2_floor(c.tx_frames);
-	if (t->cfg.rx_window > t->ring)
-		t->cfg.rx_window = t->cfg.rx_window == UINT32_MAX ? t->ring / 4 * 3 : t->ring;
-	/* hold slots per receiver flow: the whole window's packets */
-	t->hold_cap = pow2_floor(t->cfg.rx_window ? t->cfg.rx_window : t->ring);
-	if (t->hold_cap < t->cfg.rx_window)
-		t->hold_cap <<= 1;
-	if (t->hold_cap < 64)
-		t->hold_cap = 64;
 	memset(&ucfg, 0, sizeof(ucfg));
 	ucfg.fill_size = t->ring;
 	ucfg.comp_size = pow2_floor(c.tx_frames) * 2;  /* never full: > frames in flight */
@@ -246,19 +284,7 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 	optlen = sizeof(opts);
 	if (getsockopt(t->fd, SOL_XDP, XDP_OPTIONS, &opts, &optlen) == 0)
 		t->zerocopy = !!(opts.flags & XDP_OPTIONS_ZEROCOPY);
-	for (i = 0; i < c.rx_frames; i++)
-		t->rx_free[i] = (uint64_t)(c.rx_frames - 1 - i) * c.frame_size;
-	t->n_rx_free = c.rx_frames;
-	for (i = 0; i < c.tx_frames; i++)
-		t->tx_free[i] = (uint64_t)(frames - 1 - i) * c.frame_size;
-	t->n_tx_free = c.tx_frames;
 	rx_refill(t);
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		t->id_gen = (uint32_t)splitmix64((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32);
-	}
 	*out = t;
 	return 0;
 
@@ -269,10 +295,7 @@ del_umem:
 unmap:
 	munmap(t->area, t->area_len);
 free_t:
-	free(t->flows);
-	free(t->rxt);
-	free(t->rx_free);
-	free(t->tx_free);
+	tp__state_free(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 	return rc;
@@ -608,16 +631,7 @@ void hpccd_tp__destroy(struct hpccd_tp *t)
 	xsk_socket__delete(t->sock);
 	xsk_umem__delete(t->umem);
 	munmap(t->area, t->area_len);
-	if (t->rxt) {
-		uint32_t i;
-
-		for (i = 0; i < HPCCD_TP_RX_FLOWS; i++)
-			free(t->rxt[i].hold);
-	}
-	free(t->flows);
-	free(t->rxt);
-	free(t->rx_free);
-	free(t->tx_free);
+	tp__state_free(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

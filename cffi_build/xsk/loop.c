@@ -21,9 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* One received frame through the parser to its half; returns 1 if the
- * receiver kept the frame (out of order, selective repeat). */
-static int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
+int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 {
 	struct hpccd_wire_info wi;
 	int rc = hpccd_wire_parse_frame(f, len, t->cfg.udp_port, t->cfg.probe_dscp, &wi);

@@ -331,8 +331,13 @@ uint32_t raw_schedule(struct hpccd_tp *t);
 int tp__fail(struct hpccd_tp *t, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void tp__wake(struct hpccd_tp *t);
+int tp__state_init(struct hpccd_tp *t);
+void tp__state_free(struct hpccd_tp *t);
 
 /* loop.c */
+/* One received frame through the parser to its half; returns 1 if the
+ * receiver kept the frame (out of order, selective repeat). */
+int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now);
 void *tp__main(void *arg);
 
 #endif /* HPCCD_TP_INTERNAL_H */

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The engine's ring layer (cffi_build/xsk/rings.c) without a socket, for
+ * the protocol tests of tests/unit/test_engine_protocol.py: the same
+ * functions over the same free stacks, but what the engine submits for
+ * transmission goes to fake_link_put() (harness.c), and completions are
+ * immediate.  No root, no kernel.
+ */
+#include "tp.h"
+
+void fake_link_put(struct hpccd_tp *t, const uint8_t *frame, uint32_t len);
+
+void rx_refill(struct hpccd_tp *t)
+{
+	(void)t;                 /* the harness takes RX frames from rx_free */
+}
+
+void reap_completions(struct hpccd_tp *t)
+{
+	(void)t;                 /* tx_submit gives frames back at once */
+}
+
+void tx_kick(struct hpccd_tp *t, int locked)
+{
+	(void)t;
+	(void)locked;
+}
+
+int tx_submit(struct hpccd_tp *t)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->n_txq; i++) {
+		fake_link_put(t, xsk_umem__get_data(t->area, t->txq[i].addr), t->txq[i].len);
+		t->st.tx_frames++;
+		t->st.tx_bytes += t->txq[i].len;
+		t->tx_free[t->n_tx_free++] = t->txq[i].addr - HEADROOM;
+	}
+	i = t->n_txq;
+	t->n_txq = 0;
+	return i != 0;
+}
+
+void tx_flush(struct hpccd_tp *t)
+{
+	tx_submit(t);
+}
+
+uint8_t *tx_get(struct hpccd_tp *t, uint64_t *addr)
+{
+	if (!t->n_tx_free) {
+		t->st.tx_no_frame++;
+		t->starved = 1;
+		return NULL;
+	}
+	*addr = t->tx_free[--t->n_tx_free] + HEADROOM;
+	return xsk_umem__get_data(t->area, *addr);
+}
+
+void tx_put(struct hpccd_tp *t, uint64_t addr, uint32_t len)
+{
+	t->txq[t->n_txq].addr = addr;
+	t->txq[t->n_txq].len = len;
+	if (++t->n_txq == TX_BATCH)
+		tx_flush(t);
+}

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The transport engine's protocol without a socket (tests/unit/
+ * test_engine_protocol.py builds and runs this): two engines, A (sender)
+ * and B (receiver), made with the engine's own tp__state_init() over a
+ * malloc'd UMEM, joined by a simulated link, driven tick by tick on a
+ * simulated clock through the engine's own functions (the receive path
+ * rx_frame, the timers, the scheduler).  Only the ring layer is fake
+ * (fake_rings.c).  The link is a queue per direction with a one-way
+ * delay, random loss, optional reordering (a frame held back behind the
+ * next), and in front of each engine an RX ring of the size the engine
+ * was made for, which B empties `budget` frames per tick (a receiver
+ * slower than its sender: the ring overflows unless the sender keeps
+ * within the receive window).
+ *
+ *   harness SCENARIO SEED [key=value ...]
+ *
+ * Scenarios: transfer (one flow A -> B; loss, reorder, recovery, algo,
+ * bytes, window, budget, frames, rate_gbps, drop=I,J,...: those frames
+ * A -> B lost), restart (B loses its state mid-flow),
+ * admit (A opens `flows` flows; B admits rx_peer_max of them).  Prints one
+ * JSON object with what happened.
+ */
+#include "tp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define TICK_NS 1000ull
+#define MAX_LINK (1u << 16)
+
+struct pkt {
+	uint64_t due;
+	uint32_t len;
+	uint8_t *bytes;
+};
+
+struct link {                    /* one direction */
+	struct pkt q[MAX_LINK];
+	uint32_t head, n;
+	double loss;
+	double reorder;
+	uint64_t delay_ns;
+	uint64_t sent, lost, reordered;
+	struct pkt held;         /* reordering: a frame waiting for the next */
+};
+
+struct rxring {                  /* the receiving engine's RX ring */
+	struct pkt q[MAX_LINK];
+	uint32_t head, n, cap;
+	uint64_t dropped;
+};
+
+static struct hpccd_tp *A, *B;
+static struct link ab, ba;
+static struct rxring ring_a, ring_b;
+static uint64_t sim_now;
+static uint64_t line_rate_bps = 10000000000ull;
+static uint32_t max_rx_live;
+static uint64_t rng = 1;
+
+static double rnd(void)
+{
+	rng = splitmix64(rng);
+	return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+/* drop=I,J,...: the I-th, J-th ... frame sent A -> B is lost (from 0) */
+static uint64_t drop_list[64];
+static uint32_t n_drop;
+
+static int listed(uint64_t i)
+{
+	uint32_t k;
+
+	for (k = 0; k < n_drop; k++)
+		if (drop_list[k] == i)
+			return 1;
+	return 0;
+}
+
+static void link_push(struct link *l, const uint8_t *frame, uint32_t len)
+{
+	struct pkt p;
+
+	l->sent++;
+	if (rnd() < l->loss || (l == &ab && listed(l->sent - 1))) {
+		l->lost++;
+		return;
+	}
+	if (l->n == MAX_LINK) {
+		fprintf(stderr, "harness: link queue full\n");
+		exit(3);
+	}
+	p.due = sim_now + l->delay_ns;
+	p.len = len;
+	p.bytes = malloc(len);
+	memcpy(p.bytes, frame, len);
+	if (!l->held.bytes && rnd() < l->reorder) {
+		l->held = p;             /* goes out behind the next frame */
+		l->reordered++;
+		return;
+	}
+	l->q[(l->head + l->n++) % MAX_LINK] = p;
+	if (l->held.bytes) {
+		l->held.due = p.due;
+		l->q[(l->head + l->n++) % MAX_LINK] = l->held;
+		l->held.bytes = NULL;
+	}
+}
+
+void fake_link_put(struct hpccd_tp *t, const uint8_t *frame, uint32_t len)
+{
+	link_push(t == A ? &ab : &ba, frame, len);
+}
+
+/* Due frames from the link into the receiver's RX ring (dropped when full,
+ * as the kernel drops when the ring or the fill ring has no room). */
+static void link_deliver(struct link *l, struct rxring *r)
+{
+	while (l->n && l->q[l->head].due <= sim_now) {
+		struct pkt p = l->q[l->head];
+
+		l->head = (l->head + 1) % MAX_LINK;
+		l->n--;
+		if (r->n >= r->cap) {
+			r->dropped++;
+			free(p.bytes);
+			continue;
+		}
+		r->q[(r->head + r->n++) % MAX_LINK] = p;
+	}
+}
+
+/* The engine takes up to `budget` frames of its RX ring, each into a free
+ * UMEM frame, through rx_frame (as rx_pipe does). */
+static void engine_rx(struct hpccd_tp *t, struct rxring *r, uint32_t budget)
+{
+	while (r->n && budget--) {
+		struct pkt p = r->q[r->head];
+		uint64_t chunk;
+		uint8_t *f;
+
+		r->head = (r->head + 1) % MAX_LINK;
+		r->n--;
+		if (!t->n_rx_free) {
+			r->dropped++;            /* fill ring empty */
+			free(p.bytes);
+			continue;
+		}
+		chunk = t->rx_free[--t->n_rx_free];
+		f = (uint8_t *)t->area + chunk + HEADROOM;
+		memcpy(f, p.bytes, p.len);
+		free(p.bytes);
+		if (!rx_frame(t, f, p.len, sim_now))
+			t->rx_free[t->n_rx_free++] = chunk;
+	}
+}
+
+/* One turn of an engine's loop (tp__main without the rings and the wait). */
+static void engine_turn(struct hpccd_tp *t, struct rxring *r, uint32_t budget)
+{
+	int more;
+
+	engine_rx(t, r, budget);
+	flow_timers(t, sim_now);
+	rx_timers(t, sim_now);
+	schedule(t, sim_now, &more);
+	schedule_probes(t, sim_now);
+	tx_submit(t);
+}
+
+static struct hpccd_tp *engine(uint32_t addr, struct hpccd_tp_config *c)
+{
+	struct hpccd_tp *t = calloc(1, sizeof(*t));
+
+	t->cfg = *c;
+	t->cfg.local_addr = addr;
+	pthread_mutex_init(&t->lock, NULL);
+	snprintf(t->ifname, sizeof(t->ifname), "fake%u", addr & 0xff);
+	t->area_len = (size_t)(c->rx_frames + c->tx_frames) * c->frame_size;
+	t->area = aligned_alloc(4096, t->area_len);
+	if (!t->area || tp__state_init(t)) {
+		fprintf(stderr, "harness: out of memory\n");
+		exit(3);
+	}
+	return t;
+}
+
+static void engine_free(struct hpccd_tp *t)
+{
+	tp__state_free(t);
+	free(t->area);
+	free(t);
+}
+
+static const char *arg(int argc, char **argv, const char *key, const char *dflt)
+{
+	size_t n = strlen(key);
+	int i;
+
+	for (i = 3; i < argc; i++)
+		if (!strncmp(argv[i], key, n) && argv[i][n] == '=')
+			return argv[i] + n + 1;
+	return dflt;
+}
+
+#define ADDR_A 0x0a000001u
+#define ADDR_B 0x0a000002u
+
+static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint64_t seed,
+			  uint16_t sport)
+{
+	struct hpccd_tp_flow_cfg c;
+	uint32_t id;
+	int rc;
+
+	hpccd_tp_flow_cfg_default(&c);
+	c.algo = algo;
+	c.recovery = recovery;
+	c.bytes = bytes;
+	c.seed = seed;
+	c.saddr = ADDR_A;
+	c.daddr = ADDR_B;
+	c.sport = sport;
+	c.dport = A->cfg.udp_port;
+	c.int_mode = HPCCD_TP_INT_NONE;
+	c.line_rate_bps = line_rate_bps;
+	c.hpcc.line_rate_bps = c.line_rate_bps;
+	c.hpcc.T_ns = 50000;
+	c.ldcp.line_rate_bps = c.line_rate_bps;
+	c.ldcp.rtt_ns = 50000;
+	c.rto_min_ns = 1000000;
+	c.timeout_ns = 2000000000ull;
+	rc = hpccd_tp__flow_open(A, &c, &id);
+	if (rc) {
+		fprintf(stderr, "harness: flow_open: %s\n", hpccd_tp__error(A));
+		exit(3);
+	}
+	return id;
+}
+
+static uint32_t algo_of(const char *s)
+{
+	if (!strcmp(s, "hpcc"))
+		return HPCCD_ALGO_HPCC;
+	if (!strcmp(s, "rx-hpcc"))
+		return HPCCD_ALGO_RXHPCC;
+	if (!strcmp(s, "ldcp"))
+		return HPCCD_ALGO_LDCP;
+	return HPCCD_ALGO_DCTCP;
+}
+
+/* Runs until every flow of A is done or failed, or `limit_ns` passed. */
+static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
+{
+	uint64_t end = sim_now + limit_ns;
+
+	while (sim_now < end) {
+		uint32_t i, live = 0;
+
+		link_deliver(&ab, &ring_b);
+		link_deliver(&ba, &ring_a);
+		engine_turn(A, &ring_a, UINT32_MAX);
+		engine_turn(B, &ring_b, budget_b);
+		if (hook && hook())
+			hook = NULL;
+		if (B->rx_live > max_rx_live)
+			max_rx_live = B->rx_live;
+		for (i = 0; i < HPCCD_TP_MAX_FLOWS; i++)
+			live += A->flows[i].state == HPCCD_TP_RUNNING;
+		if (!live)
+			return;
+		sim_now += TICK_NS;
+	}
+}
+
+static uint64_t restart_after;
+
+/* B's engine restarts: its receiver flows are gone (as after a new
+ * engine on the same queue). */
+static int restart_hook(void)
+{
+	uint32_t i;
+
+	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+		struct tp_rx *r = &B->rxt[i];
+
+		if (r->used == 1 && r->rcv_nxt >= restart_after) {
+			uint32_t k;
+
+			for (k = 0; k < HPCCD_TP_RX_FLOWS; k++) {
+				rx_release(B, &B->rxt[k]);
+				memset(&B->rxt[k], 0, sizeof(B->rxt[k]));
+			}
+			B->rx_live = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct hpccd_tp_config c;
+	struct hpccd_tp_flow_stats fs;
+	struct hpccd_tp_rx_stats rs[HPCCD_TP_RX_FLOWS];
+	const char *scenario;
+	uint64_t bytes, seed;
+	uint32_t id, budget, nflows, i;
+	int n;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: harness transfer|restart|admit SEED [key=value ...]\n");
+		return 2;
+	}
+	scenario = argv[1];
+	seed = strtoull(argv[2], NULL, 0);
+	rng = seed;
+	hpccd_tp_config_default(&c);
+	c.rx_frames = (uint32_t)strtoul(arg(argc, argv, "frames", "4096"), NULL, 0);
+	c.tx_frames = c.rx_frames;
+	c.ack_every = (uint32_t)strtoul(arg(argc, argv, "ack_every", "1"), NULL, 0);
+	c.rx_peer_max = (uint32_t)strtoul(arg(argc, argv, "rx_peer_max", "256"), NULL, 0);
+	if (!strcmp(arg(argc, argv, "window", "on"), "off"))
+		c.rx_window = 0;
+	A = engine(ADDR_A, &c);
+	B = engine(ADDR_B, &c);
+	ab.loss = ba.loss = atof(arg(argc, argv, "loss", "0"));
+	ab.reorder = atof(arg(argc, argv, "reorder", "0"));
+	ab.delay_ns = ba.delay_ns = 10000;
+	ring_a.cap = A->ring;            /* the RX rings the engines were sized for */
+	ring_b.cap = B->ring;
+	budget = (uint32_t)strtoul(arg(argc, argv, "budget", "4294967295"), NULL, 0);
+	bytes = strtoull(arg(argc, argv, "bytes", "20000000"), NULL, 0);
+	nflows = (uint32_t)strtoul(arg(argc, argv, "flows", "1"), NULL, 0);
+	line_rate_bps = strtoull(arg(argc, argv, "rate_gbps", "10"), NULL, 0) * 1000000000ull;
+	{
+		const char *d = arg(argc, argv, "drop", "");
+		char *end;
+
+		while (*d && n_drop < 64) {
+			drop_list[n_drop++] = strtoull(d, &end, 10);
+			d = *end == ',' ? end + 1 : end;
+			if (end == d && *d)
+				break;
+		}
+	}
+	sim_now = now_ns();
+
+	if (!strcmp(scenario, "admit")) {
+		for (i = 0; i < nflows; i++)
+			open_flow(20000, HPCCD_ALGO_DCTCP, HPCCD_TP_SR, seed + i, (uint16_t)(40000 + i));
+		run(500000000ull, budget, NULL);
+		n = hpccd_tp__rx_flows(B, rs, HPCCD_TP_RX_FLOWS);
+		for (i = 0, id = 0; i < (uint32_t)n; i++)
+			id += rs[i].done && rs[i].bytes == 20000 &&
+			      rs[i].crc32 == hpccd_tp_pattern_crc32(seed + (rs[i].sport - 40000), 20000);
+		printf("{\"rx_flows\": %d, \"done_exact\": %u, \"rx_peer_full\": %llu, "
+		       "\"max_rx_live\": %u}\n", n, id, (unsigned long long)B->st.rx_peer_full,
+		       max_rx_live);
+		return 0;
+	}
+	id = open_flow(bytes, algo_of(arg(argc, argv, "algo", "dctcp")),
+		       strcmp(arg(argc, argv, "recovery", "sr"), "gbn") ? HPCCD_TP_SR : HPCCD_TP_GBN,
+		       seed, 40000);
+	if (!strcmp(scenario, "restart")) {
+		restart_after = bytes / 2;
+		run(3000000000ull, budget, restart_hook);
+	} else {
+		run(3000000000ull, budget, NULL);
+	}
+	hpccd_tp__flow_stats(A, id, &fs);
+	n = hpccd_tp__rx_flows(B, rs, HPCCD_TP_RX_FLOWS);
+	printf("{\"state\": %u, \"err\": %d, \"fct_us\": %.1f, \"pkts\": %llu, \"retx\": %llu, "
+	       "\"go_backs\": %llu, \"recoveries\": %llu, \"rtos\": %llu, \"rtos_spurious\": %llu, "
+	       "\"lost\": %llu, \"lost_ack\": %llu, \"reordered\": %llu, \"ring_drops\": %llu, "
+	       "\"rx_hold_full\": %llu, \"rx_flows\": %d, \"rx_bytes\": %llu, \"rx_crc\": %u, "
+	       "\"want_crc\": %u, \"held\": %llu, \"ooo\": %llu, \"rx_held_now\": %u, "
+	       "\"rx_free\": %u, \"rx_frames\": %u}\n",
+	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
+	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
+	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
+	       (unsigned long long)fs.rtos, (unsigned long long)fs.rtos_spurious,
+	       (unsigned long long)ab.lost, (unsigned long long)ba.lost,
+	       (unsigned long long)ab.reordered, (unsigned long long)ring_b.dropped,
+	       (unsigned long long)B->st.rx_hold_full, n,
+	       (unsigned long long)(n ? rs[0].bytes : 0), n ? rs[0].crc32 : 0,
+	       hpccd_tp_pattern_crc32(seed, bytes),
+	       (unsigned long long)(n ? rs[0].held_pkts : 0),
+	       (unsigned long long)(n ? rs[0].ooo_pkts : 0), B->rx_held, B->n_rx_free,
+	       c.rx_frames);
+	engine_free(A);
+	engine_free(B);
+	return 0;
+}

@@ -74,7 +74,9 @@ void hpccd_tp_config_default(struct hpccd_tp_config *c)
 	c->sndbuf_bytes = 16u << 20;
 	c->coalesce_ns = 20000;
 	c->rx_idle_ns = 30000000000ull;
-	c->rx_peer_max = HPCCD_TP_RX_FLOWS / 4;
+	c->rx_peer_max = UINT32_MAX;             /* state init: rx_flows / 4 */
+	c->max_flows = HPCCD_TP_FLOWS_DEFAULT;
+	c->rx_flows = HPCCD_TP_FLOWS_DEFAULT;
 	c->rx_window = UINT32_MAX;               /* create(): 3/4 of the RX ring */
 	hpccd_hpcc_params_default(&c->rx_hpcc);
 }
@@ -119,20 +121,35 @@ int tp__state_init(struct hpccd_tp *t)
 	uint32_t frames = c->rx_frames + c->tx_frames, i;
 	struct timespec ts;
 
-	t->flows = calloc(HPCCD_TP_MAX_FLOWS, sizeof(*t->flows));
-	t->rxt = calloc(HPCCD_TP_RX_FLOWS, sizeof(*t->rxt));
+	t->flows = calloc(c->max_flows, sizeof(*t->flows));
+	t->rxt = calloc(c->rx_flows, sizeof(*t->rxt));
 	t->rx_free = malloc(sizeof(uint64_t) * c->rx_frames);
 	t->tx_free = malloc(sizeof(uint64_t) * c->tx_frames);
-	if (!t->flows || !t->rxt || !t->rx_free || !t->tx_free)
+	t->refile = malloc(sizeof(int32_t) * c->max_flows);
+	t->free_slot = malloc(sizeof(int32_t) * c->max_flows);
+	t->delack = malloc(sizeof(int32_t) * c->rx_flows);
+	t->peers = calloc(c->rx_flows, sizeof(*t->peers));
+	if (!t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
+	    !t->free_slot || !t->peers ||
+	    list_init(&t->ready, c->max_flows) ||
+	    wheel_init(&t->pace, PACE_SHIFT, PACE_SLOTS, c->max_flows) ||
+	    wheel_init(&t->timer, TIMER_SHIFT, TIMER_SLOTS, c->max_flows))
 		return -ENOMEM;
-	for (i = 0; i < HPCCD_TP_MAX_FLOWS; i++)
-		t->flows[i].active_idx = -1;
+	wheel_start(&t->pace, now_ns());
+	wheel_start(&t->timer, now_ns());
+	t->slot_mask = c->max_flows - 1;
+	for (i = 0; i < c->max_flows; i++)               /* slot 0 first */
+		t->free_slot[i] = (int32_t)(c->max_flows - 1 - i);
+	t->n_free = c->max_flows;
+	t->rx_mask = c->rx_flows - 1;
 	t->delack_min = NO_DEADLINE;
 	t->ring = pow2_floor(c->rx_frames < RING_MAX ? c->rx_frames : RING_MAX);
 	if (pow2_floor(c->tx_frames) < t->ring)
 		t->ring = pow2_floor(c->tx_frames);
 	if (t->cfg.rx_window > t->ring)
 		t->cfg.rx_window = t->cfg.rx_window == UINT32_MAX ? t->ring / 4 * 3 : t->ring;
+	if (t->cfg.rx_peer_max == UINT32_MAX)
+		t->cfg.rx_peer_max = c->rx_flows / 4;
 	/* hold slots per receiver flow: the whole window's packets */
 	t->hold_cap = pow2_floor(t->cfg.rx_window ? t->cfg.rx_window : t->ring);
 	if (t->hold_cap < t->cfg.rx_window)
@@ -156,13 +173,20 @@ void tp__state_free(struct hpccd_tp *t)
 	if (t->rxt) {
 		uint32_t i;
 
-		for (i = 0; i < HPCCD_TP_RX_FLOWS; i++)
+		for (i = 0; i < t->cfg.rx_flows; i++)
 			free(t->rxt[i].hold);
 	}
 	free(t->flows);
 	free(t->rxt);
 	free(t->rx_free);
 	free(t->tx_free);
+	free(t->refile);
+	free(t->free_slot);
+	free(t->delack);
+	free(t->peers);
+	list_free(&t->ready);
+	wheel_free(&t->pace);
+	wheel_free(&t->timer);
 }
 
 int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_tp_config *cfg,
@@ -202,6 +226,12 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 	if ((c.flags & HPCCD_TP_F_COPY) && (c.flags & HPCCD_TP_F_ZEROCOPY))
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
 				   "copy and zero-copy both forced");
+	if (c.max_flows < HPCCD_TP_FLOWS_MIN || c.max_flows > HPCCD_TP_FLOWS_MAX ||
+	    (c.max_flows & (c.max_flows - 1)) || c.rx_flows < HPCCD_TP_FLOWS_MIN ||
+	    c.rx_flows > HPCCD_TP_FLOWS_MAX || (c.rx_flows & (c.rx_flows - 1)))
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
+				   "%u sender / %u receiver flows: powers of two from %d to %d",
+				   c.max_flows, c.rx_flows, HPCCD_TP_FLOWS_MIN, HPCCD_TP_FLOWS_MAX);
 	if (!c.ack_every || !c.udp_port || c.probe_dscp > 63)
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
 				   "ack_every %u, udp port %u, dscp %u", c.ack_every, c.udp_port,
@@ -386,7 +416,7 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 	struct tp_flow *fl = NULL;
 	const struct tp_cc_ops *ops;
 	const char *why = NULL;
-	uint32_t i, room, hdr, slot = 0;
+	uint32_t room, hdr, slot = 0;
 	uint64_t now;
 	int rc = 0;
 	char who[96];
@@ -430,17 +460,14 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 				who);
 
 	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < HPCCD_TP_MAX_FLOWS; i++) {
-		slot = (t->id_gen + i) & SLOT_MASK;
-		if (t->flows[slot].state == HPCCD_TP_FREE) {
-			fl = &t->flows[slot];
-			break;
-		}
+	if (t->n_free) {
+		slot = (uint32_t)t->free_slot[--t->n_free];
+		fl = &t->flows[slot];
 	}
 	if (!fl) {
 		t->st.flows_refused++;   /* docs/security.md "Limits" */
-		rc = tp__fail(t, -ENOSPC, "%s: all %d flow slots are in use (close finished flows)",
-			      who, HPCCD_TP_MAX_FLOWS);
+		rc = tp__fail(t, -ENOSPC, "%s: all %u flow slots are in use (close finished flows)",
+			      who, t->cfg.max_flows);
 		goto out;
 	}
 	memset(fl, 0, sizeof(*fl));
@@ -453,11 +480,12 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 	fl->ops = ops;
 	rc = ops->init(fl, &why);
 	if (rc) {
+		t->free_slot[t->n_free++] = (int32_t)slot;
 		rc = tp__fail(t, rc, "%s: algorithm parameters: %s", who, why ? why : "invalid");
 		goto out;
 	}
-	t->id_gen += HPCCD_TP_MAX_FLOWS;
-	fl->flow_id = (t->id_gen & ~(uint32_t)SLOT_MASK) | slot;
+	t->id_gen += t->cfg.max_flows;
+	fl->flow_id = (t->id_gen & ~t->slot_mask) | slot;
 	now = now_ns();
 	fl->start_ns = now;
 	fl->last_progress_ns = now;
@@ -466,8 +494,8 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 	fl->goback_seq = UINT64_MAX;
 	fl->state = HPCCD_TP_RUNNING;
 	ops->sync(fl);
-	fl->active_idx = (int)t->n_active;
-	t->active[t->n_active++] = (int)slot;
+	t->n_running++;
+	sched_wake(t, fl, now);
 	*flow_id = fl->flow_id;
 out:
 	pthread_mutex_unlock(&t->lock);
@@ -528,6 +556,7 @@ int hpccd_tp__flow_close(struct hpccd_tp *t, uint32_t flow_id)
 	if (fl->state == HPCCD_TP_RUNNING)
 		flow_finish(t, fl, HPCCD_TP_FAILED, -ECANCELED, now_ns());
 	fl->state = HPCCD_TP_FREE;
+	t->free_slot[t->n_free++] = flow_slot(t, fl);
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
@@ -539,7 +568,7 @@ int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32
 	if (!t || (!out && max))
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < HPCCD_TP_RX_FLOWS && n < max; i++) {
+	for (i = 0; i < t->cfg.rx_flows && n < max; i++) {
 		struct tp_rx *r = &t->rxt[i];
 
 		if (r->used != 1)
@@ -564,7 +593,7 @@ int hpccd_tp__rx_reap(struct hpccd_tp *t)
 	if (!t)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+	for (i = 0; i < t->cfg.rx_flows; i++) {
 		if (t->rxt[i].used == 1 && t->rxt[i].done) {
 			t->rxt[i].used = 2;
 			n++;
@@ -605,7 +634,7 @@ int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out)
 	{
 		uint32_t i;
 
-		for (i = 0; i < HPCCD_TP_RX_FLOWS; i++)
+		for (i = 0; i < t->cfg.rx_flows; i++)
 			out->rx_used += t->rxt[i].used == 1;
 	}
 	pthread_mutex_unlock(&t->lock);

@@ -29,7 +29,7 @@ static void flow_rtt_sample(struct tp_flow *fl, uint32_t ts_echo, uint64_t now)
 
 struct tp_flow *flow_by_id(struct hpccd_tp *t, uint32_t flow_id)
 {
-	struct tp_flow *fl = &t->flows[flow_id & SLOT_MASK];
+	struct tp_flow *fl = &t->flows[flow_id & t->slot_mask];
 
 	return fl->state != HPCCD_TP_FREE && fl->flow_id == flow_id ? fl : NULL;
 }
@@ -200,6 +200,8 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	fl->ops->sync(fl);
 	if (fl->snd_una >= fl->c.bytes)
 		flow_finish(t, fl, HPCCD_TP_DONE, 0, now);
+	else
+		sched_wake(t, fl, now);          /* the window may have opened */
 }
 
 /* A PROBE_RESP for one of our flows (probe mode).  Its tag is verified
@@ -244,4 +246,6 @@ void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	if (fl->ops->on_probe_resp(fl, wi, f, now))
 		fl->st.cc_updates++;
 	fl->ops->sync(fl);
+	maybe_probe(t, fl, now);                 /* the next RTT's */
+	sched_wake(t, fl, now);
 }

@@ -7,7 +7,8 @@
  *      NACK / NOTIFY to the sender half; frames back to the fill ring;
  *   2. completions: TX frames back to the TX free stack;
  *   3. timers: retransmission timeouts, delayed ACKs;
- *   4. scheduler: round robin over the flows (outgoing.c);
+ *   4. scheduler: the flows whose send time has come, round robin
+ *      (sched.c: a ready list and timing wheels, no scan of the flows);
  *   5. TX: descriptors submitted in one go, a sendto() kick once the
  *      lock is released (copy mode transmits inside the syscall);
  *   6. sleep in ppoll() on the socket and an eventfd until the earliest
@@ -124,7 +125,6 @@ void *tp__main(void *arg)
 			more = raw_schedule(t) >= TX_PER_LOOP;
 		else
 			schedule(t, now, &more);
-		schedule_probes(t, now);
 		kick = tx_submit(t);
 		dl = next_wake(t);
 		pthread_mutex_unlock(&t->lock);

@@ -96,24 +96,18 @@ int flow_wants_to_send(const struct tp_flow *fl)
 	return flow_next(fl, &seq, &room);
 }
 
-void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err,
-			uint64_t now)
+void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err, uint64_t now)
 {
-	int i = fl->active_idx;
-
+	if (fl->state == HPCCD_TP_RUNNING && t->n_running)
+		t->n_running--;
 	fl->state = state;
 	fl->err = err;
 	fl->end_ns = now;
-	if (i >= 0) {
-		t->active[i] = t->active[--t->n_active];
-		t->flows[t->active[i]].active_idx = i;
-		fl->active_idx = -1;
-	}
+	sched_forget(t, fl);
 }
 
 /* A DATA frame of fl at seq with at most `room` payload bytes. */
-static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t room_b,
-		     uint64_t now)
+int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t room_b, uint64_t now)
 {
 	uint64_t addr, idx;
 	uint32_t plen, room = 0, flags = 0, off, len;
@@ -181,8 +175,10 @@ static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint3
 	fl->st.retx_bytes += retx ? plen : 0;
 	fl->st.int_pkts += room != 0;
 	fl->st.ect_pkts += ect;
-	if (fl->rto_deadline == NO_DEADLINE)
+	if (fl->rto_deadline == NO_DEADLINE) {
 		fl->rto_deadline = now + flow_rto(fl);
+		timer_arm(t, fl);
+	}
 	/* pacing: next send time from the rate, with at most burst_ns of
 	 * banked credit (seed 004 section 4.2: credit-based pacing) */
 	{
@@ -204,7 +200,7 @@ static int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint3
  * receiver's xdp_host fills when it reflects it (docs/wire-format.md).
  * Feedback-class: it takes a TX frame like an ACK, outside the window and
  * the pacing (126 bytes once per RTT). */
-static int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
+int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 {
 	uint64_t addr;
 	uint32_t off = L2L4;
@@ -228,27 +224,9 @@ static int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 	return 0;
 }
 
-/* One probe per RTT per flow, only while the flow has data in flight: the
- * next leaves once the last one was answered (on_probe_resp) or timed out
- * (flow_timers), both of which run before this in the same loop. */
-void schedule_probes(struct hpccd_tp *t, uint64_t now)
-{
-	uint32_t i;
-
-	for (i = 0; i < t->n_active; i++) {
-		struct tp_flow *fl = &t->flows[t->active[i]];
-
-		if (fl->c.int_mode != HPCCD_TP_INT_PROBE || fl->probe_out ||
-		    fl->state != HPCCD_TP_RUNNING || fl->snd_nxt <= fl->snd_una)
-			continue;
-		if (send_probe(t, fl, now) < 0)
-			return;
-	}
-}
-
 /* The window, not the pacing, holds a running flow back from `now`: its
  * send time has come but its bytes in flight reached W. */
-static void flow_note_window(struct tp_flow *fl, uint64_t now)
+void flow_note_window(struct tp_flow *fl, uint64_t now)
 {
 	if (!fl->wnd_block_ns && fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->c.bytes)
 		fl->wnd_block_ns = now > fl->next_send_ns ? fl->next_send_ns : now;
@@ -259,47 +237,10 @@ static void flow_note_window(struct tp_flow *fl, uint64_t now)
  * out as a burst at line rate, which is the queue the pacing is there to
  * avoid (seed 004 section 4.2: the window bounds in-flight bytes, the
  * rate spaces them). */
-static void flow_window_opened(struct tp_flow *fl, uint64_t now)
+void flow_window_opened(struct tp_flow *fl, uint64_t now)
 {
 	fl->st.wnd_limited_ns += now - fl->wnd_block_ns;
 	fl->wnd_block_ns = 0;
 	if (fl->next_send_ns < now)
 		fl->next_send_ns = now;
-}
-
-/* Round robin over the active flows, one packet per flow per pass. */
-uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
-{
-	uint32_t sent = 0, pass_sent, i, n;
-	uint64_t due = now + t->wake_late_ns;   /* the first pass may be early */
-
-	*more = 0;
-	do {
-		pass_sent = 0;
-		n = t->n_active;
-		for (i = 0; i < n && sent < TX_PER_LOOP; i++) {
-			struct tp_flow *fl = &t->flows[t->active[(t->rr + i) % n]];
-
-			uint64_t seq;
-			uint32_t room;
-
-			if (fl->next_send_ns > due)
-				continue;
-			if (!flow_next(fl, &seq, &room)) {
-				flow_note_window(fl, now);
-				continue;
-			}
-			if (fl->wnd_block_ns)
-				flow_window_opened(fl, now);
-			if (send_data(t, fl, seq, room, now) < 0)
-				return sent;
-			sent++;
-			pass_sent++;
-		}
-		if (n)
-			t->rr = (t->rr + 1) % n;
-		due = now;                          /* later passes: only what is due */
-	} while (pass_sent && sent < TX_PER_LOOP);
-	*more = sent >= TX_PER_LOOP;
-	return sent;
 }

@@ -11,20 +11,58 @@
 static uint32_t rx_sack_blocks(const struct hpccd_tp *t, struct tp_rx *r, uint8_t *body);
 static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uint32_t n);
 
-static uint32_t rx_hash(uint32_t saddr, uint32_t flow_id)
+/* The unfinished receiver flows of each source address (rx_peer_max),
+ * counted as flows start and finish, so that admission costs the same with
+ * 10 flows or 10,000: an open-addressing table of rx_flows entries, never
+ * emptied (a peer keeps its entry).  NULL when it is full of other peers. */
+static struct tp_peer *peer_of(struct hpccd_tp *t, uint32_t saddr)
+{
+	uint32_t h = (uint32_t)splitmix64(saddr) & t->rx_mask, i;
+
+	for (i = 0; i <= t->rx_mask; i++) {
+		struct tp_peer *p = &t->peers[(h + i) & t->rx_mask];
+
+		if (p->saddr == saddr)
+			return p;
+		if (!p->saddr) {
+			p->saddr = saddr;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+/* A receiver flow of `saddr` starts (+1) or ends unfinished or done (-1). */
+static void rx_live_add(struct hpccd_tp *t, uint32_t saddr, int d)
+{
+	struct tp_peer *p = peer_of(t, saddr);
+
+	if (d > 0) {
+		t->rx_live++;
+		if (p)
+			p->live++;
+	} else {
+		if (t->rx_live)
+			t->rx_live--;
+		if (p && p->live)
+			p->live--;
+	}
+}
+
+static uint32_t rx_hash(const struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id)
 {
 	uint64_t h = splitmix64(((uint64_t)saddr << 32) | flow_id);
 
-	return (uint32_t)h & (HPCCD_TP_RX_FLOWS - 1);
+	return (uint32_t)h & t->rx_mask;
 }
 
 static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id, int create)
 {
-	uint32_t h = rx_hash(saddr, flow_id), i;
+	uint32_t h = rx_hash(t, saddr, flow_id), i;
 	struct tp_rx *tomb = NULL;
 
-	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
-		struct tp_rx *r = &t->rxt[(h + i) & (HPCCD_TP_RX_FLOWS - 1)];
+	for (i = 0; i < t->cfg.rx_flows; i++) {
+		struct tp_rx *r = &t->rxt[(h + i) & t->rx_mask];
 
 		if (r->used == 1 && r->saddr == saddr && r->flow_id == flow_id)
 			return r;
@@ -38,7 +76,12 @@ static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow
 	}
 	if (!create || !tomb)
 		return NULL;
-	memset(tomb, 0, sizeof(*tomb));
+	{
+		uint8_t listed = tomb->delack_listed;   /* its place in t->delack */
+
+		memset(tomb, 0, sizeof(*tomb));
+		tomb->delack_listed = listed;
+	}
 	tomb->used = 1;
 	tomb->saddr = saddr;
 	tomb->flow_id = flow_id;
@@ -47,7 +90,7 @@ static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow
 	tomb->crc = 0;                   /* CRC-32 of nothing */
 	hpccd_dctcp_rx_init(&tomb->dc, t->cfg.ack_every);
 	hpccd_hpcc_init(&tomb->rxh, &t->cfg.rx_hpcc, HPCCD_ALGO_RXHPCC, NULL); /* checked at create */
-	t->rx_live++;
+	rx_live_add(t, saddr, 1);
 	return tomb;
 }
 
@@ -65,22 +108,18 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 			      uint64_t now)
 {
 	struct tp_rx *r, *victim = NULL;
-	uint32_t i, peer_live = 0;
+	struct tp_peer *p = peer_of(t, saddr);
+	uint32_t i;
 	int done_victim = 0;
 
-	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
-		r = &t->rxt[i];
-		if (r->used == 1 && !r->done && r->saddr == saddr)
-			peer_live++;
-	}
-	if (t->cfg.rx_peer_max && peer_live >= t->cfg.rx_peer_max) {
+	if (t->cfg.rx_peer_max && p && p->live >= t->cfg.rx_peer_max) {
 		t->st.rx_peer_full++;
 		return NULL;
 	}
 	r = rx_lookup(t, saddr, flow_id, 1);
 	if (r)
 		return r;
-	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+	for (i = 0; i < t->cfg.rx_flows; i++) {
 		struct tp_rx *c = &t->rxt[i];
 
 		if (c->used != 1)
@@ -102,8 +141,7 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 		t->st.rx_recycled++;
 	} else {
 		t->st.rx_expired++;
-		if (t->rx_live)
-			t->rx_live--;
+		rx_live_add(t, victim->saddr, -1);
 	}
 	rx_release(t, victim);
 	victim->used = 2;        /* a tombstone: the table has no empty slot, so
@@ -497,8 +535,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		r->done = 1;
 		r->st.done = 1;
 		r->st.last_ns = now;
-		if (t->rx_live)
-			t->rx_live--;
+		rx_live_add(t, r->saddr, -1);
 		rx_ack_now(t, r, now);   /* the last byte: no delay */
 	} else {
 		if (!r->done)
@@ -506,6 +543,10 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		if (r->unacked && !r->delack_armed) {
 			r->delack_armed = 1;
 			r->delack_deadline = now + t->cfg.delack_ns;
+			if (!r->delack_listed) {
+				r->delack_listed = 1;
+				t->delack[t->n_delack++] = (int32_t)(r - t->rxt);
+			}
 			if (r->delack_deadline < t->delack_min)
 				t->delack_min = r->delack_deadline;
 		}
@@ -518,18 +559,25 @@ void rx_timers(struct hpccd_tp *t, uint64_t now)
 	uint64_t next = NO_DEADLINE;
 	uint32_t i;
 
+	uint32_t k = 0;
+
 	if (t->delack_min > now)
 		return;
-	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
-		struct tp_rx *r = &t->rxt[i];
+	/* the flows with a delayed ACK armed, not the whole table */
+	for (i = 0; i < t->n_delack; i++) {
+		struct tp_rx *r = &t->rxt[t->delack[i]];
 
-		if (r->used != 1 || !r->delack_armed)
-			continue;
-		if (r->delack_deadline <= now)
+		if (r->used == 1 && r->delack_armed && r->delack_deadline <= now)
 			rx_ack_now(t, r, now);
-		else if (r->delack_deadline < next)
+		if (r->used != 1 || !r->delack_armed) {
+			r->delack_listed = 0;
+			continue;
+		}
+		if (r->delack_deadline < next)
 			next = r->delack_deadline;
+		t->delack[k++] = t->delack[i];
 	}
+	t->n_delack = k;
 	t->delack_min = next;
 }
 

@@ -22,6 +22,8 @@
  *               -> reliability state and the flow's algorithm
  *   outgoing.c  the sender half's output: window, pacing, round robin,
  *               DATA and PROBE frames
+ *   sched.c     which flow sends next: the ready list, the pacing wheel,
+ *               the timer wheel (wheel.c), and the probes
  *   timers.c    retransmission and probe timeouts, the next wake-up
  *   cc_*.c      one file per congestion-control algorithm (cc_hpcc.c: HPCC
  *               and Rx-HPCC) behind one ops
@@ -75,7 +77,10 @@
 #define IP_HLEN 20
 #define UDP_HLEN 8
 #define L2L4 (ETH_HLEN_ + IP_HLEN + UDP_HLEN)
-#define SLOT_MASK (HPCCD_TP_MAX_FLOWS - 1)
+#define PACE_SHIFT 10             /* pacing wheel: 1.024 us slots ... */
+#define PACE_SLOTS 4096           /* ... 4.2 ms ahead */
+#define TIMER_SHIFT 16            /* timer wheel: 65.5 us slots ... */
+#define TIMER_SLOTS 4096          /* ... 268 ms ahead */
 #define NO_DEADLINE UINT64_MAX
 
 struct tp_flow;
@@ -123,8 +128,11 @@ struct tp_fb {
 	const struct hpccd_wire_info *wi;
 };
 
+/* A sender flow.  The fields a packet touches come first, so that with
+ * 10,000 flows a packet costs few cache lines (scripts/bench_engine_flows.sh);
+ * the configuration's hot part (addresses, size, modes) leads `c`. */
 struct tp_flow {
-	struct hpccd_tp_flow_cfg c;
+	const struct tp_cc_ops *ops;
 	uint32_t state, flow_id;
 	int32_t err;
 	uint32_t mss, room, hdr_max;     /* hdr_max: frame bytes besides payload, room full */
@@ -147,18 +155,18 @@ struct tp_flow {
 	/* probe mode (seed 002 section 6.2.1): number of the last PROBE sent,
 	 * whether it is outstanding, when it is lost */
 	uint64_t probe_seq, probe_deadline;
+	uint64_t probe_retry;            /* no TX frame for the probe: try again then; 0: no */
 	int probe_out;
 	uint64_t wnd_block_ns;           /* since when the window holds it back; 0: not */
 	double W, rate_bps;              /* HPCC W in wire bytes; pacing rate (wire bits/s) */
 	double wire_per_payload;
+	struct hpccd_tp_flow_cfg c;
+	struct hpccd_tp_flow_stats st;   /* counters part */
 	union {
 		struct hpccd_hpcc hpcc;
 		struct hpccd_dctcp dctcp;
 		struct hpccd_ldcp ldcp;
 	} cc;
-	struct hpccd_tp_flow_stats st;   /* counters part */
-	int active_idx;
-	const struct tp_cc_ops *ops;
 };
 
 struct tp_rx {
@@ -166,6 +174,7 @@ struct tp_rx {
 	uint8_t done;
 	uint8_t have_echo;
 	uint8_t delack_armed;
+	uint8_t delack_listed;           /* in t->delack */
 	uint32_t saddr, daddr, flow_id;
 	uint16_t sport, dport;
 	uint8_t mac_local[6], mac_peer[6];
@@ -181,11 +190,11 @@ struct tp_rx {
 	uint32_t last_ts, notify_seq;
 	uint64_t delack_deadline;
 	uint64_t nack_for, nack_ns, ooo_since_gap;
-	uint8_t echo[HPCCD_INT_HDR_BYTES + HPCCD_INT_MAX_HOPS * HPCCD_INT_HOP_BYTES];
-	uint32_t echo_len;
 	struct hpccd_dctcp_rx dc;
-	struct hpccd_hpcc rxh;
 	struct hpccd_tp_rx_stats st;
+	uint32_t echo_len;
+	uint8_t echo[HPCCD_INT_HDR_BYTES + HPCCD_INT_MAX_HOPS * HPCCD_INT_HOP_BYTES];
+	struct hpccd_hpcc rxh;           /* Rx-HPCC: packets with INT only */
 };
 
 /* An out-of-order packet a receiver keeps (selective repeat): its payload
@@ -195,6 +204,34 @@ struct tp_hold {
 	uint64_t addr;                   /* UMEM offset of the payload */
 	uint64_t chunk;                  /* its frame, back to the fill ring when done */
 	uint32_t len;                    /* payload bytes; 0: slot free */
+};
+
+/* Timing wheels and the ready list (wheel.c): nodes are flow slots. */
+struct tp_wnode {
+	int32_t next, prev;
+	uint32_t slot;
+	uint32_t on;
+	uint64_t at;                     /* the time it was filed for */
+};
+
+struct tp_wheel {
+	uint32_t shift, nslots;          /* slot width 2^shift ns; nslots a power of two */
+	uint64_t cur;                    /* the slot (in ticks) the wheel is at */
+	uint32_t count;
+	int32_t *head;                   /* [nslots] */
+	uint64_t *bits;                  /* [nslots / 64] non-empty slots */
+	struct tp_wnode *node;           /* [max_flows] */
+};
+
+struct tp_list {                         /* FIFO with O(1) removal */
+	int32_t head, tail;
+	uint32_t n;
+	struct tp_wnode *node;           /* [max_flows]; slot and at unused */
+};
+
+struct tp_peer {                         /* receiver.c: unfinished flows of a source */
+	uint32_t saddr;                  /* 0: empty */
+	uint32_t live;
 };
 
 struct txd {
@@ -227,10 +264,21 @@ struct hpccd_tp {
 
 	pthread_mutex_t lock;            /* everything below, and the flows */
 	struct hpccd_tp_stats st;
-	struct tp_flow *flows;           /* [HPCCD_TP_MAX_FLOWS] */
-	int active[HPCCD_TP_MAX_FLOWS];
-	uint32_t n_active, rr, id_gen;
-	struct tp_rx *rxt;               /* [HPCCD_TP_RX_FLOWS] */
+	struct tp_flow *flows;           /* [cfg.max_flows] */
+	uint32_t n_running, id_gen, slot_mask;
+	/* the scheduler (sched.c): flows whose send time has come, in round
+	 * robin; flows waiting for their send time, by time; the timers of
+	 * every flow with an RTO or probe deadline, by time */
+	struct tp_list ready;
+	struct tp_wheel pace, timer;
+	int32_t *refile;                 /* [cfg.max_flows] scratch of the wheels' users */
+	int32_t *free_slot;              /* [cfg.max_flows] stack of free flow slots */
+	uint32_t n_free;
+	struct tp_rx *rxt;               /* [cfg.rx_flows] */
+	uint32_t rx_mask;
+	struct tp_peer *peers;           /* [cfg.rx_flows] */
+	int32_t *delack;                 /* [cfg.rx_flows] receiver flows with a delayed ACK armed */
+	uint32_t n_delack;
 	uint32_t rx_live;                /* receiver flows not done (Rx-HPCC's N) */
 	uint32_t hold_cap;               /* hold slots per receiver flow (a power of two) */
 	uint64_t raw_left;               /* raw.c: frames still to send */
@@ -301,8 +349,10 @@ uint64_t flow_allowed(const struct tp_flow *fl);
 int flow_next(const struct tp_flow *fl, uint64_t *seq, uint32_t *room);
 int flow_wants_to_send(const struct tp_flow *fl);
 void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err, uint64_t now);
-uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more);
-void schedule_probes(struct hpccd_tp *t, uint64_t now);
+int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t room, uint64_t now);
+int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now);
+void flow_note_window(struct tp_flow *fl, uint64_t now);
+void flow_window_opened(struct tp_flow *fl, uint64_t now);
 
 /* feedback.c */
 struct tp_flow *flow_by_id(struct hpccd_tp *t, uint32_t flow_id);
@@ -324,8 +374,36 @@ void flow_timers(struct hpccd_tp *t, uint64_t now);
 uint64_t next_wake(struct hpccd_tp *t);
 void note_wake(struct hpccd_tp *t, uint64_t want, uint64_t now);
 
+/* wheel.c */
+int wheel_init(struct tp_wheel *w, uint32_t shift, uint32_t nslots, uint32_t nodes);
+void wheel_free(struct tp_wheel *w);
+void wheel_start(struct tp_wheel *w, uint64_t now);
+void wheel_add(struct tp_wheel *w, int32_t i, uint64_t at);
+void wheel_del(struct tp_wheel *w, int32_t i);
+int32_t wheel_pop(struct tp_wheel *w, uint64_t now);
+uint64_t wheel_next(const struct tp_wheel *w);
+int list_init(struct tp_list *l, uint32_t nodes);
+void list_free(struct tp_list *l);
+void list_push(struct tp_list *l, int32_t i);
+void list_del(struct tp_list *l, int32_t i);
+int32_t list_pop(struct tp_list *l);
+
+/* sched.c */
+void sched_wake(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now);
+void sched_forget(struct hpccd_tp *t, struct tp_flow *fl);
+void timer_arm(struct hpccd_tp *t, struct tp_flow *fl);
+uint64_t flow_deadline_of(const struct tp_flow *fl);
+void maybe_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now);
+static inline int32_t flow_slot(const struct hpccd_tp *t, const struct tp_flow *fl)
+{
+	return (int32_t)(fl - t->flows);
+}
+
 /* raw.c */
 uint32_t raw_schedule(struct hpccd_tp *t);
+
+/* sched.c: serve the flows whose send time has come */
+uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more);
 
 /* api.c */
 int tp__fail(struct hpccd_tp *t, int rc, const char *fmt, ...)

@@ -315,6 +315,7 @@ class Transport:
                 if attach_xdp:
                     self._attach_xdp(c.udp_port, tag_key, reflect)
             self.udp_port = c.udp_port
+            self.rx_flows_max = c.rx_flows
             if start:
                 self.start()
         except BaseException:
@@ -503,8 +504,8 @@ class Transport:
             time.sleep(0.001)
 
     def rx_flows(self) -> list[RxFlow]:
-        buf = ffi.new("struct hpccd_tp_rx_stats[]", lib.HPCCD_TP_RX_FLOWS)
-        n = self._call(lib.hpccd_tp__rx_flows, buf, lib.HPCCD_TP_RX_FLOWS)
+        buf = ffi.new("struct hpccd_tp_rx_stats[]", self.rx_flows_max)
+        n = self._call(lib.hpccd_tp__rx_flows, buf, self.rx_flows_max)
         out = []
         for i in range(n):
             s = buf[i]

@@ -110,6 +110,10 @@ class TransportComponent(Component):
     def start(self) -> None:
         cfg = self.ctx.config
         frames = cfg.umem_bytes // cfg.frame_bytes
+        # flow slots of each engine: limits.max_flows, rounded up to the power
+        # of two the engine's tables take (include/hpccd/transport.h)
+        slots = min(max(1 << (cfg.max_flows - 1).bit_length(), tp_mod.lib.HPCCD_TP_FLOWS_MIN),
+                    tp_mod.lib.HPCCD_TP_FLOWS_MAX)
         rx_hpcc = dict(cfg.params.get("hpcc", {}))
         for att in self.ctx.interfaces.values():
             for q in att.queues:
@@ -118,6 +122,7 @@ class TransportComponent(Component):
                     tag_key=self._key or bytes(16), notify=cfg.rx_notify, rx_hpcc=rx_hpcc,
                     config={"frame_size": cfg.frame_bytes, "rx_frames": frames // 2,
                             "tx_frames": frames - frames // 2, "udp_port": cfg.udp_port,
+                            "max_flows": slots, "rx_flows": slots,
                             "probe_dscp": cfg.probe_dscp})
                 e = _Engine(att.name, att.ifindex, q, t)
                 self.engines.append(e)          # before the map: stop() undoes both

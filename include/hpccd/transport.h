@@ -43,8 +43,11 @@
 #include "cc.h"
 
 enum {
-	HPCCD_TP_MAX_FLOWS = 256,       /* sender flows per engine (a power of two) */
-	HPCCD_TP_RX_FLOWS = 1024,       /* receiver flows per engine (a power of two) */
+	/* sender and receiver flows per engine: cfg.max_flows and
+	 * cfg.rx_flows, powers of two from HPCCD_TP_FLOWS_MIN to _MAX */
+	HPCCD_TP_FLOWS_MIN = 64,
+	HPCCD_TP_FLOWS_DEFAULT = 16384,
+	HPCCD_TP_FLOWS_MAX = 65536,
 	HPCCD_TP_ERR_MAX = 256,
 	HPCCD_TP_N_TYPES = 7,           /* enum hpccd_type 1..6, [0] unused */
 	HPCCD_TP_N_CLASSES = 11,        /* enum hpccd_wire_err 1..10, [0] unused */
@@ -151,6 +154,11 @@ struct hpccd_tp_config {
 	 * UINT32_MAX (the default): 3/4 of the RX ring; more than the ring:
 	 * the ring; 0: no window advertised (the sender's W alone). */
 	uint32_t rx_window;
+	/* sender flows open at once and receiver flows kept (powers of two,
+	 * HPCCD_TP_FLOWS_MIN to _MAX; default HPCCD_TP_FLOWS_DEFAULT each);
+	 * the scheduler's cost per packet does not grow with them */
+	uint32_t max_flows;
+	uint32_t rx_flows;
 };
 
 struct hpccd_tp_flow_cfg {
@@ -332,8 +340,7 @@ uint32_t hpccd_tp_crc32(uint32_t crc, const uint8_t *buf, size_t len);
 _Static_assert(HPCCD_TP_F_COPY == XDP_COPY, "bind flag");
 _Static_assert(HPCCD_TP_F_ZEROCOPY == XDP_ZEROCOPY, "bind flag");
 _Static_assert(HPCCD_TP_F_NEED_WAKEUP == XDP_USE_NEED_WAKEUP, "bind flag");
-_Static_assert((HPCCD_TP_MAX_FLOWS & (HPCCD_TP_MAX_FLOWS - 1)) == 0, "power of two");
-_Static_assert((HPCCD_TP_RX_FLOWS & (HPCCD_TP_RX_FLOWS - 1)) == 0, "power of two");
+_Static_assert((HPCCD_TP_FLOWS_DEFAULT & (HPCCD_TP_FLOWS_DEFAULT - 1)) == 0, "power of two");
 _Static_assert((int)HPCCD_TP_N_TYPES == (int)HPCCD_T_MAX + 1, "one counter per type");
 _Static_assert((int)HPCCD_TP_N_CLASSES == (int)HPCCD_E_MAX, "one counter per class");
 #endif

@@ -22,7 +22,7 @@ Invariants protected:
   existing flow completes byte-exact and another peer can still open one;
   a flood of probes does not stop a flow either;
 - the receiver table recycles finished flows: after more than
-  HPCCD_TP_RX_FLOWS finished flows without rx_reap() a new flow is still
+  cfg.rx_flows finished flows without rx_reap() a new flow is still
   accepted (rx_recycled counts), where it used to be refused.
 """
 from __future__ import annotations
@@ -358,9 +358,9 @@ def _status(request, ControlError, sock):
 
 def test_sender_flow_limit_refused_with_clear_error_and_counter(lab, engines):
     rx = engines("r1")
-    tx = engines("h1")
+    n = 256                     # cfg.max_flows: the engine's sender flow slots
+    tx = engines("h1", config={"max_flows": n})
     r1 = lab.address("r1")
-    n = lib.HPCCD_TP_MAX_FLOWS
     big = tx.open_flow(r1, 20_000_000, algo="dctcp", line_rate_bps=400_000_000, timeout_s=20)
     flows = [big] + [tx.open_flow(r1, 1000, algo="hpcc", line_rate_bps=LINE,
                                   hpcc={"T_ns": T_NS}) for _ in range(n - 1)]
@@ -475,14 +475,16 @@ def test_flood_of_new_flows_and_probes_from_one_peer(lab, engines):
 
 
 def test_receiver_table_recycles_finished_flows(lab, engines):
-    """More finished flows than HPCCD_TP_RX_FLOWS without rx_reap(): new flows
-    are still accepted (the mice experiment's long-running receiver)."""
-    rx = engines("r1", ack_every=1)
+    """More finished flows than the receiver table holds (cfg.rx_flows) without
+    rx_reap(): new flows are still accepted (the mice experiment's
+    long-running receiver)."""
+    table = 1024
+    rx = engines("r1", ack_every=1, config={"rx_flows": table})
     r1 = lab.address("r1")
     from hpccd import wire
 
     s = _RawUdp(lab, "h2")
-    total = lib.HPCCD_TP_RX_FLOWS + 200
+    total = table + 200
     try:
         for i in range(total):
             # a whole flow in one packet: SYN | FIN, 100 bytes
@@ -494,14 +496,14 @@ def test_receiver_table_recycles_finished_flows(lab, engines):
         _until(lambda: rx.stats()["by_type"]["DATA"] >= total, 10, "every DATA received")
         st = rx.stats()
         assert st["rx_table_full"] == 0
-        assert st["rx_recycled"] >= total - lib.HPCCD_TP_RX_FLOWS
-        assert st["rx_used"] == lib.HPCCD_TP_RX_FLOWS and st["rx_live"] == 0
+        assert st["rx_recycled"] >= total - table
+        assert st["rx_used"] == table and st["rx_live"] == 0
         # and a real flow afterwards
         tx = engines("h1")
         f = tx.open_flow(r1, 500_000, algo="hpcc", line_rate_bps=LINE, hpcc={"T_ns": T_NS})
         f.wait(30)
         assert _rx_done(rx, f.flow_id).crc32 == pattern_crc32(f.seed, 500_000)
-        assert rx.rx_reap() == lib.HPCCD_TP_RX_FLOWS
+        assert rx.rx_reap() == table
         assert rx.stats()["rx_used"] == 0
     finally:
         s.close()

@@ -166,7 +166,6 @@ static void engine_turn(struct hpccd_tp *t, struct rxring *r, uint32_t budget)
 	flow_timers(t, sim_now);
 	rx_timers(t, sim_now);
 	schedule(t, sim_now, &more);
-	schedule_probes(t, sim_now);
 	tx_submit(t);
 }
 
@@ -257,8 +256,6 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 	uint64_t end = sim_now + limit_ns;
 
 	while (sim_now < end) {
-		uint32_t i, live = 0;
-
 		link_deliver(&ab, &ring_b);
 		link_deliver(&ba, &ring_a);
 		engine_turn(A, &ring_a, UINT32_MAX);
@@ -267,12 +264,75 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 			hook = NULL;
 		if (B->rx_live > max_rx_live)
 			max_rx_live = B->rx_live;
-		for (i = 0; i < HPCCD_TP_MAX_FLOWS; i++)
-			live += A->flows[i].state == HPCCD_TP_RUNNING;
-		if (!live)
+		if (!A->n_running)
 			return;
 		sim_now += TICK_NS;
 	}
+}
+
+/* scale: the engines' CPU time per data packet with `flows` flows open at
+ * once, each paced at rate_gbps / flows (the aggregate stays the same),
+ * for `ms` of simulated time: the cost of the scheduler and the timers as
+ * the flows grow (issue 14: within 10 % from 1 to 10,000). */
+static void scale(uint32_t nflows, uint64_t ms)
+{
+	struct timespec a, b;
+	uint64_t cpu = 0, end, pkts = 0, pkts0 = 0;
+	uint32_t i;
+
+	for (i = 0; i < nflows; i++) {
+		struct hpccd_tp_flow_cfg c;
+		uint32_t id;
+
+		hpccd_tp_flow_cfg_default(&c);
+		c.algo = HPCCD_ALGO_DCTCP;
+		c.bytes = 1ull << 40;
+		c.seed = i;
+		c.saddr = ADDR_A;
+		c.daddr = ADDR_B;
+		c.sport = (uint16_t)(1024 + i);
+		c.dport = A->cfg.udp_port;
+		c.int_mode = HPCCD_TP_INT_NONE;
+		c.line_rate_bps = line_rate_bps / nflows;
+		c.rto_min_ns = 1000000;
+		if (hpccd_tp__flow_open(A, &c, &id)) {
+			fprintf(stderr, "harness: flow_open %u: %s\n", i, hpccd_tp__error(A));
+			exit(3);
+		}
+	}
+	/* warm-up: every flow has something acknowledged, so every
+	 * receiver flow exists (the first packets of 10,000 flows at once
+	 * overflow the receiver's ring, and come again) */
+	for (end = sim_now + 2000000000ull; sim_now < end;) {
+		uint32_t acked = 0;
+
+		run(1000000ull, UINT32_MAX, NULL);
+		for (i = 0; i < A->cfg.max_flows; i++)
+			acked += A->flows[i].state == HPCCD_TP_RUNNING && A->flows[i].snd_una > 0;
+		if (acked == nflows)
+			break;
+	}
+	run(ms * 1000000ull, UINT32_MAX, NULL);
+	for (i = 0; i < A->cfg.max_flows; i++)
+		pkts0 += A->flows[i].st.pkts;
+	end = sim_now + ms * 1000000ull;
+	while (sim_now < end) {
+		link_deliver(&ab, &ring_b);
+		link_deliver(&ba, &ring_a);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+		engine_turn(A, &ring_a, UINT32_MAX);
+		engine_turn(B, &ring_b, UINT32_MAX);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+		cpu += (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000ull + (uint64_t)b.tv_nsec -
+		       (uint64_t)a.tv_nsec;
+		sim_now += TICK_NS;
+	}
+	for (i = 0; i < A->cfg.max_flows; i++)
+		pkts += A->flows[i].st.pkts;
+	printf("{\"flows\": %u, \"pkts\": %llu, \"cpu_ns\": %llu, \"ns_per_pkt\": %.1f, "
+	       "\"ticks\": %llu}\n", nflows, (unsigned long long)(pkts - pkts0),
+	       (unsigned long long)cpu,
+	       (double)cpu / (double)(pkts - pkts0), (unsigned long long)(ms * 1000));
 }
 
 static uint64_t restart_after;
@@ -283,17 +343,18 @@ static int restart_hook(void)
 {
 	uint32_t i;
 
-	for (i = 0; i < HPCCD_TP_RX_FLOWS; i++) {
+	for (i = 0; i < B->cfg.rx_flows; i++) {
 		struct tp_rx *r = &B->rxt[i];
 
 		if (r->used == 1 && r->rcv_nxt >= restart_after) {
 			uint32_t k;
 
-			for (k = 0; k < HPCCD_TP_RX_FLOWS; k++) {
+			for (k = 0; k < B->cfg.rx_flows; k++) {
 				rx_release(B, &B->rxt[k]);
 				memset(&B->rxt[k], 0, sizeof(B->rxt[k]));
 			}
 			B->rx_live = 0;
+			memset(B->peers, 0, sizeof(*B->peers) * B->cfg.rx_flows);
 			return 1;
 		}
 	}
@@ -304,7 +365,7 @@ int main(int argc, char **argv)
 {
 	struct hpccd_tp_config c;
 	struct hpccd_tp_flow_stats fs;
-	struct hpccd_tp_rx_stats rs[HPCCD_TP_RX_FLOWS];
+	static struct hpccd_tp_rx_stats rs[HPCCD_TP_FLOWS_MAX];
 	const char *scenario;
 	uint64_t bytes, seed;
 	uint32_t id, budget, nflows, i;
@@ -321,7 +382,7 @@ int main(int argc, char **argv)
 	c.rx_frames = (uint32_t)strtoul(arg(argc, argv, "frames", "4096"), NULL, 0);
 	c.tx_frames = c.rx_frames;
 	c.ack_every = (uint32_t)strtoul(arg(argc, argv, "ack_every", "1"), NULL, 0);
-	c.rx_peer_max = (uint32_t)strtoul(arg(argc, argv, "rx_peer_max", "256"), NULL, 0);
+	c.rx_peer_max = (uint32_t)strtoul(arg(argc, argv, "rx_peer_max", "4294967295"), NULL, 0);
 	if (!strcmp(arg(argc, argv, "window", "on"), "off"))
 		c.rx_window = 0;
 	A = engine(ADDR_A, &c);
@@ -348,11 +409,15 @@ int main(int argc, char **argv)
 	}
 	sim_now = now_ns();
 
+	if (!strcmp(scenario, "scale")) {
+		scale(nflows, strtoull(arg(argc, argv, "ms", "20"), NULL, 0));
+		return 0;
+	}
 	if (!strcmp(scenario, "admit")) {
 		for (i = 0; i < nflows; i++)
 			open_flow(20000, HPCCD_ALGO_DCTCP, HPCCD_TP_SR, seed + i, (uint16_t)(40000 + i));
 		run(500000000ull, budget, NULL);
-		n = hpccd_tp__rx_flows(B, rs, HPCCD_TP_RX_FLOWS);
+		n = hpccd_tp__rx_flows(B, rs, B->cfg.rx_flows);
 		for (i = 0, id = 0; i < (uint32_t)n; i++)
 			id += rs[i].done && rs[i].bytes == 20000 &&
 			      rs[i].crc32 == hpccd_tp_pattern_crc32(seed + (rs[i].sport - 40000), 20000);
@@ -371,7 +436,7 @@ int main(int argc, char **argv)
 		run(3000000000ull, budget, NULL);
 	}
 	hpccd_tp__flow_stats(A, id, &fs);
-	n = hpccd_tp__rx_flows(B, rs, HPCCD_TP_RX_FLOWS);
+	n = hpccd_tp__rx_flows(B, rs, B->cfg.rx_flows);
 	printf("{\"state\": %u, \"err\": %d, \"fct_us\": %.1f, \"pkts\": %llu, \"retx\": %llu, "
 	       "\"go_backs\": %llu, \"recoveries\": %llu, \"rtos\": %llu, \"rtos_spurious\": %llu, "
 	       "\"lost\": %llu, \"lost_ack\": %llu, \"reordered\": %llu, \"ring_drops\": %llu, "

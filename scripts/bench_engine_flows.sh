@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The transport engine's cost per packet as the number of flows grows
+# (issue 14: within 10 % from 1 to 10,000 active flows).  Builds
+# tests/unit/engine/harness.c (the engine's own code, the ring layer
+# simulated: no kernel, no root) and runs its `scale` scenario: N flows
+# open at once, each paced at 10 Gbit/s / N, so the aggregate packet rate
+# is the same for every N; after a warm-up (every flow acknowledged), the
+# CPU time of the two engines' loops over 20 ms of simulated time, per
+# data packet.  Median of --reps runs per N, printed with its ratio to one
+# flow.  The machine's other load shows in the spread: run it idle.
+#
+#   bash scripts/bench_engine_flows.sh [REPS] [FLOWS...]
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPS=${1:-5}
+shift || true
+FLOWS=${*:-1 100 1000 10000}
+EXE=$(mktemp -d)/harness
+trap 'rm -rf "$(dirname "$EXE")"' EXIT
+SRCS=$(ls "$ROOT"/cffi_build/xsk/*.c | grep -v '/rings.c$')
+gcc -O2 -std=gnu11 -ffp-contract=off -fno-fast-math -I"$ROOT/include" -I"$ROOT/cffi_build/xsk" \
+	-o "$EXE" "$ROOT/tests/unit/engine/harness.c" "$ROOT/tests/unit/engine/fake_rings.c" $SRCS \
+	"$ROOT"/cffi_build/cc/{wire,int_decode,hpcc,dctcp,ldcp}.c -lxdp -lbpf -lisal -lm -lpthread
+echo "engine CPU per data packet (both engines: sender and receiver), 20 ms simulated, $REPS runs each"
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+base=""
+for n in $FLOWS; do
+	vals=()
+	for r in $(seq "$REPS"); do
+		vals+=("$("$EXE" scale "$r" flows="$n" ms=20 rx_peer_max=0 |
+			python3 -c 'import json,sys; print(json.load(sys.stdin)["ns_per_pkt"])')")
+	done
+	med=$(printf '%s\n' "${vals[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')
+	lo=$(printf '%s\n' "${vals[@]}" | sort -n | head -1)
+	hi=$(printf '%s\n' "${vals[@]}" | sort -n | tail -1)
+	base=${base:-$med}
+	printf '%6s flows: %7.0f ns per packet (min %.0f, max %.0f), %.2fx one flow\n' \
+		"$n" "$med" "$lo" "$hi" "$(python3 -c "print($med / $base)")"
+done

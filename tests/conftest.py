@@ -158,11 +158,11 @@ def _link_info(ns, ifname: str) -> tuple[int, str]:
 
 @contextlib.contextmanager
 def netns_pair_ctx(ip_a: str = "10.199.0.1", ip_b: str = "10.199.0.2",
-                   prefixlen: int = 24) -> Iterator[NetnsPair]:
+                   prefixlen: int = 24, queues: int = 1) -> Iterator[NetnsPair]:
     """Build a namespace pair; on exit (whatever happened) stop its
     processes, remove both namespaces and check that they are gone and that
     no process is left inside them.  A failed check raises after all the
-    clean-up was attempted."""
+    clean-up was attempted.  queues: TX and RX queues of each veth end."""
     from pyroute2 import NetNS, netns
 
     existing = list_test_netns()
@@ -182,7 +182,9 @@ def netns_pair_ctx(ip_a: str = "10.199.0.1", ip_b: str = "10.199.0.2",
             made.append(name)
             inodes[name] = netns_inode(name)
         with NetNS(p.a, flags=0) as ns:
-            ns.link("add", ifname=p.va, kind="veth", peer={"ifname": p.vb, "net_ns_fd": p.b})
+            q = {"num_tx_queues": queues, "num_rx_queues": queues} if queues > 1 else {}
+            ns.link("add", ifname=p.va, kind="veth",
+                    peer={"ifname": p.vb, "net_ns_fd": p.b, **q}, **q)
         for name, ifname, ip in ((p.a, p.va, p.ip_a), (p.b, p.vb, p.ip_b)):
             with NetNS(name, flags=0) as ns:
                 idx, mac = _link_info(ns, ifname)

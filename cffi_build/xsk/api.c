@@ -76,6 +76,7 @@ void hpccd_tp_config_default(struct hpccd_tp_config *c)
 	c->rx_idle_ns = 30000000000ull;
 	c->rx_peer_max = UINT32_MAX;             /* state init: rx_flows / 4 */
 	c->max_flows = HPCCD_TP_FLOWS_DEFAULT;
+	c->cpu = -1;
 	c->rx_flows = HPCCD_TP_FLOWS_DEFAULT;
 	c->rx_window = UINT32_MAX;               /* create(): 3/4 of the RX ring */
 	hpccd_hpcc_params_default(&c->rx_hpcc);
@@ -232,6 +233,9 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
 				   "%u sender / %u receiver flows: powers of two from %d to %d",
 				   c.max_flows, c.rx_flows, HPCCD_TP_FLOWS_MIN, HPCCD_TP_FLOWS_MAX);
+	if (c.cpu < -1 || c.cpu >= CPU_SETSIZE)
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL, "CPU %d: -1 (any) or "
+				   "a CPU number", c.cpu);
 	if (!c.ack_every || !c.udp_port || c.probe_dscp > 63)
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
 				   "ack_every %u, udp port %u, dscp %u", c.ack_every, c.udp_port,
@@ -387,6 +391,18 @@ int hpccd_tp__start(struct hpccd_tp *t)
 	}
 	pthread_setname_np(t->thread, "hpccd-tp");
 	t->started = 1;
+	if (t->cfg.cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(t->cfg.cpu, &set);
+		rc = pthread_setaffinity_np(t->thread, sizeof(set), &set);
+		if (rc) {
+			hpccd_tp__stop(t);
+			return tp__fail(t, -rc, "cannot place the engine thread on CPU %d",
+					t->cfg.cpu);
+		}
+	}
 	return 0;
 }
 
@@ -630,6 +646,7 @@ int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out)
 	out->tx_free = t->n_tx_free;
 	out->rx_live = t->rx_live;
 	out->rx_held = t->rx_held;
+	out->flows_running = t->n_running;
 	out->timer_late_ns = __atomic_load_n(&t->wake_late_ns, __ATOMIC_RELAXED);
 	{
 		uint32_t i;

@@ -80,6 +80,7 @@ class AttachedInterface:
     tc: "bpf.BpfObject | None"
     addresses: list[str]                # its IPv4 addresses, in hpccd_addrs
     queues: tuple[int, ...]             # rx queues for AF_XDP sockets (config)
+    cpus: tuple[int, ...] = ()          # the CPU of each queue's engine (config); (): any
 
     def xdp_map(self, name: str) -> "bpf.Map":
         return self.xdp.map(name)

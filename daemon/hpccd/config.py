@@ -71,7 +71,7 @@ IFNAME = re.compile(r"[^\s/:]{1,15}")
 _TOP = ("daemon", "interfaces", "transport", "probes", "algorithm", "hpcc", "dctcp", "ldcp",
         "peers", "metrics", "limits")
 _DAEMON = ("log_level", "control_socket", "metrics_address", "bpf_dir", "components")
-_IFACE = ("name", "xdp_mode", "queues", "tc_tracker")
+_IFACE = ("name", "xdp_mode", "queues", "cpus", "tc_tracker")
 _TRANSPORT = ("udp_port", "probe_dscp", "integrity_key_file", "frame_bytes", "ack_every",
               "rx_notify")
 ENGINE_FRAMES_MIN = 256             # 64 RX + 128 TX frames at least (transport.c), halved
@@ -102,6 +102,7 @@ class Interface:
     xdp_mode: str               # auto | native | skb ("auto": skb on veth, else native)
     queues: tuple[int, ...]     # rx queues the native transport binds AF_XDP sockets on
     tc_tracker: bool            # attach tc_tracker on egress (kernel TCP flows)
+    cpus: tuple[int, ...] = ()  # the CPU of each queue's engine thread; (): any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,7 +447,19 @@ class _Validator(Validator):
             if len(set(queues)) != len(queues):
                 self.fail(p + ("queues",), "a queue is listed twice")
             tracker = self.bool_(t, p, "tc_tracker", True)
-            out.append(Interface(name, mode, tuple(queues), tracker))
+            cpus = t.get("cpus", [])
+            if (not isinstance(cpus, list) or
+                    not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                            for c in cpus)):
+                self.fail(p + ("cpus",), f"must be an array of CPU numbers, not {cpus!r}")
+            if cpus and len(cpus) != len(queues):
+                self.fail(p + ("cpus",), f"{len(cpus)} CPUs for {len(queues)} queues: one "
+                                         f"per queue, in the order of queues")
+            ncpu = os.cpu_count() or 1
+            for c in cpus:
+                if c >= ncpu:
+                    self.fail(p + ("cpus",), f"CPU {c}: this machine has CPUs 0..{ncpu - 1}")
+            out.append(Interface(name, mode, tuple(queues), tracker, tuple(cpus)))
         if not out:
             self.fail(("interfaces",), "no [[interfaces]]: the daemon needs at least one")
         return tuple(out)

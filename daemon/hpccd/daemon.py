@@ -218,7 +218,8 @@ class Daemon:
             addrs = _ipv4_addresses(ifindex)
             _set_addrs(xdp, addrs)
             bpf.xdp_attach(ifindex, xdp.program(XDP_PROG), mode=mode)
-            att = AttachedInterface(itf.name, ifindex, mode, xdp, None, addrs, itf.queues)
+            att = AttachedInterface(itf.name, ifindex, mode, xdp, None, addrs, itf.queues,
+                                    itf.cpus)
             # Registered before tc so that a failure below detaches the XDP program too.
             self.interfaces[itf.name] = att
             if itf.tc_tracker:

@@ -71,6 +71,7 @@ class Flow:
     started: float                # time.monotonic()
     started_wall: float           # time.time()
     updated: float = 0.0
+    engine: str = ""              # native flows: the engine's interface/queue ("eth0/1")
     window_bytes: float = 0.0     # W (HPCC, Rx-HPCC), cwnd (DCTCP); LDCP: cw_pkts
     rate_bps: float = 0.0         # pacing rate, bits per second
     inflight_bytes: int = 0
@@ -91,7 +92,8 @@ class Flow:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     _SETTABLE = frozenset(("window_bytes", "rate_bps", "inflight_bytes", "U", "alpha",
-                           "cw_pkts", "rtt_s", "probe_rtt_s", "extra", *GROUP_COUNTERS))
+                           "cw_pkts", "rtt_s", "probe_rtt_s", "extra", "engine",
+                           *GROUP_COUNTERS))
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -59,6 +59,9 @@ METRICS: tuple[Metric, ...] = (
            "Unix time of the last reload attempt (the start when none)."),
     Metric("hpccd_component_up", "gauge", ("component",),
            "1 while a flow-manager component is started and healthy."),
+    Metric("hpccd_engine_flows", "gauge", ("interface", "queue", "role"),
+           "Native flows on each transport engine (one per rx queue): sender flows "
+           "running, receiver flows not yet done."),
     Metric("hpccd_program_attached", "gauge", ("interface", "program"),
            "1 if the kernel reports the daemon's program attached (xdp_host, tc_tracker)."),
     Metric("hpccd_control_requests_total", "counter", ("command", "result"),
@@ -193,6 +196,13 @@ class HpccdCollector(Collector):
             except Exception:                      # a component's bug is not the exporter's
                 up = False
             fam.add("hpccd_component_up", (name,), 1 if up else 0)
+            if hasattr(comp, "engines_info"):
+                try:
+                    for itf, q, senders, receivers in comp.engines_info():
+                        fam.add("hpccd_engine_flows", (itf, str(q), "sender"), senders)
+                        fam.add("hpccd_engine_flows", (itf, str(q), "receiver"), receivers)
+                except Exception:
+                    self._errors["engines"] = self._errors.get("engines", 0) + 1
         for (cmd, result), n in sorted(s.control_requests.items()):
             fam.add("hpccd_control_requests_total", (cmd, result), n)
 

@@ -37,7 +37,7 @@ from typing import Any, Mapping
 
 from ._transport import ffi, lib
 
-__all__ = ["Transport", "Flow", "FlowResult", "RxFlow", "TransportError", "ALGOS",
+__all__ = ["Transport", "Engines", "Flow", "FlowResult", "RxFlow", "TransportError", "ALGOS",
            "pattern_bytes", "pattern_crc32", "crc32", "engine_cpu_s", "XDP_HOST"]
 
 ALGOS = {"hpcc": lib.HPCCD_ALGO_HPCC, "rx-hpcc": lib.HPCCD_ALGO_RXHPCC,
@@ -215,6 +215,53 @@ class Flow:
         self.close()
 
 
+class Engines:
+    """One engine per rx queue of an interface (one UMEM, socket and thread
+    each), sharing one xdp_host: the first engine attaches it and the
+    others are put in its socket map.  A flow lives on the engine that
+    opened it, and its peer's answers come back to the same queue when the
+    path keeps the queue (a multi-queue veth with native XDP: the veth
+    hands a frame sent on TX queue q to the peer's RX queue q; a NIC with
+    RSS or flow steering rules to the same effect).  ``pick()`` spreads
+    flows: the engine with the fewest running flows.  ``cpus``: the CPU of
+    each engine's thread, in the order of ``queues``."""
+
+    def __init__(self, ifname: str, queues: list[int], *, netns: str | None = None,
+                 cpus: list[int] | None = None, **kw):
+        if not queues:
+            raise ValueError(f"{ifname}: no queue")
+        if cpus is not None and len(cpus) != len(queues):
+            raise ValueError(f"{ifname}: {len(cpus)} CPUs for {len(queues)} queues")
+        self.engines: list[Transport] = []
+        try:
+            for k, q in enumerate(queues):
+                e = Transport(ifname, q, netns=netns, attach_xdp=k == 0,
+                              cpu=cpus[k] if cpus else None, **kw)
+                self.engines.append(e)
+                if k:
+                    self.engines[0]._obj.map("hpccd_xsks").update(q, e.fd)
+        except BaseException:
+            self.close()
+            raise
+
+    def pick(self) -> "Transport":
+        return min(self.engines, key=lambda e: e.stats()["flows_running"])
+
+    def open_flow(self, peer: str, nbytes: int | None = None, **kw) -> Flow:
+        """open_flow on the engine pick() chooses."""
+        return self.pick().open_flow(peer, nbytes, **kw)
+
+    def close(self) -> None:
+        for e in reversed(self.engines):        # the XDP program's owner last
+            e.close()
+
+    def __enter__(self) -> "Engines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def _failure_hint(r: FlowResult) -> str:
     """Why a flow failed, in words (docs/security.md "Faults")."""
     if r.err == -errno.ECONNRESET:
@@ -259,13 +306,14 @@ class Transport:
     without a key it drops them, counted).  reflect: xdp_host answers
     probes in XDP (default); False leaves them to the engine.  raw: count and
     recycle received frames without parsing them (the raw ceiling, raw_send).
+    cpu: the CPU the engine's thread runs on (default: any).
     Other engine settings go through ``config`` (struct hpccd_tp_config)."""
 
     def __init__(self, ifname: str = "eth0", queue_id: int = 0, *, netns: str | None = None,
                  attach_xdp: bool = True, xdp_mode: str = "generic", mode: str = "copy",
                  sink: str = "verify", ack_every: int = 1, tag_key: bytes = bytes(16),
                  echo: bool = True, notify: bool = True, csum_check: bool = True,
-                 reflect: bool = True, raw: bool = False,
+                 reflect: bool = True, raw: bool = False, cpu: int | None = None,
                  rx_hpcc: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True):
         self._lock = threading.Lock()
@@ -287,6 +335,8 @@ class Transport:
                    (0 if csum_check else lib.HPCCD_TP_F_NO_CSUM_CHECK) |
                    (lib.HPCCD_TP_F_RAW if raw else 0))
         c.ack_every = ack_every
+        if cpu is not None:
+            c.cpu = cpu
         ffi.memmove(c.tag_key, tag_key, 16)
         _apply(c.rx_hpcc, rx_hpcc, f"{self.where}: rx_hpcc")
         try:

@@ -116,9 +116,10 @@ class TransportComponent(Component):
                     tp_mod.lib.HPCCD_TP_FLOWS_MAX)
         rx_hpcc = dict(cfg.params.get("hpcc", {}))
         for att in self.ctx.interfaces.values():
-            for q in att.queues:
+            for k, q in enumerate(att.queues):
                 t = tp_mod.Transport(
                     att.name, q, attach_xdp=False, mode=ENGINE_MODE, ack_every=cfg.ack_every,
+                    cpu=att.cpus[k] if att.cpus else None,
                     tag_key=self._key or bytes(16), notify=cfg.rx_notify, rx_hpcc=rx_hpcc,
                     config={"frame_size": cfg.frame_bytes, "rx_frames": frames // 2,
                             "tx_frames": frames - frames // 2, "udp_port": cfg.udp_port,
@@ -212,7 +213,7 @@ class TransportComponent(Component):
                         kind="native", role="receiver", saddr=e.tp.local_addr,
                         sport=e.tp.udp_port, daddr=r.saddr, dport=r.sport, proto=17,
                         peer=pol.peer, algorithm=pol.algorithm, component=self.name,
-                        **fields).id
+                        engine=e.name, **fields).id
                 except FlowLimitError:
                     continue
                 e.receivers[key] = fid
@@ -293,6 +294,18 @@ class TransportComponent(Component):
         while len(self.results) > RESULTS_KEPT:
             self.results.popitem(last=False)
 
+    def engines_info(self) -> list[tuple[str, int, int, int]]:
+        """(interface, queue, sender flows running, receiver flows live) per
+        engine: the metrics' hpccd_engine_flows."""
+        out = []
+        for e in self.engines:
+            try:
+                st = e.tp.stats()
+            except OSError:
+                continue
+            out.append((e.iface, e.queue, st["flows_running"], st["rx_live"]))
+        return out
+
     # ---- control ----
 
     def control(self, cmd: str, args: dict) -> Any:
@@ -310,7 +323,9 @@ class TransportComponent(Component):
                 oif = routes[0].get_attr("RTA_OIF") if routes else None
         except Exception:                           # no route: the first engine says so
             pass
-        return next((e for e in self.engines if e.ifindex == oif), self.engines[0])
+        mine = [e for e in self.engines if e.ifindex == oif] or self.engines[:1]
+        # several queues: the engine with the fewest running flows
+        return min(mine, key=lambda e: e.tp.stats()["flows_running"])
 
     def _send(self, args: dict) -> dict[str, Any]:
         cfg = self.ctx.config
@@ -354,7 +369,8 @@ class TransportComponent(Component):
         try:
             f = self.ctx.flows.add(kind="native", role="sender", saddr=e.tp.local_addr,
                                    sport=flow.sport, daddr=peer, dport=e.tp.udp_port, proto=17,
-                                   peer=pol.peer, algorithm=pol.algorithm, component=self.name)
+                                   peer=pol.peer, algorithm=pol.algorithm, component=self.name,
+                                   engine=e.name)
         except FlowLimitError as err:
             flow.close()
             raise ControlError(f"send: {err}") from None

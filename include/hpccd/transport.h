@@ -159,6 +159,8 @@ struct hpccd_tp_config {
 	 * the scheduler's cost per packet does not grow with them */
 	uint32_t max_flows;
 	uint32_t rx_flows;
+	int32_t cpu;                    /* the CPU the engine's thread runs on; -1: any */
+	uint32_t pad3;
 };
 
 struct hpccd_tp_flow_cfg {
@@ -285,6 +287,7 @@ struct hpccd_tp_stats {
 					 * hold slots or the engine's half of the RX
 					 * frames (dropped; the sender resends it) */
 	uint64_t rx_held;               /* RX frames held out of order now */
+	uint64_t flows_running;         /* sender flows running now */
 };
 
 struct hpccd_tp;

@@ -330,6 +330,10 @@ def test_native_flows_through_the_daemon(dlab, algo):
         else:
             assert m["int_mode"] == "every" and m["notifies"] > 10, m
     s = _samples(h1.scrape())
+    # the engine of queue 0 is listed, with its flows (all done by now)
+    assert any(lb.get("queue") == "0" and lb.get("role") == "sender"
+               for lb, _ in s.get("hpccd_engine_flows", [])), s.get("hpccd_engine_flows")
+    assert _sum(s, "hpccd_engine_flows", role="sender") == 0
     assert _sum(s, "hpccd_flows_completed_total", algorithm=algo) >= len(runs)
     assert _sum(s, "hpccd_flow_completion_seconds_count", algorithm=algo) >= len(runs)
     if algo == "hpcc":

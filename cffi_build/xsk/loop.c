@@ -134,6 +134,15 @@ void *tp__main(void *arg)
 		now = now_ns();
 		if (more)
 			continue;            /* the scheduler stopped at its per-loop cap */
+		if (t->cfg.flags & HPCCD_TP_F_BUSY_POLL) {
+			/* busy polling: look at the rings again at once; a few
+			 * pauses let API callers take the lock in between */
+			int k;
+
+			for (k = 0; k < 16; k++)
+				cpu_relax();
+			continue;
+		}
 		if (got && t->cfg.coalesce_ns && dl > now) {
 			/* Frames came: more are on their way.  Instead of one
 			 * wakeup per frame, sleep coalesce_ns (at most until the

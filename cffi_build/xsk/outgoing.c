@@ -104,6 +104,10 @@ void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err
 	fl->err = err;
 	fl->end_ns = now;
 	sched_forget(t, fl);
+	if (fl->auto_close) {                /* an echo reply: nobody reads it */
+		fl->state = HPCCD_TP_FREE;
+		t->free_slot[t->n_free++] = flow_slot(t, fl);
+	}
 }
 
 /* A DATA frame of fl at seq with at most `room` payload bytes. */

@@ -537,6 +537,8 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		r->st.last_ns = now;
 		rx_live_add(t, r->saddr, -1);
 		rx_ack_now(t, r, now);   /* the last byte: no delay */
+		if (t->cfg.flags & HPCCD_TP_F_ECHO)
+			tp__echo_reply(t, r);
 	} else {
 		if (!r->done)
 			r->st.last_ns = now;

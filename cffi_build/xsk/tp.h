@@ -135,6 +135,7 @@ struct tp_flow {
 	const struct tp_cc_ops *ops;
 	uint32_t state, flow_id;
 	int32_t err;
+	uint32_t auto_close;             /* an echo reply: its slot frees itself when done */
 	uint32_t mss, room, hdr_max;     /* hdr_max: frame bytes besides payload, room full */
 	uint64_t msg_pkts;
 	uint64_t snd_una, snd_nxt, snd_max;
@@ -281,6 +282,8 @@ struct hpccd_tp {
 	uint32_t n_delack;
 	uint32_t rx_live;                /* receiver flows not done (Rx-HPCC's N) */
 	uint32_t hold_cap;               /* hold slots per receiver flow (a power of two) */
+	struct hpccd_tp_flow_cfg echo_cfg;  /* HPCCD_TP_F_ECHO: the replies' settings */
+	int echo_set;
 	uint64_t raw_left;               /* raw.c: frames still to send */
 	uint32_t raw_len;
 	uint32_t rx_held;                /* RX frames held out of order, all flows */
@@ -312,6 +315,16 @@ static inline void put32(uint8_t *p, uint32_t host)
 	uint32_t v = htonl(host);
 
 	memcpy(p, &v, 4);
+}
+
+/* A pause in a busy loop (the CPU's spin-wait hint). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
 }
 
 static inline uint64_t splitmix64(uint64_t x)
@@ -409,6 +422,7 @@ uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more);
 int tp__fail(struct hpccd_tp *t, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void tp__wake(struct hpccd_tp *t);
+void tp__echo_reply(struct hpccd_tp *t, const struct tp_rx *r);
 int tp__state_init(struct hpccd_tp *t);
 void tp__state_free(struct hpccd_tp *t);
 

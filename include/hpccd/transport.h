@@ -74,6 +74,10 @@ enum {
 	HPCCD_TP_F_NO_NOTIFY = 1024,    /* receiver: no Rx-HPCC NOTIFY */
 	HPCCD_TP_F_RAW = 2048,          /* receiver: count and recycle frames, parse
 					 * nothing (the benchmark's raw ceiling) */
+	HPCCD_TP_F_ECHO = 4096,         /* receiver: answer each completed flow with
+					 * as many bytes (hpccd_tp__set_echo) */
+	HPCCD_TP_F_BUSY_POLL = 8192,    /* the thread never sleeps: it polls the rings
+					 * (lowest latency; one core at 100 %) */
 };
 
 /* Where a receiver puts the bytes of its flows. */
@@ -288,6 +292,7 @@ struct hpccd_tp_stats {
 					 * frames (dropped; the sender resends it) */
 	uint64_t rx_held;               /* RX frames held out of order now */
 	uint64_t flows_running;         /* sender flows running now */
+	uint64_t echo_replies, echo_failed;  /* HPCCD_TP_F_ECHO: replies opened; not opened */
 };
 
 struct hpccd_tp;
@@ -317,6 +322,9 @@ int hpccd_tp__flow_close(struct hpccd_tp *t, uint32_t flow_id);
  * them; hpccd_tp__raw_left() says how many are still to go. */
 int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, uint64_t frames);
 int hpccd_tp__raw_left(struct hpccd_tp *t, uint64_t *left);
+/* The settings of the echo responder's replies (HPCCD_TP_F_ECHO); the
+ * addresses, size and bytes of each reply come from the flow it answers. */
+int hpccd_tp__set_echo(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c);
 /* Receiver flows, up to max; returns how many were written. */
 int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32_t max);
 /* Forget the receiver flows that are done. Returns how many. */

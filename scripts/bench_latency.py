@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Request/response latency of the native transport against kernel UDP on the
+same veth, in one run (issue 14, item 7; docs/transport.md "Latency").
+
+Two namespaces joined by one veth (tests/conftest.py netns_pair_ctx), xdp_host
+on both ends.  A request is a flow of --size bytes from a to b; b's engine
+answers it with a flow of as many bytes (Transport(responder=True), the echo
+responder in the engine); the round trip is from the request's open to the
+delivery of the reply's last byte, both on the engines' clocks.  One request
+at a time, --count of them, after 50 unmeasured.  For each wait strategy of
+the engines:
+
+- interrupt: the default (ppoll between deadlines, 20 us interrupt
+  moderation after a batch: coalesce_ns);
+- interrupt, no moderation (coalesce_ns = 0);
+- busy: the threads poll the rings without sleeping (one core each).
+
+Kernel UDP: scripts/udp_pingpong.c, one datagram of --size bytes echoed,
+timed around send/recv.  Prints p50, p99 and their ratios to UDP's, and the
+machine's busy share.
+
+    sudo .venv/bin/python scripts/bench_latency.py --count 2000
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "daemon"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def machine_cpu() -> tuple[int, int]:
+    a = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(a) - a[3] - a[4], sum(a)
+
+
+def pct(v: list[int], p: float) -> float:
+    v = sorted(v)
+    return v[min(len(v) - 1, int(p / 100 * len(v)))]
+
+
+def run_transport(pair, size: int, count: int, busy: bool, coalesce_ns: int) -> list[int]:
+    from hpccd.transport import Transport
+
+    kw = {"busy_poll": busy, "config": {"coalesce_ns": coalesce_ns, "rx_flows": 64}}
+    ncpu = os.cpu_count() or 1
+    srv = Transport(pair.vb, netns=pair.b, responder=True, cpu=1 % ncpu if busy else None, **kw)
+    cli = Transport(pair.va, netns=pair.a, cpu=0 if busy else None, **kw)
+    flow_kw = {"algo": "dctcp", "int_mode": "none", "line_rate_bps": 10_000_000_000}
+    try:
+        srv.set_echo(**flow_kw)
+        rtts = []
+        for i in range(count + 50):
+            f = cli.open_flow(pair.ip_b, size, **flow_kw)
+            start = f.stats().stats["start_ns"]
+            deadline = time.monotonic() + 5
+            while True:
+                # the RTT is on the engines' clocks: this loop only has to
+                # find the reply, and must not hold the engine's lock often
+                time.sleep(0.001)
+                done = [r for r in cli.rx_flows() if r.done]
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"request {i}: no reply in 5 s")
+            if done[0].bytes != size:
+                raise RuntimeError(f"request {i}: a reply of {done[0].bytes} bytes")
+            if i >= 50:
+                rtts.append(done[0].stats["last_ns"] - start)
+            f.wait(5)
+            f.close()
+            cli.rx_reap()
+        return rtts
+    finally:
+        cli.close()
+        srv.close()
+
+
+def run_udp(pair, exe: str, size: int, count: int) -> list[int]:
+    srv = pair.popen("b", [exe, "server", pair.ip_b, "18999", str(count + 50)],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.2)
+    out = subprocess.run(["ip", "netns", "exec", pair.a, exe, "client", pair.ip_b, "18999",
+                          str(count + 50), str(size)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    srv.wait(timeout=10)
+    return [int(x) for x in out.split()][50:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--size", type=int, default=1024)
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench_latency: needs root (namespaces, XDP, AF_XDP)", file=sys.stderr)
+        return 2
+    from conftest import netns_pair_ctx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "udp_pingpong")
+        subprocess.run(["gcc", "-O2", "-o", exe, str(ROOT / "scripts" / "udp_pingpong.c")],
+                       check=True)
+        with netns_pair_ctx() as pair:
+            rows = []
+            for name, fn in (
+                    ("kernel UDP", lambda: run_udp(pair, exe, args.size, args.count)),
+                    ("transport, interrupt (default)",
+                     lambda: run_transport(pair, args.size, args.count, False, 20000)),
+                    ("transport, interrupt, no moderation",
+                     lambda: run_transport(pair, args.size, args.count, False, 0)),
+                    ("transport, busy poll",
+                     lambda: run_transport(pair, args.size, args.count, True, 0))):
+                m0 = machine_cpu()
+                v = fn()
+                m1 = machine_cpu()
+                rows.append((name, v, (m1[0] - m0[0]) / max(1, m1[1] - m0[1])))
+    base50, base99 = pct(rows[0][1], 50), pct(rows[0][1], 99)
+    print(f"{args.size}-byte request/response on a veth, {args.count} round trips each "
+          f"({os.cpu_count()} cores)")
+    for name, v, busy in rows:
+        p50, p99 = pct(v, 50), pct(v, 99)
+        print(f"{name:38} p50 {p50 / 1e3:7.1f} us ({p50 / base50:4.2f}x UDP)  "
+              f"p99 {p99 / 1e3:7.1f} us ({p99 / base99:4.2f}x)  "
+              f"mean {statistics.mean(v) / 1e3:7.1f} us  machine {busy:.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -142,7 +142,10 @@ def test_bundled_lab_queues_addresses_and_routes_match_the_file(lab, name):
                 assert q["root"] == "htb", where
                 assert q["rate_bps"] == q["ceil_bps"] == ln.rate_mbps * 1_000_000, where
                 assert q["fifo"] == "bfifo" and q["limit"] == ln.buffer_bytes, where
-                assert q["clsact"] is is_switch, where
+                # tc programs: the INT switch on a switch's ports (egress), its
+                # departure stamp on the far end of every switch port (ingress)
+                peer = ln.b.node if ln.a.node == node else ln.a.node
+                assert q["clsact"] is (is_switch or topo.is_switch(peer)), where
             routes = {}
             for r in ns.get_routes(family=socket.AF_INET, table=254):
                 if r["dst_len"] == 32:

@@ -3,7 +3,9 @@
  * int_switch: the lab's software INT switch (ARCHITECTURE: "the project's
  * own software INT switch in eBPF on the switch namespace's ports, over a
  * real rate-limited queue").  A tc clsact EGRESS program, attached to every
- * port of a switch namespace; the pipeline is the P4 program's egress:
+ * port of a switch namespace, does (a)-(e); the hop record it writes is
+ * rewritten with the port's state at the packet's departure by two more
+ * programs of this object, (f) below:
  *
  *  (a) read the port's queue: the live backlog (bytes, packets), the bytes
  *      and packets it has transmitted and its drops, from the port's root
@@ -27,7 +29,16 @@
  *      incrementally (include/hpccd/parse.h, hpccd__stamp_hop);
  *  (e) count (per port, per CPU), and at most once per sample interval
  *      per port put a queue sample (time, port, backlog, tx bytes, drops)
- *      into the ring buffer hpccd_sw_qsamp for the experiment runner.
+ *      into the ring buffer hpccd_sw_qsamp for the experiment runner;
+ *  (f) departure (port flag HPCCD_SW_F_DEPART, the lab's default): the
+ *      record written in (d) is remembered by sk_buff address
+ *      (hpccd_sw_dep); hpccd_int_deq, on the tracepoint qdisc_dequeue,
+ *      adds the port's state when the packet leaves the queue; and
+ *      int_sw_depart, on tc INGRESS of the link's far end (the next
+ *      node's interface), rewrites the record with it: TS = the dequeue
+ *      time, txBytes = the bytes sent with the packet, qLen = the bytes
+ *      left queued behind it (seed 004 section 4.1: the port's state
+ *      "when the packet is emitted").  See "Stamping at departure" below.
  *
  * The hop record has no switch-id or port field (seed 004 section 4.1: B,
  * TS, txBytes, qLen): the switch id goes into pathID only, and the port is
@@ -50,21 +61,40 @@
  *
  * Decisions:
  *
- *  - Stamping at ENQUEUE time.  tc egress runs before the qdisc enqueue and
- *    is the last point at which a BPF program may rewrite the packet on
- *    its way out; nothing runs at dequeue that could (a struct_ops BPF
- *    qdisc would have to replace HTB, the real queue, altogether).  So the
- *    record says what the packet found when it joined the queue: qLen is
- *    the backlog AHEAD of it (this packet not included), TS the time it
- *    arrived at the queue, txBytes the bytes the port had transmitted by
- *    then.  Seed 004 section 4.1 records the port "when the packet is
- *    emitted": a switch stamping at dequeue reports the same quantities one
- *    queueing delay (q / B) later, i.e. the queue left behind the packet.
- *    For HPCC the difference is feedback older by q / B (the queueing
- *    delay the record itself reports), which Algorithm 1 takes like any
- *    other feedback delay.  TS and txBytes are read at the same
- *    instant, so txRate = dtxBytes / dTS between two records of a port
- *    is exact.
+ *  - Stamping at departure, in two steps.  Seed 004 section 4.1 records
+ *    the egress port "when the packet is emitted": the queue it leaves
+ *    behind, the bytes sent so far, the time it leaves.  tc egress runs
+ *    before the qdisc's enqueue and is the last point on the sending side
+ *    where a BPF program may write the packet: nothing writable runs at
+ *    dequeue (this kernel has no BPF qdisc, and a struct_ops qdisc would
+ *    replace HTB, the real queue; a tracing program may read but not
+ *    write).  What is observable after the queue: the tracepoint
+ *    qdisc_dequeue, inside dequeue_skb() with the root qdisc's lock held,
+ *    right after the dequeue -- the exact backlog left behind and bytes
+ *    sent, read-only; and, writable, the far end's ingress: veth hands the
+ *    dequeued sk_buff itself (the same object) to its peer, whose tc
+ *    ingress sees it microseconds later (measured in the lab: 4-5 us
+ *    median from the dequeue to the receive timestamp on the next node,
+ *    tests/integration/test_int_departure.py).  Reading the qdisc there
+ *    instead would see the queue some packets later (a dequeue may take up
+ *    to 9 at once, and the port keeps sending meanwhile); taking the values
+ *    at the dequeue and writing them at the far end gives the dequeue's
+ *    own.  So (d) writes the record at enqueue as before (nHop, pathID and
+ *    the checksum are settled there, and a packet whose far end runs no
+ *    program keeps a valid record of its arrival), and (f) replaces its
+ *    four fields when the packet has left.  The far end rewrites only a
+ *    record that is still exactly the word written at enqueue, so a stale
+ *    entry (its packet dropped by the bfifo, its address reused) changes
+ *    nothing.  Marking and fast start stay decisions on the queue the
+ *    packet finds on arrival, as a switch's WRED does.
+ *  - Where the far end cannot see the packet the enqueue record stays:
+ *    an XDP program at the far end that takes the packet (xdp_host sends
+ *    hpccd packets to AF_XDP and answers PROBEs with XDP_TX) runs before
+ *    tc ingress.  The counters tell: per port, INT_STAMPED minus
+ *    INT_DEPARTED, INT_DEP_NO_DEQ and INT_DEP_MISMATCH are the records the
+ *    far end never saw (dropped in the queue, or taken by XDP).
+ *  - HPCC-rxRate ports (HPCCD_SW_F_RX_BYTES) keep the enqueue record: their
+ *    txBytes field is the bytes that ARRIVED, counted at arrival.
  *  - txBytes is the qdisc's bstats.bytes: for HTB (and TBF) the ROOT
  *    qdisc updates it at DEQUEUE (qdisc_bstats_update in htb_dequeue), so
  *    it counts bytes that really left the queue toward the link, at the

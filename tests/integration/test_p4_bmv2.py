@@ -5,8 +5,8 @@ machines reach; they are built outside the repository (docs/switch.md,
 "Checked with p4c and BMv2").  This module looks for ``p4c-bm2-ss``,
 ``simple_switch`` and ``simple_switch_CLI`` under ``$HPCCD_P4TOOLS/bin``
 (the install prefix of such a build), then on PATH, and is skipped with the
-reason when one is missing, as in CI.  It needs root (namespaces).  About 40
-seconds with the tools present.
+reason when one is missing, as in CI.  It needs root (namespaces).  About 85
+seconds with the tools present (the queue tests drain a 5 ms-per-packet queue).
 
 Invariants protected:
 

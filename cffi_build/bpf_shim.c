@@ -607,6 +607,22 @@ int hpccd_bpf_struct_ops_attach(const struct bpf_map *map, struct bpf_link **out
 	return err;
 }
 
+int hpccd_bpf_program_attach(const struct bpf_program *prog, struct bpf_link **out,
+			     struct hpccd_bpf_log *log)
+{
+	struct bpf_link *link;
+	int err = 0;
+
+	capture_begin(log);
+	errno = 0;
+	link = bpf_program__attach(prog);
+	if (!link)
+		err = errno ? -errno : -EINVAL;
+	capture_end();
+	*out = link;
+	return err;
+}
+
 int hpccd_bpf_link_fd(const struct bpf_link *link)
 {
 	return bpf_link__fd(link);

@@ -208,6 +208,10 @@ int hpccd_bpf_tc_query(int ifindex, int direction, uint32_t handle, uint32_t pri
 
 /* ---- struct_ops ----------------------------------------------------------- */
 
+/* Attach a loaded program where its section name says (tp_btf/..., fentry/...):
+ * bpf_program__attach(). */
+int hpccd_bpf_program_attach(const struct bpf_program *prog, struct bpf_link **out,
+			     struct hpccd_bpf_log *log);
 /* Register a loaded struct_ops map (e.g. a TCP congestion control). */
 int hpccd_bpf_struct_ops_attach(const struct bpf_map *map, struct bpf_link **out,
 				struct hpccd_bpf_log *log);

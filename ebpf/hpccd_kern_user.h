@@ -210,6 +210,10 @@ _Static_assert(sizeof(struct hpccd_counter) == 16, "counter slot layout");
 					 * the bytes that ARRIVED at the queue, so senders
 					 * compute rxRate where Algorithm 1 wants txRate
 					 * (seed 004 section 3.4, Figure 6: HPCC-rxRate) */
+#define HPCCD_SW_F_DEPART         0x80  /* the record is rewritten with the port's state
+					 * when the packet leaves the queue (seed 004
+					 * section 4.1): tracepoint qdisc_dequeue +
+					 * tc ingress of the link's far end (int_sw_depart) */
 #define HPCCD_SW_F_FS_MASK        (HPCCD_SW_F_FS_HPCCD | HPCCD_SW_F_FS_DSCP | HPCCD_SW_F_FS_ALL)
 
 /* Value of the hash hpccd_sw_ports (key: __u32 ifindex of the port, in the
@@ -260,6 +264,14 @@ enum hpccd_sw_counter {
 					 * counter is authoritative) */
 	HPCCD_SW_SAMPLED,               /* queue samples emitted (bytes 0) */
 	HPCCD_SW_SAMPLE_LOST,           /* queue samples lost: ring buffer full */
+	/* departure (HPCCD_SW_F_DEPART), counted at the link's far end */
+	HPCCD_SW_INT_DEPARTED,          /* record rewritten with the departure state */
+	HPCCD_SW_INT_DEP_NO_DEQ,        /* reached the far end without a dequeue
+					 * seen: the enqueue record stays */
+	HPCCD_SW_INT_DEP_MISMATCH,      /* the record at its index is not the one
+					 * written at enqueue: a stale entry of a
+					 * packet that never left, its sk_buff
+					 * reused; left alone */
 	HPCCD_SW_COUNTERS,              /* slots per port */
 };
 
@@ -282,7 +294,27 @@ struct hpccd_sw_sample {
 	__u32 pad;
 };
 
+/* Value of the LRU hash hpccd_sw_dep, keyed by the kernel address of the
+ * packet's sk_buff (__u64): a hop record written at enqueue, waiting for
+ * the packet's departure.  tc egress (int_switch: hpccd_int_sw) creates it,
+ * the tracepoint qdisc_dequeue (hpccd_int_deq) fills in the port's state
+ * at the dequeue, the tc ingress program of the link's far end
+ * (int_sw_depart) rewrites the record with it and deletes the entry. */
+struct hpccd_sw_dep {
+	__u64 hop;                /* the hop word written at enqueue, host order */
+	__u64 deq_ns;             /* bpf_ktime_get_ns() at the dequeue; 0: not seen */
+	__u64 tx_bytes;           /* root qdisc bstats.bytes just after the dequeue:
+				   * bytes sent, this packet included */
+	__u32 backlog;            /* root qdisc backlog just after the dequeue: the
+				   * bytes the packet leaves behind */
+	__u32 ifindex;            /* the egress port, in the switch's namespace */
+	__u16 port;               /* its port number (counter slots) */
+	__u8 idx;                 /* index of the record among the hops */
+	__u8 pad[5];
+};
+
 #ifndef HPCCD_CFFI_CDEF
+_Static_assert(sizeof(struct hpccd_sw_dep) == 40, "departure entry layout");
 _Static_assert(sizeof(struct hpccd_sw_port) == 40, "switch port config layout");
 _Static_assert(sizeof(struct hpccd_sw_sample) == 48, "queue sample layout");
 #endif

@@ -165,6 +165,23 @@ struct {
 	__type(value, struct hpccd_sw_state);
 } hpccd_sw_state SEC(".maps");
 
+/* Records waiting for their packet's departure (struct hpccd_sw_dep), by
+ * the kernel address of the packet's sk_buff (the same object from the
+ * switch's tc egress to the far end's tc ingress).  LRU: an entry whose
+ * packet never reaches the far end (dropped by the bfifo, taken by an XDP
+ * program before tc ingress) is evicted by newer ones.  Only stamped
+ * packets (hpccd packets with COLLECT, TCP-side probes) have one: 16384 is
+ * more than the lab's buffers (1 MB a port) hold of them at once. */
+#ifndef HPCCD_SW_DEP_ENTRIES
+#define HPCCD_SW_DEP_ENTRIES 16384
+#endif
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HPCCD_SW_DEP_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct hpccd_sw_dep);
+} hpccd_sw_dep SEC(".maps");
+
 /* Queue samples (struct hpccd_sw_sample) for the experiment runner. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

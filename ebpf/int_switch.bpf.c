@@ -3,7 +3,9 @@
  * int_switch: the lab's software INT switch (ARCHITECTURE: "the project's
  * own software INT switch in eBPF on the switch namespace's ports, over a
  * real rate-limited queue").  A tc clsact EGRESS program, attached to every
- * port of a switch namespace; the pipeline is the P4 program's egress:
+ * port of a switch namespace, does (a)-(e); the hop record it writes is
+ * rewritten with the port's state at the packet's departure by two more
+ * programs of this object, (f) below:
  *
  *  (a) read the port's queue: the live backlog (bytes, packets), the bytes
  *      and packets it has transmitted and its drops, from the port's root
@@ -27,7 +29,16 @@
  *      incrementally (include/hpccd/parse.h, hpccd__stamp_hop);
  *  (e) count (per port, per CPU), and at most once per sample interval
  *      per port put a queue sample (time, port, backlog, tx bytes, drops)
- *      into the ring buffer hpccd_sw_qsamp for the experiment runner.
+ *      into the ring buffer hpccd_sw_qsamp for the experiment runner;
+ *  (f) departure (port flag HPCCD_SW_F_DEPART, the lab's default): the
+ *      record written in (d) is remembered by sk_buff address
+ *      (hpccd_sw_dep); hpccd_int_deq, on the tracepoint qdisc_dequeue,
+ *      adds the port's state when the packet leaves the queue; and
+ *      int_sw_depart, on tc INGRESS of the link's far end (the next
+ *      node's interface), rewrites the record with it: TS = the dequeue
+ *      time, txBytes = the bytes sent with the packet, qLen = the bytes
+ *      left queued behind it (seed 004 section 4.1: the port's state
+ *      "when the packet is emitted").  See "Stamping at departure" below.
  *
  * The hop record has no switch-id or port field (seed 004 section 4.1: B,
  * TS, txBytes, qLen): the switch id goes into pathID only, and the port is
@@ -50,21 +61,40 @@
  *
  * Decisions:
  *
- *  - Stamping at ENQUEUE time.  tc egress runs before the qdisc enqueue and
- *    is the last point at which a BPF program may rewrite the packet on
- *    its way out; nothing runs at dequeue that could (a struct_ops BPF
- *    qdisc would have to replace HTB, the real queue, altogether).  So the
- *    record says what the packet found when it joined the queue: qLen is
- *    the backlog AHEAD of it (this packet not included), TS the time it
- *    arrived at the queue, txBytes the bytes the port had transmitted by
- *    then.  Seed 004 section 4.1 records the port "when the packet is
- *    emitted": a switch stamping at dequeue reports the same quantities one
- *    queueing delay (q / B) later, i.e. the queue left behind the packet.
- *    For HPCC the difference is feedback older by q / B (the queueing
- *    delay the record itself reports), which Algorithm 1 takes like any
- *    other feedback delay.  TS and txBytes are read at the same
- *    instant, so txRate = dtxBytes / dTS between two records of a port
- *    is exact.
+ *  - Stamping at departure, in two steps.  Seed 004 section 4.1 records
+ *    the egress port "when the packet is emitted": the queue it leaves
+ *    behind, the bytes sent so far, the time it leaves.  tc egress runs
+ *    before the qdisc's enqueue and is the last point on the sending side
+ *    where a BPF program may write the packet: nothing writable runs at
+ *    dequeue (this kernel has no BPF qdisc, and a struct_ops qdisc would
+ *    replace HTB, the real queue; a tracing program may read but not
+ *    write).  What is observable after the queue: the tracepoint
+ *    qdisc_dequeue, inside dequeue_skb() with the root qdisc's lock held,
+ *    right after the dequeue -- the exact backlog left behind and bytes
+ *    sent, read-only; and, writable, the far end's ingress: veth hands the
+ *    dequeued sk_buff itself (the same object) to its peer, whose tc
+ *    ingress sees it microseconds later (measured in the lab: 4-5 us
+ *    median from the dequeue to the receive timestamp on the next node,
+ *    tests/integration/test_int_departure.py).  Reading the qdisc there
+ *    instead would see the queue some packets later (a dequeue may take up
+ *    to 9 at once, and the port keeps sending meanwhile); taking the values
+ *    at the dequeue and writing them at the far end gives the dequeue's
+ *    own.  So (d) writes the record at enqueue as before (nHop, pathID and
+ *    the checksum are settled there, and a packet whose far end runs no
+ *    program keeps a valid record of its arrival), and (f) replaces its
+ *    four fields when the packet has left.  The far end rewrites only a
+ *    record that is still exactly the word written at enqueue, so a stale
+ *    entry (its packet dropped by the bfifo, its address reused) changes
+ *    nothing.  Marking and fast start stay decisions on the queue the
+ *    packet finds on arrival, as a switch's WRED does.
+ *  - Where the far end cannot see the packet the enqueue record stays:
+ *    an XDP program at the far end that takes the packet (xdp_host sends
+ *    hpccd packets to AF_XDP and answers PROBEs with XDP_TX) runs before
+ *    tc ingress.  The counters tell: per port, INT_STAMPED minus
+ *    INT_DEPARTED, INT_DEP_NO_DEQ and INT_DEP_MISMATCH are the records the
+ *    far end never saw (dropped in the queue, or taken by XDP).
+ *  - HPCC-rxRate ports (HPCCD_SW_F_RX_BYTES) keep the enqueue record: their
+ *    txBytes field is the bytes that ARRIVED, counted at arrival.
  *  - txBytes is the qdisc's bstats.bytes: for HTB (and TBF) the ROOT
  *    qdisc updates it at DEQUEUE (qdisc_bstats_update in htb_dequeue), so
  *    it counts bytes that really left the queue toward the link, at the
@@ -158,6 +188,7 @@
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 
@@ -372,7 +403,7 @@ static __always_inline void set_ce(struct iphdr *iph, void *end)
  * slot.  l4 is the UDP or the TCP header (one pointer and a flag, not two
  * pointers of which one is NULL: see reflect() in xdp_host.bpf.c). */
 static __always_inline __u32 stamp(struct pkt *p, void *end, const struct hpccd_sw_port *pc,
-				   const struct qview *qv, int partial)
+				   const struct qview *qv, int partial, __u64 *word, __u32 *idx)
 {
 	struct hpccd_cursor c = { .pos = p->int_pos, .end = end };
 	struct hpccd_view v;
@@ -420,6 +451,8 @@ static __always_inline __u32 stamp(struct pkt *p, void *end, const struct hpccd_
 	}
 	w = b << HPCCD_INT_SPEED_SHIFT | ts << HPCCD_INT_TS_SHIFT | tx << HPCCD_INT_TX_SHIFT |
 	    ql << HPCCD_INT_QLEN_SHIFT;
+	*word = w;
+	*idx = v.int_hdr->nhop_room >> 4;
 
 	r = hpccd__stamp_hop(v.int_hdr, end, pc->switch_id & HPCCD_INT_PATH_MASK,
 			     bpf_htonl((__u32)(w >> 32)), bpf_htonl((__u32)w), csum, kind);
@@ -474,14 +507,178 @@ static __always_inline void sample(__u32 port, __u32 ifindex, const struct qview
 	count(port, HPCCD_SW_SAMPLED, 1, 0);
 }
 
+/* ---- departure (HPCCD_SW_F_DEPART): see "Stamping at departure" above ---- */
+
+static __always_inline __u64 skb_key(void *kskb)
+{
+	return (__u64)(unsigned long)kskb;
+}
+
+/* tc egress: the record just written at enqueue waits for its departure. */
+static __always_inline void depart_expect(struct __sk_buff *skb, __u64 word, __u32 idx,
+					  __u32 ifindex, __u32 port)
+{
+	struct hpccd_sw_dep d = {};
+	__u64 key = skb_key(bpf_cast_to_kern_ctx(skb));
+
+	d.hop = word;
+	d.ifindex = ifindex;
+	d.port = (__u16)port;
+	d.idx = (__u8)idx;
+	bpf_map_update_elem(&hpccd_sw_dep, &key, &d, BPF_ANY);
+}
+
+/* Longest chain one dequeue_skb() returns: the packet and up to 8 more
+ * (try_bulk_dequeue_skb_slow(), net/sched/sch_generic.c). */
+#define HPCCD_SW_DEQ_CHAIN 9
+
+/* The dequeue: dequeue_skb() (net/sched/sch_generic.c) fires qdisc_dequeue
+ * for the root qdisc q with its lock held, right after q's dequeue removed
+ * the packets: q's backlog is then the bytes left behind them and its
+ * bstats.bytes the bytes sent with them (HTB and TBF update both in their
+ * dequeue, the same fields (a) reads).  On a device with more than one
+ * transmit queue (veth has one per CPU) a root that cannot bulk-dequeue by
+ * bytes takes up to 8 more packets in the same call when they are there,
+ * linked by skb->next (`packets` of them): the k-th of the chain leaves
+ * the bytes of the ones after it behind too, and had not yet sent them.
+ * Only packets with an entry (stamped by this switch on this port) are
+ * written; every other dequeue on the machine costs a failed lookup per
+ * packet. */
+SEC("tp_btf/qdisc_dequeue")
+int BPF_PROG(hpccd_int_deq, struct Qdisc *q, const struct netdev_queue *txq, int packets,
+	     struct sk_buff *skb)
+{
+	struct sk_buff *chain[HPCCD_SW_DEQ_CHAIN];
+	__u32 len[HPCCD_SW_DEQ_CHAIN];
+	struct hpccd_sw_dep *d;
+	struct sk_buff *s = skb;
+	__u64 key, now, tx, after = 0;
+	__u32 backlog, ifindex;
+	int i, n = 0;
+
+	if (!skb)
+		return 0;
+	now = bpf_ktime_get_ns();
+	ifindex = q->dev_queue->dev->ifindex;
+	backlog = q->qstats.backlog;
+	tx = (__u64)q->bstats.bytes.v.a.a.counter;
+	for (i = 0; i < HPCCD_SW_DEQ_CHAIN; i++) {
+		if (!s)
+			break;
+		chain[i] = s;
+		/* qdisc_pkt_len(): the first word of skb->cb (struct qdisc_skb_cb) */
+		len[i] = 0;
+		bpf_probe_read_kernel(&len[i], sizeof(len[i]), &s->cb[0]);
+		s = s->next;
+		n = i + 1;
+	}
+	for (i = HPCCD_SW_DEQ_CHAIN - 1; i >= 0; i--) {
+		if (i >= n)
+			continue;
+		key = skb_key(chain[i]);
+		d = bpf_map_lookup_elem(&hpccd_sw_dep, &key);
+		if (d && d->ifindex == ifindex) {   /* else: a stale entry of another packet */
+			d->backlog = backlog + (__u32)after;
+			d->tx_bytes = tx - after;
+			d->deq_ns = now;
+		}
+		after += len[i];
+	}
+	return 0;
+}
+
+/* The far end of the link: tc INGRESS of the peer interface (a host's eth0
+ * or the next switch's port), the first programmable point after the
+ * queue.  A packet with a departure entry of this switch, whose record at
+ * the entry's index is still the word written at enqueue, gets that record
+ * rewritten: B as written, TS = the dequeue time mod 2^24 ns, txBytes =
+ * bytes sent with it / 128 mod 2^20, qLen = bytes left behind / 80
+ * saturated (HPCCD_SW_INT_DEPARTED); without a dequeue seen it keeps the
+ * enqueue record (HPCCD_SW_INT_DEP_NO_DEQ).  An entry whose record is not
+ * there (HPCCD_SW_INT_DEP_MISMATCH) is a stale one: its packet never left
+ * (the bfifo dropped it) and another packet, possibly of another port or
+ * direction, now has its sk_buff address.  The entry is deleted in every
+ * case.  Never drops, never redirects. */
+SEC("tc")
+int int_sw_depart(struct __sk_buff *skb)
+{
+	struct hpccd_cursor c;
+	struct hpccd_sw_dep d, *e;
+	struct hpccd_view v;
+	struct pkt p;
+	__be16 *csum = NULL;
+	__u64 key, w, tx, ql, bytes = skb->len;
+	__u32 port, want;
+	void *end;
+	int kind, ck = HPCCD_CSUM_NONE, r;
+
+	key = skb_key(bpf_cast_to_kern_ctx(skb));
+	e = bpf_map_lookup_elem(&hpccd_sw_dep, &key);
+	if (!e)
+		return HPCCD_TC_ACT_OK;
+	d = *e;
+	bpf_map_delete_elem(&hpccd_sw_dep, &key);
+	port = d.port < HPCCD_SW_PORTS_MAX ? d.port : 0;
+
+	kind = classify(skb, &p);
+	if (kind == PKT_NOT_LINEAR || nonlinear(skb)) {
+		want = skb->len < HPCCD_SW_PULL_MAX ? skb->len : HPCCD_SW_PULL_MAX;
+		kind = bpf_skb_pull_data(skb, want) == 0 ? classify(skb, &p) : PKT_NOT_LINEAR;
+	}
+	end = (void *)(long)skb->data_end;
+	r = -1;
+	if ((kind == PKT_HPCCD_UDP || kind == PKT_TCP_PROBE) && p.int_pos && p.l4_end) {
+		c.pos = p.int_pos;
+		c.end = end;
+		if (hpccd__parse(&c, p.l4_end, &v) == HPCCD_E_OK && v.int_hdr) {
+			if (!checksum_partial(skb)) {
+				if (kind == PKT_TCP_PROBE) {
+					struct tcphdr *th = p.l4;
+
+					if ((void *)(th + 1) > end)
+						goto out;
+					csum = &th->check;
+					ck = HPCCD_CSUM_TCP;
+				} else {
+					struct udphdr *uh = p.l4;
+
+					if ((void *)(uh + 1) > end)
+						goto out;
+					csum = &uh->check;
+					ck = HPCCD_CSUM_UDP;
+				}
+			}
+			tx = (d.tx_bytes / HPCCD_INT_TX_UNIT) & HPCCD_INT_TX_MASK;
+			ql = d.backlog / HPCCD_INT_QLEN_UNIT;
+			if (ql > HPCCD_INT_QLEN_MAX)
+				ql = HPCCD_INT_QLEN_MAX;
+			w = (d.hop & (HPCCD_INT_SPEED_MASK << HPCCD_INT_SPEED_SHIFT)) |
+			    (d.deq_ns & HPCCD_INT_TS_MASK) << HPCCD_INT_TS_SHIFT |
+			    tx << HPCCD_INT_TX_SHIFT | ql << HPCCD_INT_QLEN_SHIFT;
+			if (!d.deq_ns)
+				w = d.hop;      /* only the check that the record is ours */
+			r = hpccd__restamp_hop(v.int_hdr, end, d.idx,
+					       bpf_htonl((__u32)(d.hop >> 32)), bpf_htonl((__u32)d.hop),
+					       bpf_htonl((__u32)(w >> 32)), bpf_htonl((__u32)w),
+					       csum, ck);
+		}
+	}
+out:
+	if (r != 0)
+		count(port, HPCCD_SW_INT_DEP_MISMATCH, 1, bytes);
+	else
+		count(port, d.deq_ns ? HPCCD_SW_INT_DEPARTED : HPCCD_SW_INT_DEP_NO_DEQ, 1, bytes);
+	return HPCCD_TC_ACT_OK;
+}
+
 SEC("tc")
 int hpccd_int_sw(struct __sk_buff *skb)
 {
 	const struct hpccd_sw_port *pc;
 	struct qview qv = {};
 	struct pkt p;
-	__u32 ifindex = skb->ifindex, port, flags, q, segs, want, ev;
-	__u64 bytes;
+	__u32 ifindex = skb->ifindex, port, flags, q, segs, want, ev, idx = 0;
+	__u64 bytes, word = 0;
 	void *end;
 	__u8 ecn;
 	int kind, fs_class, candidate, no_int = 0;
@@ -574,10 +771,13 @@ int hpccd_int_sw(struct __sk_buff *skb)
 		if (skb->gso_segs > 1 || skb->gso_size)
 			ev = HPCCD_SW_INT_GSO;
 		else
-			ev = stamp(&p, end, pc, &qv, checksum_partial(skb));
+			ev = stamp(&p, end, pc, &qv, checksum_partial(skb), &word, &idx);
 		count(port, ev, segs, bytes);
 		if (ev == HPCCD_SW_INT_STAMPED && qv.percpu)
 			count(port, HPCCD_SW_NO_QSTATS, segs, bytes);
+		if (ev == HPCCD_SW_INT_STAMPED && !qv.percpu && (flags & HPCCD_SW_F_DEPART) &&
+		    !(flags & HPCCD_SW_F_RX_BYTES))
+			depart_expect(skb, word, idx, ifindex, port);
 	}
 
 forward:

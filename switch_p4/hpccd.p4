@@ -16,13 +16,14 @@
  * plane names is declared here with an absolute @name, so that the names do
  * not depend on how the controls nest.
  *
- * It behaves like the lab's software INT switch (ebpf/int_switch.bpf.c),
- * which runs where a packet joins its egress queue: the hop record, the
- * marking and the fast-start drop all describe the queue as the packet
- * found it on arrival (bytes ahead of it, bytes the port had transmitted,
- * the time it was enqueued).  In v1model that moment is the end of ingress,
- * so the queue is sampled there (queue admission) and the record written in
- * egress from the sample.  docs/switch.md has the mapping and the reasons.
+ * It behaves like the lab's software INT switch (ebpf/int_switch.bpf.c).
+ * The marking and the fast-start drop are decided where a packet joins its
+ * egress queue (end of ingress in v1model: queue admission), on the queue
+ * as the packet finds it.  The hop record describes the egress port "when
+ * the packet is emitted" (seed 004 section 4.1): it is written in egress,
+ * after the queue, with the time the packet left it, the bytes the port has
+ * sent including this packet and the bytes left queued behind it.
+ * docs/switch.md has the mapping and the reasons.
  *
  * What a hardware port touches: the parts marked "v1model" -- the byte
  * accounting of the egress queues (two registers and the actions that use
@@ -274,8 +275,9 @@ struct metadata_t {
     bytes_t      buffer_bytes;      /* the egress port's buffer (port_buffer) */
     /* the egress queue when the packet arrived at it (queue_sample): */
     bytes_t      q_enq_bytes;       /* bytes queued ahead of the packet */
-    bytes_t      tx_enq_bytes;      /* bytes the port had transmitted, mod 2^32 */
-    /* egress */
+    /* egress: the port when the packet left the queue (queue_release) */
+    bytes_t      q_deq_bytes;       /* bytes left queued behind the packet */
+    bytes_t      tx_deq_bytes;      /* bytes the port has sent, this packet included, mod 2^32 */
     switch_id_t  switch_id;
     speed_code_t speed_code;
 }
@@ -738,11 +740,10 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
         default_action = set_port_buffer(0xffffffff);
     }
 
-    /* v1model: the egress queue as the packet finds it.  One action, so the
-     * two registers are read under their locks together. */
+    /* v1model: the egress queue as the packet finds it (for Wred and the
+     * buffer limit; the hop record is taken at departure, in egress). */
     action queue_sample() {
         queue_bytes.read(meta.q_enq_bytes, (bit<32>)smeta.egress_spec);
-        tx_bytes.read(meta.tx_enq_bytes, (bit<32>)smeta.egress_spec);
     }
 
     /* v1model: the packet joins the queue (read-modify-write in one action). */
@@ -876,12 +877,13 @@ control IntStamp(inout headers_t hdr, in hop_sample_t s, out stamp_result_t resu
 
 /* v1model egress: releases the packet's bytes from its queue, counts them
  * into the port's txBytes, and stamps the hop record of a valid hpccd
- * packet from the queue sample taken when it arrived at the queue:
+ * packet with the port's state when the packet is emitted (seed 004
+ * section 4.1; egress runs after the queue):
  *   B       = port_config (speed code of the port's rate)
- *   TS      = enq_timestamp (us) x 1000, mod 2^24          (ns)
- *   txBytes = tx_bytes[port] at arrival >> 7, mod 2^20    (128 B)
- *   qLen    = queue_bytes[port] at arrival / 80,
- *             saturated at 0x7fff                          (80 B)
+ *   TS      = egress_global_timestamp (us) x 1000, mod 2^24   (ns)
+ *   txBytes = tx_bytes[port] after this packet >> 7, mod 2^20 (128 B)
+ *   qLen    = queue_bytes[port] after this packet / 80,
+ *             i.e. the bytes it leaves behind, saturated at 0x7fff (80 B)
  * docs/switch.md "v1model metadata and the hop record" gives the reasons. */
 control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
                      inout standard_metadata_t smeta) {
@@ -917,15 +919,18 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
     }
 
     /* v1model: the packet has left its queue and is transmitted (one
-     * action: each register's read-modify-write under its lock). */
+     * action: each register's read-modify-write under its lock).  What the
+     * registers hold after it is the port's state at the packet's departure:
+     * the bytes still queued behind it and the bytes sent with it. */
     action queue_release() {
         bytes_t q;
         bytes_t t;
         queue_bytes.read(q, (bit<32>)smeta.egress_port);
-        queue_bytes.write((bit<32>)smeta.egress_port,
-                          (q > smeta.packet_length) ? q - smeta.packet_length : 0);
+        meta.q_deq_bytes = (q > smeta.packet_length) ? q - smeta.packet_length : 0;
+        queue_bytes.write((bit<32>)smeta.egress_port, meta.q_deq_bytes);
         tx_bytes.read(t, (bit<32>)smeta.egress_port);
-        tx_bytes.write((bit<32>)smeta.egress_port, t + smeta.packet_length);
+        meta.tx_deq_bytes = t + smeta.packet_length;
+        tx_bytes.write((bit<32>)smeta.egress_port, meta.tx_deq_bytes);
     }
 
     apply {
@@ -936,12 +941,12 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
             hop_sample_t s;
             s.switch_id = meta.switch_id;
             s.speed_code = meta.speed_code;
-            s.ts = (hop_ts_t)(smeta.enq_timestamp * 1000);
-            s.tx_units = (hop_tx_t)(meta.tx_enq_bytes >> 7);
-            if ((bit<64>)meta.q_enq_bytes >= QLEN_SAT_BYTES) {
+            s.ts = (hop_ts_t)(smeta.egress_global_timestamp * 1000);
+            s.tx_units = (hop_tx_t)(meta.tx_deq_bytes >> 7);
+            if ((bit<64>)meta.q_deq_bytes >= QLEN_SAT_BYTES) {
                 s.qlen_units = QLEN_MAX;
             } else {
-                s.qlen_units = (hop_qlen_t)(((bit<64>)meta.q_enq_bytes * QLEN_DIV80_MUL)
+                s.qlen_units = (hop_qlen_t)(((bit<64>)meta.q_deq_bytes * QLEN_DIV80_MUL)
                                             >> QLEN_DIV80_SHIFT);
             }
             stamp_result_t res;

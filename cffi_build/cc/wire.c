@@ -205,6 +205,42 @@ int hpccd_wire_parse_frame(const void *frame, size_t len, uint16_t udp_port,
 	return rc;
 }
 
+int hpccd_wire_restamp(void *frame, size_t len, uint16_t udp_port, uint8_t probe_dscp,
+		       unsigned int idx, uint64_t old_word, uint64_t new_word)
+{
+	struct wire_parsed p;
+	__be16 *csum = NULL;
+	void *base, *copy;
+	int rc, kind = HPCCD_CSUM_NONE;
+
+	if (!frame)
+		return -EINVAL;
+	base = (void *)wire__align(frame, len, &copy);
+	if (!base)
+		return -ENOMEM;
+	rc = wire__parse(base, len, udp_port, probe_dscp, &p);
+	if (rc != 0)
+		goto out;
+	if (p.l4 == HPCCD_IPPROTO_UDP) {
+		csum = &((struct udphdr *)((char *)p.iph + p.iph->ihl * 4))->check;
+		kind = HPCCD_CSUM_UDP;
+	} else {
+		csum = &((struct tcphdr *)((char *)p.iph + p.iph->ihl * 4))->check;
+		kind = HPCCD_CSUM_TCP;
+	}
+	rc = hpccd__restamp_hop(p.v.int_hdr, p.c.end, idx,
+				htonl((uint32_t)(old_word >> 32)), htonl((uint32_t)old_word),
+				htonl((uint32_t)(new_word >> 32)), htonl((uint32_t)new_word),
+				csum, kind);
+	if (rc < 0)
+		rc = 2;
+	if (rc == 0 && copy)
+		memcpy(frame, base, len);
+out:
+	free(copy);
+	return rc;
+}
+
 /* Parses the frame and computes the tag it should carry; *carried gets
  * the tag it does carry. */
 static int wire__tag(const uint8_t *key, const void *frame, size_t len, uint16_t udp_port,

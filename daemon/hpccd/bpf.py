@@ -507,13 +507,14 @@ class RingBuffer:
         return out
 
 
-# ---- struct_ops links ----------------------------------------------------------
+# ---- links: struct_ops maps, tracing programs ---------------------------------
 
 class Link:
     """A registered struct_ops map (libbpf 1.1: a user-space link whose fd
-    is the map's).  destroy() unregisters unless disconnect() was called;
-    pin() keeps the map findable (and the registration undoable) after the
-    process is gone."""
+    is the map's), or an attached tracing program (tp_btf, fentry: a kernel
+    link).  destroy() unregisters (detaches) unless disconnect() was called;
+    pin() keeps the registration (attachment) alive and undoable after the
+    process is gone: unpinning the last reference detaches."""
 
     def __init__(self, ptr, name: str):
         self._ptr = ptr
@@ -658,6 +659,19 @@ class BpfObject:
         rc = lib.hpccd_bpf_struct_ops_attach(m, out, log.c)
         _check(rc, f"{self.path}: register struct_ops {map_name!r}", log.text())
         link = Link(out[0], map_name)
+        self._links.append(link)
+        return link
+
+    def attach_program(self, name: str) -> Link:
+        """Attach program `name` where its section says (tp_btf/..., fentry/...);
+        the attachment lasts while the link (or a pin of it) does."""
+        self.program(name)                      # ENOENT / not loaded, with the names
+        p = lib.hpccd_bpf_object_program(self._live(), name.encode())
+        log = _Log(size=64 << 10)
+        out = ffi.new("struct bpf_link **")
+        rc = lib.hpccd_bpf_program_attach(p, out, log.c)
+        _check(rc, f"{self.path}: attach program {name!r}", log.text())
+        link = Link(out[0], name)
         self._links.append(link)
         return link
 

@@ -2,15 +2,28 @@
 port of a switch namespace, configured from the topology.
 
 One BPF object per switch (its port map is keyed by ifindex, which is
-unique only within a namespace), its program attached to tc egress of
-every port ``p<n>`` of that switch, in front of the port's HTB + bfifo
-queue.  What the program does is in ebpf/int_switch.bpf.c and
-docs/switch.md; this module only decides what each port's
-``struct hpccd_sw_port`` says, from the topology:
+unique only within a namespace), with three programs:
+
+- ``hpccd_int_sw`` on tc egress of every port ``p<n>`` of that switch, in
+  front of the port's HTB + bfifo queue (marking, fast start, the hop
+  record as the packet joins the queue, counters, queue samples);
+- ``hpccd_int_deq`` on the tracepoint ``qdisc_dequeue`` (one per switch,
+  machine-wide): the port's state when a stamped packet leaves the queue;
+- ``int_sw_depart`` on tc ingress of the far end of every port's link (a
+  host's ``eth0`` or the next switch's port, in that node's namespace):
+  rewrites the record with that departure state (seed 004 section 4.1,
+  "when the packet is emitted").  Its name lacks the daemon's ``hpccd_``
+  prefix on purpose: a daemon starting in a host namespace removes tc
+  programs with that prefix from its interfaces as its own stale ones.
+
+What the programs do is in ebpf/int_switch.bpf.c and docs/lab.md; this
+module only decides what each port's ``struct hpccd_sw_port`` says, from
+the topology:
 
 - ``switch_id`` (XORed into pathID), ``port`` (the port number of the hop
   record), ``speed_code`` (B of the port's rate) and ``buffer_bytes``;
-- INT stamping on (flag INT) and the queue sampler on (flag SAMPLE);
+- INT stamping on (flag INT), rewritten at departure (flag DEPART), and the
+  queue sampler on (flag SAMPLE);
 - with the switch's ``ecn`` table: WRED/ECN (flag ECN, K_min, K_max, P_max
   as P_max x 2^32) and, with ``fast_start_k_bytes``, the fast-start drop of
   ECN-incapable packets of ``fast_start_class`` ("hpccd" -> FS_HPCCD,
@@ -43,9 +56,13 @@ __all__ = ["IntSwitch", "QueueSample", "QueueSampler", "port_config", "COUNTER_N
 
 OBJECT = "int_switch"
 PROG = "hpccd_int_sw"
+DEQ_PROG = "hpccd_int_deq"           # tp_btf/qdisc_dequeue
+DEPART_PROG = "int_sw_depart"        # tc ingress of each link's far end
+DEPART_HANDLE, DEPART_PRIO = 1, 1
 PIN_ROOT = bpf.BPFFS + "/hpccd-lab"
 # Pinned map file names (in pin_dir(lab, switch)) -> map names in the object.
 PINNED = {"ports": "hpccd_sw_ports", "counters": "hpccd_sw_cnt", "samples": "hpccd_sw_qsamp"}
+DEQ_LINK_PIN = "dequeue"             # the tracepoint's link, pinned beside the maps
 DEFAULT_SAMPLE_NS = 100_000          # the sampler's interval per port (docs/lab.md)
 
 # Slot names of enum hpccd_sw_counter, lower case without the prefix, in
@@ -65,7 +82,7 @@ _TOPOLOGY = object()
 
 
 def port_config(switch: Switch, port: Port, *, ecn: Ecn | None | object = _TOPOLOGY,
-                stamp: bool = True, sample: bool = True) -> Any:
+                stamp: bool = True, sample: bool = True, depart: bool = True) -> Any:
     """The ``struct hpccd_sw_port`` of `port` of `switch` as the topology
     says (module docstring), with `ecn` instead of the switch's marking if
     given (None: no marking, no fast-start drops); a cffi struct the caller
@@ -75,7 +92,8 @@ def port_config(switch: Switch, port: Port, *, ecn: Ecn | None | object = _TOPOL
     c.port = port.number
     c.switch_id = switch.id
     c.speed_code = port.speed_code
-    flags = (lib.HPCCD_SW_F_INT if stamp else 0) | (lib.HPCCD_SW_F_SAMPLE if sample else 0)
+    flags = ((lib.HPCCD_SW_F_INT | (lib.HPCCD_SW_F_DEPART if depart else 0) if stamp else 0)
+             | (lib.HPCCD_SW_F_SAMPLE if sample else 0))
     e = switch.ecn if ecn is _TOPOLOGY else ecn
     if e is not None:
         flags |= lib.HPCCD_SW_F_ECN
@@ -177,6 +195,8 @@ class IntSwitch:
 
     def __call__(self, sp) -> None:
         """Attach to one port (hpccd.lab.SwitchPort); runs in its namespace."""
+        from .lab import HOST_IFNAME, netns_name, port_ifname
+
         self.lab = sp.lab
         obj = self.objs.get(sp.switch.name)
         if obj is None:
@@ -184,18 +204,28 @@ class IntSwitch:
                                      rodata={"hpccd_cfg_sample_ns": self.sample_ns})
             self.objs[sp.switch.name] = obj
             obj.load()
+            link = obj.attach_program(DEQ_PROG)
             if self.pin:
-                self._pin(sp.lab, sp.switch.name, obj)
+                self._pin(sp.lab, sp.switch.name, obj, link)
         self.ports[(sp.switch.name, sp.port.number)] = sp
         self.configure(sp.switch.name, sp.port.number)
         bpf.tc_attach(sp.ifname, obj.program(PROG), "egress")
+        # The far end: the first point after the queue where a program may
+        # still write the packet (docs/lab.md "Where the record is stamped").
+        peer = sp.port.peer
+        peer_if = port_ifname(sp.port.peer_port) if peer in sp.topology.switches else HOST_IFNAME
+        with bpf.in_netns(netns_name(sp.lab, peer)):
+            bpf.tc_attach(peer_if, obj.program(DEPART_PROG), "ingress", DEPART_HANDLE,
+                          DEPART_PRIO, name_prefix=DEPART_PROG)
 
-    def _pin(self, lab: str, switch: str, obj: bpf.BpfObject) -> None:
+    def _pin(self, lab: str, switch: str, obj: bpf.BpfObject, link: bpf.Link) -> None:
         bpf.ensure_bpffs()
         d = pin_dir(lab, switch)
         os.makedirs(d, mode=0o700, exist_ok=True)
         for fname, mname in PINNED.items():
             obj.map(mname).pin(os.path.join(d, fname))
+        # The tracepoint stays attached while the pin does (lab down unpins).
+        link.pin(os.path.join(d, DEQ_LINK_PIN))
 
     def _sp(self, switch: str, number: int):
         try:
@@ -204,13 +234,15 @@ class IntSwitch:
             raise KeyError(f"INT switch: no port {switch}:p{number} attached") from None
 
     def configure(self, switch: str, number: int, *, ecn: Ecn | None | object = _TOPOLOGY,
-                  **fields: Any) -> None:
+                  depart: bool = True, **fields: Any) -> None:
         """(Re)write port `number` of `switch`: the topology's configuration,
-        with marking `ecn` (a topology.Ecn, or None for none) if given and
+        with marking `ecn` (a topology.Ecn, or None for none) if given, the
+        record rewritten at departure unless `depart` is False (then it
+        says what the packet found on arrival, as marking does), and
         `fields` of struct hpccd_sw_port overriding the result (e.g.
         ``flags=``)."""
         sp = self._sp(switch, number)
-        c = port_config(sp.switch, sp.port, ecn=ecn, sample=self.sample_ns > 0)
+        c = port_config(sp.switch, sp.port, ecn=ecn, sample=self.sample_ns > 0, depart=depart)
         for k, v in fields.items():
             setattr(c, k, v)
         self.objs[switch].map("hpccd_sw_ports").update(sp.ifindex, ffi.buffer(c)[:])

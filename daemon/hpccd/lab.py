@@ -1173,16 +1173,18 @@ def _print_status(st: dict[str, Any], out) -> None:
     if not sws:
         return
     print(f"  INT switch (packets): {'node':8s} {'if':4s} {'forwarded':>10s} "
-          f"{'INT stamped':>11s} {'INT full':>8s} {'ECN marked':>10s} {'fast-start drops':>16s}",
-          file=out)
+          f"{'INT stamped':>11s} {'at departure':>12s} {'INT full':>8s} {'ECN marked':>10s} "
+          f"{'fast-start drops':>16s}", file=out)
     for n in sws:
         if "error" in n["int_switch"]:
             print(f"  {'':22s}{n['node']:8s} ({n['int_switch']['error']})", file=out)
             continue
         for num, c in n["int_switch"].items():
+            # "at departure": records rewritten with the port's state when the
+            # packet left (docs/lab.md "Where the record is stamped")
             print(f"  {'':22s}{n['node']:8s} {'p' + num:4s} {c['forwarded'][0]:10d} "
-                  f"{c['int_stamped'][0]:11d} {c['int_full'][0]:8d} {c['ecn_marked'][0]:10d} "
-                  f"{c['drop_fast_start'][0]:16d}", file=out)
+                  f"{c['int_stamped'][0]:11d} {c['int_departed'][0]:12d} {c['int_full'][0]:8d} "
+                  f"{c['ecn_marked'][0]:10d} {c['drop_fast_start'][0]:16d}", file=out)
 
 
 def cli(args) -> int:

@@ -17,12 +17,17 @@
  *
  *   B        port speed code, see HPCCD_SPEED_* below; 0 = unknown (the hop
  *            is ignored by the algorithm and counted).
- *   TS       egress timestamp in nanoseconds, modulo 2^24 (wraps every
- *            16.78 ms).
- *   txBytes  bytes transmitted by the egress port, in 128-byte units,
- *            modulo 2^20 (wraps every 128 MiB).
- *   qLen     egress queue length in 80-byte units.  A gauge, not a counter:
- *            switches saturate it at HPCCD_INT_QLEN_MAX instead of wrapping.
+ *   TS       the time the packet left the egress queue, in nanoseconds,
+ *            modulo 2^24 (wraps every 16.78 ms).
+ *   txBytes  bytes transmitted by the egress port, this packet included, in
+ *            128-byte units, modulo 2^20 (wraps every 128 MiB).
+ *   qLen     egress queue length when the packet left it (the bytes behind
+ *            it), in 80-byte units.  A gauge, not a counter: switches
+ *            saturate it at HPCCD_INT_QLEN_MAX instead of wrapping.
+ *
+ *   All three are the port's state "when the packet is emitted" (seed 004
+ *   section 4.1); docs/switch.md and docs/lab.md say how each switch takes
+ *   them.
  *
  * The paper's reference simulator used a 3-bit speed enum of 25/50/100/200/
  * 400 Gbit/s only; lab links run at 100 Mbit/s .. 10 Gbit/s, so B here is a

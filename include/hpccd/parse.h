@@ -566,6 +566,7 @@ static __always_inline int hpccd__stamp_hop(struct hpccd_int_hdr *ih, void *end,
 		return HPCCD_STAMP_OVERFLOW;
 	}
 	hop = (struct hpccd_int_hop_wire *)(ih + 1) + nhop;   /* nhop < room <= 8 */
+	hpccd__barrier_var(hop);    /* as in hpccd__restamp_hop */
 	if ((void *)(hop + 1) > end)
 		return -1;
 	d = hpccd__csum_diff32(d, HPCCD_NTOHL(hop->hi_be), HPCCD_NTOHL(hi_be));
@@ -583,6 +584,44 @@ static __always_inline int hpccd__stamp_hop(struct hpccd_int_hdr *ih, void *end,
 	if (csum)
 		hpccd__csum_apply(csum, d, csum_kind);
 	return HPCCD_STAMP_WRITTEN;
+}
+
+/* In-place rewrite of record idx (< nHop) that a switch wrote earlier, when
+ * it still holds exactly the word it wrote (old_hi, old_lo, network
+ * order): the lab switch's departure stamp (ebpf/int_switch.bpf.c), which
+ * replaces the values a record got at enqueue with the port's state when
+ * the packet left the queue (seed 004 section 4.1: "when the packet is
+ * emitted").  nHop, pathID and flags stay.  The L4 checksum is updated
+ * incrementally as in hpccd__stamp_hop.  Returns 0 when rewritten, 1 when
+ * the record differs from (old_hi, old_lo) (not this switch's record:
+ * untouched), -1 when the INT header or the record is not in the frame or
+ * idx >= nHop. */
+static __always_inline int hpccd__restamp_hop(struct hpccd_int_hdr *ih, void *end, __u32 idx,
+					      __be32 old_hi, __be32 old_lo, __be32 hi_be,
+					      __be32 lo_be, __be16 *csum, int csum_kind)
+{
+	struct hpccd_int_hop_wire *hop;
+	__u32 d = 0;
+
+	if ((void *)(ih + 1) > end)
+		return -1;
+	if (idx >= HPCCD_INT_MAX_HOPS || idx >= (__u32)(ih->nhop_room >> 4))
+		return -1;
+	hop = (struct hpccd_int_hop_wire *)(ih + 1) + idx;
+	/* one register for the check and the accesses (the verifier does not
+	 * carry a bounds check over to a recomputed packet pointer) */
+	hpccd__barrier_var(hop);
+	if ((void *)(hop + 1) > end)
+		return -1;
+	if (hop->hi_be != old_hi || hop->lo_be != old_lo)
+		return 1;
+	d = hpccd__csum_diff32(d, HPCCD_NTOHL(old_hi), HPCCD_NTOHL(hi_be));
+	d = hpccd__csum_diff32(d, HPCCD_NTOHL(old_lo), HPCCD_NTOHL(lo_be));
+	hop->hi_be = hi_be;
+	hop->lo_be = lo_be;
+	if (csum)
+		hpccd__csum_apply(csum, d, csum_kind);
+	return 0;
 }
 
 /* ---- integrity tag --------------------------------------------------------- */

@@ -127,6 +127,16 @@ int hpccd_wire_tag(const uint8_t *key, const void *frame, size_t len, uint16_t u
 int hpccd_wire_tag_verify(const uint8_t *key, const void *frame, size_t len,
 			  uint16_t udp_port, uint8_t probe_dscp);
 
+/* The departure stamp of the lab switch (hpccd__restamp_hop() of
+ * include/hpccd/parse.h, which int_sw_depart runs): in a valid hpccd
+ * frame, record idx (< nHop), if it is old_word, becomes new_word (hop
+ * words, host order), with the L4 checksum patched incrementally (a UDP
+ * checksum of 0 stays 0).  Returns 0 when rewritten, 1 when the record is
+ * not old_word (frame untouched), 2 when idx >= nHop, the frame's class
+ * (> 0) when it is malformed, HPCCD_WIRE_NOT_HPCCD, or -EINVAL/-ENOMEM. */
+int hpccd_wire_restamp(void *frame, size_t len, uint16_t udp_port, uint8_t probe_dscp,
+		       unsigned int idx, uint64_t old_word, uint64_t new_word);
+
 /* SipHash-2-4 of msg[0..len) under the 16-byte key (include/hpccd/
  * siphash.h), exported for the reference-vector self-check. */
 uint64_t hpccd_wire_siphash24(const uint8_t *key, const void *msg, size_t len);

@@ -26,7 +26,8 @@ Invariants protected:
   bottleneck queue well below cubic's in the same run (median, p90 and mean
   at most a quarter; both printed);
 - SIGKILL of h1's daemon and a restart leave exactly one XDP program and one
-  tc filter on eth0 (the new ones; the old programs unloaded) and one
+  tc filter of the daemon's on eth0 (the new ones; the old programs
+  unloaded; the lab's departure stamp on eth0's ingress untouched) and one
   registered struct_ops "hpcc" and "dctcp"; the restarted daemon works
   (another flow completes).
 """
@@ -485,8 +486,11 @@ def _struct_ops(prefix: str = "hpccd_tcp_") -> list[str]:
 
 
 def _attached(lab) -> tuple[int | None, list]:
+    """The daemon's programs on h1's eth0 (its tc filters carry its prefix;
+    the lab's own departure stamp on that interface's ingress does not)."""
     with bpf.in_netns(lab.netns("h1")):
-        return bpf.xdp_query("eth0", "skb"), bpf.tc_list("eth0")
+        return bpf.xdp_query("eth0", "skb"), [f for f in bpf.tc_list("eth0")
+                                              if f.name.startswith(bpf.NAME_PREFIX)]
 
 
 def test_sigkill_and_restart_leave_no_duplicates(dlab):
@@ -502,6 +506,11 @@ def test_sigkill_and_restart_leave_no_duplicates(dlab):
     assert xdp1 is not None and xdp1 != xdp0
     assert len(tc1) == 1 and tc1[0].prog_id != tc0[0].prog_id
     assert "removed what a previous daemon left" in new.log()
+    # the lab's departure stamp on eth0's ingress is not the daemon's: its
+    # clean-up of a previous daemon's programs left it there
+    with bpf.in_netns(dlab.netns("h1")):
+        assert [f.direction for f in bpf.tc_list("eth0") if f.name == "int_sw_depart"] == \
+            ["ingress"]
     deadline = time.monotonic() + 15
     while True:                                  # freed after an RCU grace period
         so1 = _struct_ops()

@@ -482,9 +482,12 @@ def _wait_for_lock(path: str, timeout: float = 60.0) -> None:
 
 
 def _attached(lab) -> dict:
+    """The daemon's programs on h1's eth0 (its tc filters carry its prefix;
+    the lab's own departure stamp on that interface's ingress does not)."""
     with bpf.in_netns(lab.netns("h1")):
         return {"xdp": bpf.xdp_query("eth0", "skb"),
-                "tc": [f.prog_id for f in bpf.tc_list("eth0")]}
+                "tc": [f.prog_id for f in bpf.tc_list("eth0")
+                       if f.name.startswith(bpf.NAME_PREFIX)]}
 
 
 def _available_cc() -> list[str]:

@@ -12,30 +12,40 @@ millisecond from a raw IPv4 socket; h2 receives them on a UDP socket (the
 kernel checks their UDP checksum) with their TOS byte (IP_RECVTOS).
 
 Invariants protected:
-- qLen of the INT records is the real backlog of the port's queue: the
-  queue sampler's records (what the program reads from the qdisc) agree
-  with netlink's qdisc statistics read at the same time (transmitted bytes
-  exactly: every sample before a netlink read has no more bytes than it,
-  every sample after at least as many; backlog within the movement the
-  queue can make in the time between the two reads, see BACKLOG_TOL),
-  and every probe whose arrival was sampled (a sample within 5 us of its
-  stamp) carries exactly that sample's backlog / 80;
+- the records are the port's state at the probe's departure (the lab's
+  default, flag DEPART; tests/integration/test_int_departure.py checks it
+  exactly on a queue of known packets): every probe's record was rewritten
+  at departure (int_departed + int_dep_no_deq = the probes received, with
+  int_dep_no_deq, the rare probe whose dequeue the tracepoint did not see
+  and that keeps its enqueue record, at most 0.1 %);
+  txBytes is ordered with the queue sampler's byte counter (what the
+  program reads from the qdisc at packet arrivals): every sample taken
+  before the departure has sent no more, every sample after at least as
+  much; qLen is the sampled backlog of the nearest instant within the
+  movement the queue can make in between (see backlog_tol);
+- the queue sampler agrees with netlink's qdisc statistics read at the
+  same time (transmitted bytes exactly: every sample before a netlink read
+  has no more bytes than it, every sample after at least as many; backlog
+  within the movement the queue can make between the two reads);
 - txBytes of the INT records, unwrapped (128 MiB wrap), grows at the link
-  rate within 2 % over every second in which the queue never ran empty,
-  and equals the sampled qdisc byte counter of the same instant / 128;
-- timestamps strictly increase per port in the order the probes left it,
+  rate within 2 % over every second in which the queue never ran empty
+  (pairs with a probe that kept its enqueue record left out);
+- timestamps do not decrease in the order the probes left the port (a
+  probe that kept its enqueue record aside, as many as the counter says),
   and lie between the probe's send time and its reception;
 - every probe gets exactly one record (nHop 1, pathID = s1's id, speed
   code of 1 Gbit/s) and a correct UDP checksum (the receiving kernel drops
   bad ones: none missing, InCsumErrors unchanged);
-- marking: with K_min <= q < K_max the CE fraction matches
+- marking is decided on the queue a probe finds on arrival; these tests
+  turn DEPART off so that the record says that queue: with
+  K_min <= q < K_max the CE fraction matches
   (q - K_min) / (K_max - K_min) x P_max with q the backlog each probe saw
   (its own INT record), within 4 standard deviations; with K_min = K_max =
   K (DCTCP), a probe is CE exactly when its record says q >= K;
-- fast start: ECN-incapable probes of the configured DSCP class are
-  dropped exactly when the queue is >= K (every received one saw q < K;
-  the drop counter equals the probes that did not arrive), the TCP flow
-  (another class) is never dropped.
+- fast start (DEPART off too): ECN-incapable probes of the configured DSCP
+  class are dropped exactly when the queue is >= K (every received one saw
+  q < K; the drop counter equals the probes that did not arrive), the TCP
+  flow (another class) is never dropped.
 
 Offloads: the lab is built with offloads="on" (veth defaults: TCP sends 64
 KB GSO packets through the switch queue).  Two cores cannot push kernel
@@ -135,8 +145,9 @@ rate_mbps = 1000
 """
 
 
-F_INT, F_ECN, F_FS_DSCP, F_SAMPLE = (lib.HPCCD_SW_F_INT, lib.HPCCD_SW_F_ECN,
-                                     lib.HPCCD_SW_F_FS_DSCP, lib.HPCCD_SW_F_SAMPLE)
+F_INT, F_ECN, F_FS_DSCP, F_SAMPLE, F_DEPART = (lib.HPCCD_SW_F_INT, lib.HPCCD_SW_F_ECN,
+                                               lib.HPCCD_SW_F_FS_DSCP, lib.HPCCD_SW_F_SAMPLE,
+                                               lib.HPCCD_SW_F_DEPART)
 
 
 def _port_flags(lab) -> int:
@@ -357,7 +368,7 @@ def run_flow(lab, *, tos: int, duration: float = 3.0, warmup: float = 1.0,
 def int_run(chain):
     """INT and the sampler only (no marking, no drops)."""
     chain.hook.configure("s1", 2, ecn=None)
-    assert _port_flags(chain) == F_INT | F_SAMPLE
+    assert _port_flags(chain) == F_INT | F_DEPART | F_SAMPLE
     return run_flow(chain, tos=ECT0)
 
 
@@ -373,6 +384,16 @@ def test_every_probe_stamped_once_with_a_good_checksum(int_run):
     assert len(r.probes) >= 0.98 * len(r.sent)
     assert r.csum_errors == 0
     assert r.counters["int_stamped"][0] == len(r.sent)
+    # Every probe that left the queue was rewritten at departure, but for
+    # a rare one whose dequeue the tracepoint program did not see (about 1
+    # in 10^4 probes of this busy queue; docs/lab.md): it keeps its enqueue
+    # record and is counted.  A probe the bfifo dropped never leaves; its
+    # entry may be met by a packet that reuses its sk_buff, which counts as
+    # a mismatch and changes nothing.
+    dep, no_deq = r.counters["int_departed"][0], r.counters["int_dep_no_deq"][0]
+    assert dep + no_deq == len(r.probes), r.counters
+    assert no_deq <= max(2, len(r.probes) // 1000), r.counters
+    assert r.counters["int_dep_mismatch"][0] <= len(r.sent) - len(r.probes), r.counters
     assert r.counters["int_malformed"] == (0, 0) and r.counters["int_full"] == (0, 0)
     for p in r.probes:
         assert (p.nhop, p.path_id, p.speed) == (1, SWITCH_ID, 14)   # 14: 1000 Mbit/s
@@ -381,9 +402,19 @@ def test_every_probe_stamped_once_with_a_good_checksum(int_run):
     assert r.counters["drop_fast_start"] == (0, 0)
 
 
-def test_timestamps_strictly_increase_and_lie_in_flight(int_run):
+def _enqueue_stamped(ps: list[Probe]) -> set[int]:
+    """Probes that kept their enqueue record (int_dep_no_deq): stamped at
+    their arrival, before the departure of the probe ahead of them."""
+    return {b.seq for a, b in zip(ps, ps[1:]) if b.ts < a.ts}
+
+
+def test_timestamps_increase_and_lie_in_flight(int_run):
+    """Departure times do not decrease in the order the probes left (FIFO;
+    packets one dequeue took together, a chain of up to 9, share one
+    instant), except where a probe kept its enqueue record, which the
+    counter says."""
     ps = int_run.probes
-    assert all(a.ts < b.ts for a, b in zip(ps, ps[1:]))
+    assert len(_enqueue_stamped(ps)) <= int_run.counters["int_dep_no_deq"][0]
     assert all(p.sent_ns <= p.ts <= p.recv_ns for p in ps)
 
 
@@ -409,38 +440,43 @@ def test_sampler_agrees_with_netlink(int_run):
     assert errs and all(d <= tol for d, tol in errs), max(errs, key=lambda e: e[0] - e[1])
 
 
-def test_int_qlen_is_the_sampled_backlog(int_run):
-    """A probe whose own arrival was sampled (a sample at most OWN_SAMPLE_NS
-    after its stamp) carries exactly backlog / 80 and bytes / 128 of that
-    sample; the others are within the movement of the queue since the
-    nearest sample.  ("At least 99 %": another CPU's packet may be sampled
-    in the same microsecond.)"""
+def test_records_agree_with_the_sampled_queue_at_departure(int_run):
+    """The departure record against the sampler (the qdisc as read at packet
+    arrivals): samples taken before the departure (TS) had sent no more
+    bytes than the record says, samples after at least as many (txBytes in
+    128-byte units, this probe included); qLen is the backlog of the
+    nearest sample within the movement the queue can make in between.
+    The two reads of an instant are a few instructions apart, hence the
+    SKEW_NS margin around TS."""
+    SKEW_NS = 5_000
     s = int_run.samples
     ts = [x[0] for x in s]
-    exact = same = 0
+    checked = 0
     for p in int_run.probes:
-        # The probe's own sample is taken after its stamp, in the same run
-        # of the program: a microsecond or two later, never earlier.
         i = bisect.bisect_left(ts, p.ts)
-        cands = [x for x in s[i:i + 2] if 0 <= x[0] - p.ts <= OWN_SAMPLE_NS]
-        if cands:
-            exact += 1
-            x = cands[0]
-            if (p.qlen_units, p.tx_units) == (min(x[3] // 80, 0x7FFF), (x[1] // 128) % (1 << 20)):
-                same += 1
-            continue
+        for x in s[max(0, i - 3):i + 3]:
+            d = ((x[1] // 128) - p.tx_units) % (1 << 20)
+            d = d - (1 << 20) if d >= 1 << 19 else d          # sample - record, in units
+            if x[0] < p.ts - SKEW_NS:
+                assert d <= 0, (p, x)
+                checked += 1
+            elif x[0] > p.ts + SKEW_NS:
+                assert d >= 0, (p, x)
+                checked += 1
         j = min(range(max(0, i - 1), min(len(s), i + 1)), key=lambda k: abs(s[k][0] - p.ts))
         assert abs(p.qlen_units * 80 - s[j][3]) <= backlog_tol(abs(s[j][0] - p.ts)) + 80
-    assert exact >= 0.3 * len(int_run.probes), exact
-    assert same >= 0.99 * exact, (same, exact)
+    assert checked >= 2 * len(int_run.probes), checked
 
 
 def test_tx_bytes_grow_at_the_link_rate(int_run):
     """Unwrapped txBytes (128 MiB wrap) over the time the queue was busy:
     link rate within 2 %, over at least a second of busy time.  An interval
     between two consecutive probes is busy when both saw a queue and no
-    sample in between saw it empty (an empty queue does not send)."""
+    sample in between saw it empty (an empty queue does not send).  A probe
+    that kept its enqueue record (its TS before the previous probe's) says
+    the bytes sent at its arrival: its two pairs are left out."""
     ps = int_run.probes
+    enq = _enqueue_stamped(ps)
     full = [ps[0].tx_units * 128]
     for a, b in zip(ps, ps[1:]):
         full.append(full[-1] + ((b.tx_units - a.tx_units) % (1 << 20)) * 128)
@@ -449,7 +485,7 @@ def test_tx_bytes_grow_at_the_link_rate(int_run):
     busy_ns = busy_bytes = 0
     for k in range(len(ps) - 1):
         a, b = ps[k], ps[k + 1]
-        if not (a.qlen_units and b.qlen_units):
+        if not (a.qlen_units and b.qlen_units) or a.seq in enq or b.seq in enq:
             continue
         i, j = bisect.bisect_left(ts, a.ts), bisect.bisect_right(ts, b.ts)
         if any(x[3] == 0 for x in s[i:j]):
@@ -518,7 +554,8 @@ def test_threshold_marking_is_exactly_q_ge_k(chain):
     """K_min = K_max = K (DCTCP): CE exactly when the probe's own record
     says q >= K (K a multiple of 80, so qLen x 80 >= K <=> backlog >= K)."""
     k = 1600 * 80
-    chain.hook.configure("s1", 2, ecn=Ecn(k, k, 1.0))
+    # the record at enqueue: the queue the probe found, which marking judges
+    chain.hook.configure("s1", 2, ecn=Ecn(k, k, 1.0), depart=False)
     assert _port_flags(chain) == F_INT | F_ECN | F_SAMPLE
     r = run_flow(chain, tos=ECT0, duration=2.0)
     assert len(r.probes) >= 0.98 * len(r.sent)
@@ -534,7 +571,7 @@ def test_marking_probability_follows_the_queue(chain):
     """K_min <= q < K_max: each probe is marked with probability
     (q - K_min) / (K_max - K_min) x P_max of the q it saw."""
     kmin, kmax, pmax = 400 * 80, 3000 * 80, 0.8
-    chain.hook.configure("s1", 2, ecn=Ecn(kmin, kmax, pmax))
+    chain.hook.configure("s1", 2, ecn=Ecn(kmin, kmax, pmax), depart=False)
     r = run_flow(chain, tos=ECT0, duration=3.0)
     assert len(r.probes) >= 0.98 * len(r.sent)
 
@@ -563,7 +600,7 @@ def test_fast_start_drops_ecn_incapable_class_above_k(chain):
     # Fast start alone: a standing queue of kernel TCP above K marks nothing
     # (cubic is not ECN-capable) and the class is the probes' DSCP.
     chain.hook.configure("s1", 2, ecn=Ecn(k, k, 1.0, fast_start_k_bytes=k,
-                                          fast_start_class=PROBE_DSCP_FS))
+                                          fast_start_class=PROBE_DSCP_FS), depart=False)
     assert _port_flags(chain) == F_INT | F_ECN | F_FS_DSCP | F_SAMPLE
     r = run_flow(chain, tos=PROBE_DSCP_FS << 2, duration=2.0)
     dropped = r.counters["drop_fast_start"][0]

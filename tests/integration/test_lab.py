@@ -142,7 +142,10 @@ def test_bundled_lab_queues_addresses_and_routes_match_the_file(lab, name):
                 assert q["root"] == "htb", where
                 assert q["rate_bps"] == q["ceil_bps"] == ln.rate_mbps * 1_000_000, where
                 assert q["fifo"] == "bfifo" and q["limit"] == ln.buffer_bytes, where
-                assert q["clsact"] is is_switch, where
+                # tc programs: the INT switch on a switch's ports (egress), its
+                # departure stamp on the far end of every switch port (ingress)
+                peer = ln.b.node if ln.a.node == node else ln.a.node
+                assert q["clsact"] is (is_switch or topo.is_switch(peer)), where
             routes = {}
             for r in ns.get_routes(family=socket.AF_INET, table=254):
                 if r["dst_len"] == 32:
@@ -518,9 +521,26 @@ def test_hpccctl_lab_up_status_down_across_processes():
         assert s1p4["queue"]["limit"] == 500000
         r = hpccctl("status", name)
         assert r.returncode == 0 and "s1       " in r.stdout and "p4" in r.stdout
+        # the INT switch's dequeue tracepoint outlives the process that built
+        # the lab through its pinned link (docs/lab.md "Where the record is
+        # stamped")
+        from hpccd import bpf, int_switch
+        pin = os.path.join(int_switch.pin_dir(name, "s1"), int_switch.DEQ_LINK_PIN)
+        r = subprocess.run(["bpftool", "-j", "link", "show", "pinned", pin],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        deq_prog = json.loads(r.stdout)["prog_id"]
+        with bpf.in_netns(f"{name}-h1"):
+            assert [f.name for f in bpf.tc_list(HOST_IFNAME)] == [int_switch.DEPART_PROG]
         r = hpccctl("down", name)
         assert r.returncode == 0, r.stderr
         assert "removed 7 namespaces" in r.stdout
+        assert not os.path.exists(pin)
+        deadline = time.monotonic() + 10
+        while subprocess.run(["bpftool", "prog", "show", "id", str(deq_prog)],
+                             capture_output=True).returncode == 0:
+            assert time.monotonic() < deadline, f"dequeue program {deq_prog} outlived down"
+            time.sleep(0.1)
         assert not any(os.path.exists(f"/run/netns/{name}-{n}") for n in topo.nodes)
         assert name not in labmod.list_labs()
         r = hpccctl("down", name)

@@ -15,7 +15,9 @@ Invariants protected:
 - hop i is the i-th switch's: its speed code is B of that switch's egress
   port, its timestamp lies between the send and the receive time and does
   not decrease along the path; every egress port on the path counts one
-  INT_STAMPED per probe, ports off the path none;
+  INT_STAMPED per probe and one INT_DEPARTED (the record rewritten with the
+  port's state at departure by the far end: the next switch or the
+  receiving host), ports off the path none;
 - a probe whose room is smaller than the path keeps nHop = room, gets the
   OVERFLOW flag, and the switches past the room count INT_FULL instead;
 - after a route change (Lab.reroute) the pathID of the new path is seen
@@ -174,14 +176,18 @@ def test_tree_every_pair_gets_one_record_per_switch_hop(tree):
     ex = tree.ex
     seen_lengths = set()
     for src, dst in tree.topology.host_pairs():
-        before = _counts(tree)
+        before, dep_before = _counts(tree), _counts(tree, "int_departed")
         p, t0, t1 = ex.send(src, dst)
         _check_hops(tree, src, dst, p, t0, t1)
-        after = _counts(tree)
+        after, dep_after = _counts(tree), _counts(tree, "int_departed")
         on_path = {(h.switch, h.port) for h in tree.path(src, dst)}
         for k in after:
-            # ARP and the reply-less probe: only the probe is stamped
+            # ARP and the reply-less probe: only the probe is stamped, and
+            # each of its records is rewritten at departure by the far end
+            # of that port (the next switch's port or the receiving host's
+            # eth0: no XDP program on these hosts)
             assert after[k] - before[k] == (1 if k in on_path else 0), (src, dst, k)
+            assert dep_after[k] - dep_before[k] == (1 if k in on_path else 0), (src, dst, k)
         seen_lengths.add(p.nhop)
     assert seen_lengths == {1, 2, 3}
 

@@ -54,7 +54,7 @@ def test_struct_layout_is_the_headers():
 
 def test_plain_port_stamps_and_samples_only():
     c, port = _cfg(port=2)
-    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_SAMPLE
+    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_DEPART | lib.HPCCD_SW_F_SAMPLE
     assert (c.switch_id, c.port, c.buffer_bytes) == (0x123, 2, 50000)
     assert c.speed_code == port.speed_code != 0
     assert (c.kmin_bytes, c.kmax_bytes, c.pmax_u32, c.fast_start_k_bytes) == (0, 0, 0, 0)
@@ -64,7 +64,7 @@ def test_plain_port_stamps_and_samples_only():
 
 def test_ecn_thresholds_and_pmax_as_a_fraction_of_2_32():
     c, _ = _cfg("ecn = { kmin_bytes = 1000, kmax_bytes = 9000, pmax = 0.25 }")
-    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_SAMPLE | lib.HPCCD_SW_F_ECN
+    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_DEPART | lib.HPCCD_SW_F_SAMPLE | lib.HPCCD_SW_F_ECN
     assert (c.kmin_bytes, c.kmax_bytes, c.pmax_u32) == (1000, 9000, 1 << 30)
     c, _ = _cfg("ecn = { kmin_bytes = 9000, kmax_bytes = 9000, pmax = 1.0 }")
     assert c.pmax_u32 == 0xFFFFFFFF
@@ -83,7 +83,11 @@ def test_fast_start_class(cls, flag, dscp):
 
 def test_explicit_ecn_overrides_and_none_turns_marking_off():
     c, _ = _cfg("ecn = { kmin_bytes = 1000, kmax_bytes = 9000, pmax = 0.25 }", ecn=None)
-    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_SAMPLE
+    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_DEPART | lib.HPCCD_SW_F_SAMPLE
     c, _ = _cfg(ecn=Ecn(500, 500, 1.0, 700, "all"), sample=False)
-    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_ECN | lib.HPCCD_SW_F_FS_ALL
+    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_DEPART | lib.HPCCD_SW_F_ECN | lib.HPCCD_SW_F_FS_ALL
     assert (c.kmin_bytes, c.kmax_bytes, c.fast_start_k_bytes) == (500, 500, 700)
+    c, _ = _cfg(depart=False)
+    assert c.flags == lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_SAMPLE          # record at enqueue
+    c, _ = _cfg(stamp=False)
+    assert c.flags == lib.HPCCD_SW_F_SAMPLE                               # no INT: no departure

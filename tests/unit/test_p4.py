@@ -247,7 +247,7 @@ def test_p4_constants_match_c():
     assert P4.consts["HPCCD_T_MAX"] == types["HPCCD_T_MAX"]
     assert P4.headers["hpccd_hop_t"][2] == ("tx_units", c["HPCCD_INT_TX_BITS"])
     assert c["HPCCD_INT_TX_UNIT"] == 1 << 7        # tx_units = tx_bytes >> 7 in hpccd.p4
-    assert "(meta.tx_enq_bytes >> 7)" in P4.text
+    assert "(meta.tx_deq_bytes >> 7)" in P4.text
 
 
 def test_qlen_division_by_80_is_exact_below_saturation():

@@ -391,3 +391,68 @@ def test_c_and_python_classifiers_agree_on_mutated_vectors():
             c = parse(f, port, dscp)[0]
             py = int(wire.classify(f, port, dscp))
             assert (NOT_HPCCD if py == wire.NOT_HPCCD else py) == c, (v["name"], f.hex())
+
+
+# ---- the lab switch's departure stamp (hpccd__restamp_hop) ----------------------------
+
+def _l4_checksum_ok(frame: bytes) -> bool:
+    from scapy.layers.inet import IP, in4_chksum
+    from scapy.layers.l2 import Ether
+
+    ip = Ether(frame)[IP]
+    seg = bytes(ip)[ip.ihl * 4:ip.len]
+    if ip.proto == UDP and seg[6:8] == b"\0\0":
+        return True
+    return in4_chksum(ip.proto, ip, seg) == 0
+
+
+def _restamp(frame: bytes, idx: int, old: int, new: int) -> tuple[int, bytes]:
+    buf = ffi.new("uint8_t[]", frame)
+    rc = lib.hpccd_wire_restamp(buf, len(frame), 18471, 45, idx, old, new)
+    return rc, bytes(ffi.buffer(buf, len(frame)))
+
+
+def _word(h) -> int:
+    return h.speed_code << 59 | h.ts << 35 | h.tx_units << 15 | h.qlen_units
+
+
+@pytest.mark.parametrize("v", [v for v in _vectors() if v.get("fields")
+                               and v["fields"]["int"]["nhop"] > 0] or [None],
+                         ids=lambda v: v["name"] if v else "none")
+def test_departure_rewrites_exactly_the_record(v):
+    """Every stamped record of every valid vector, rewritten as the lab
+    switch's far end does: only its 8 bytes and the L4 checksum change, the
+    checksum still verifies (a zero UDP checksum stays zero), the other
+    records, nHop and pathID are kept; a record that is not the expected
+    word, or an index at or past nHop, leaves the frame untouched."""
+    if v is None:
+        pytest.skip("no vector with a stamped record")
+    frame = bytes.fromhex(v["hex"])
+    rc, info = parse(frame)
+    assert rc == 0 and _l4_checksum_ok(frame)
+    nhop = info.int_nhop
+    hops = [_word(info.hops[k]) for k in range(info.int_room)]
+    csum_off = (14 + (4 if info.vlan else 0) + (frame[14 + (4 if info.vlan else 0)] & 0xF) * 4
+                + (6 if info.l4 == UDP else 16))
+    for i in range(nhop):
+        # departure values: B kept, TS / txBytes / qLen new
+        new = (hops[i] & (0x1F << 59)) | (0xABCDE1 << 35) | (0x12345 << 15) | 0x0456
+        rc, out = _restamp(frame, i, hops[i], new)
+        assert rc == 0, (v["name"], i)
+        off = info.int_off + 4 + 8 * i
+        assert out[off:off + 8] == struct.pack("!Q", new)
+        changed = [k for k in range(len(frame)) if out[k] != frame[k]]
+        assert all(off <= k < off + 8 or csum_off <= k < csum_off + 2 for k in changed), changed
+        assert _l4_checksum_ok(out), (v["name"], i)
+        if info.l4 == UDP and frame[csum_off:csum_off + 2] == b"\0\0":
+            assert out[csum_off:csum_off + 2] == b"\0\0"
+        rc2, info2 = parse(out)
+        assert rc2 == 0 and (info2.int_nhop, info2.int_path_id, info2.int_flags) == (
+            nhop, info.int_path_id, info.int_flags)
+        assert [_word(info2.hops[k]) for k in range(info.int_room)] == \
+            hops[:i] + [new] + hops[i + 1:]
+        # not the record written at enqueue: untouched
+        rc, out = _restamp(frame, i, hops[i] ^ 1, new)
+        assert (rc, out) == (1, frame)
+    rc, out = _restamp(frame, nhop, hops[nhop] if nhop < len(hops) else 0, 1)
+    assert (rc, out) == (2, frame)

@@ -1,0 +1,279 @@
+"""The lab switch's hop record is the egress port's state when the packet
+leaves the queue (seed 004 section 4.1: "when the packet is emitted").
+
+A chain built by the lab builder (hpccd.lab), its slow port the queue:
+
+    h1 ==(1 Gbit/s)== s1 --(10 Mbit/s, HTB + bfifo)--> h2
+
+h1 sends a burst of hpccd DATA packets (room 5, COLLECT, ECT(0)) of
+exactly FRAME bytes on the wire from a raw socket, much faster than the 10
+Mbit/s port drains them; h2 receives them on a UDP socket with their TOS
+byte and the kernel's receive timestamp.  Nothing else crosses s1:p2, so
+the queue holds only the burst.  FRAME is a multiple of both INT units (80
+and 128 bytes), so the records are exact, not rounded.
+
+Invariants protected (the queue is FIFO and loses nothing here):
+- qLen is the backlog the packet left behind it: a whole number m_k of
+  the LATER packets of the burst (m_k <= n - 1 - k; m_(k+1) >= m_k - 1,
+  the ones behind k are still behind k + 1 when it leaves, except k + 1
+  itself), and the burst really queues (some m_k >= 4);
+- txBytes counts the packet itself: consecutive records differ by exactly
+  FRAME / 128 units, and bytes sent plus bytes left behind is the same
+  for every record of a burst that arrived before the first departure;
+- TS is the departure: the kernel's receive timestamp on h2 follows it by
+  the hand-over to the next node (bounded: RX_LAG_MAX_NS), while
+  packets that waited behind others left one transmission time
+  (FRAME x 8 / rate) after the one before, so TS is far from the time
+  the packet was sent into the queue;
+- marking is still decided on arrival: a packet is CE exactly when the
+  queue it found (derived from the departure records: the earlier packets
+  j still queued when k arrived, i.e. m_j >= k - j) is at least K
+  (DCTCP threshold on s1);
+- every record was rewritten at departure: int_departed equals
+  int_stamped, nothing counted as not dequeued or mismatched;
+- with departure off (flag DEPART clear) the same burst gets the
+  enqueue record: qLen = the packets AHEAD of it (m = the arrival queue)
+  and TS the arrival; the departure counters do not move.
+
+The measured hand-over (TS to the receive timestamp on h2) is printed
+(pytest -s): docs/lab.md "Where the record is stamped" quotes it.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import struct
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.bpf]
+
+if os.geteuid() != 0:
+    pytest.skip("building namespaces and attaching tc programs need root",
+                allow_module_level=True)
+
+lab_mod = pytest.importorskip("hpccd.lab", reason="the lab builder (hpccd.lab) is not there")
+
+from scapy.layers.inet import IP, UDP  # noqa: E402
+from scapy.packet import Raw  # noqa: E402
+
+from hpccd import wire  # noqa: E402
+from hpccd.topology import Ecn, Topology  # noqa: E402
+
+from conftest import lab_ctx  # noqa: E402
+
+RATE_BPS = 10_000_000
+FRAME = 640                          # wire bytes incl. Ethernet: 8 x 80 and 5 x 128
+TX_S = FRAME * 8 / RATE_BPS          # one transmission: 512 us
+N = 24
+K = 4 * FRAME                        # DCTCP threshold on s1:p2
+ECT0, CE = 2, 3
+IP_RECVTOS = 13
+IP_TOS = 1
+SO_TIMESTAMPNS = 35
+# From the dequeue to the receive timestamp on h2: veth hands the packet to
+# h2's backlog in the same softirq; the bound is for a busy shared machine.
+RX_LAG_MAX_NS = 2_000_000
+
+TOPOLOGY = f"""
+[lab]
+name = "intdep"
+subnet = "10.118.0.0/16"
+
+[defaults]
+rate_mbps = 1000
+buffer_bytes = 1000000
+
+[[switches]]
+name = "s1"
+id = 0x0D1
+
+[[hosts]]
+name = "h1"
+[[hosts]]
+name = "h2"
+
+[[links]]
+endpoints = ["h1", "s1"]
+[[links]]
+endpoints = ["s1", "h2"]
+rate_mbps = {RATE_BPS // 1_000_000}
+"""
+
+
+@pytest.fixture(scope="module")
+def chain():
+    with lab_ctx(Topology.loads(TOPOLOGY), offloads="frames") as lb:
+        lb.ping("h1", "h2")
+        yield lb
+
+
+def _frames(src: str, dst: str, n: int) -> list[bytes]:
+    """n hpccd DATA packets, seq 0..n-1, FRAME bytes with the Ethernet header."""
+    out = []
+    for seq in range(n):
+        p = (IP(src=src, dst=dst, tos=ECT0, flags="DF")
+             / UDP(sport=40001, dport=wire.UDP_PORT_DEFAULT)
+             / wire.int_header(room=5, flags=wire.INT_F_COLLECT)
+             / wire.Hpccd(type=wire.T_DATA, flow_id=0xDE9A, seq=seq))
+        pad = FRAME - 14 - len(p)
+        p[wire.Hpccd].len = pad
+        b = bytes(p / Raw(b"\x5a" * pad))
+        assert len(b) + 14 == FRAME
+        out.append(b)
+    return out
+
+
+def _mono_minus_real() -> int:
+    """CLOCK_MONOTONIC - CLOCK_REALTIME in ns (the receive timestamps are
+    realtime, the records' TS monotonic), from the tightest of 20 reads."""
+    best = None
+    for _ in range(20):
+        a = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        r = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        b = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        if best is None or b - a < best[0]:
+            best = (b - a, (a + b) // 2 - r)
+    return best[1]
+
+
+def burst(lab, n: int = N) -> list[dict]:
+    """Send the burst, return per packet (in order of seq): sent, received
+    (monotonic ns), tos, and the record (speed, ts unwrapped, tx units,
+    qlen units); asserts none was lost or reordered."""
+    src, dst = lab.address("h1"), lab.address("h2")
+    frames = _frames(src, dst, n)
+    rx = lab.socket("h2", socket.AF_INET, socket.SOCK_DGRAM)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    rx.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
+    rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    rx.bind(("0.0.0.0", wire.UDP_PORT_DEFAULT))
+    rx.settimeout(2.0)
+    tx = lab.socket("h1", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    time.sleep(0.05)                 # the port's queue and HTB bucket settle
+    sent = []
+    try:
+        for f in frames:
+            sent.append(time.monotonic_ns())
+            tx.sendto(f, (dst, 0))
+        got = []
+        while len(got) < n:
+            data, anc, _, _ = rx.recvmsg(4096, 256)
+            tos = rt = None
+            for lvl, typ, d in anc:
+                if lvl == socket.IPPROTO_IP and typ == IP_TOS:
+                    tos = d[0]
+                if lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS:
+                    s, ns = struct.unpack("qq", d[:16])
+                    rt = s * 1_000_000_000 + ns
+            got.append((data, tos, rt))
+    finally:
+        rx.close()
+        tx.close()
+    off = _mono_minus_real()
+    out = []
+    for data, tos, rt in got:
+        p = wire.HpccdInt(data)
+        h = p[wire.Hpccd]
+        assert p.nhop == 1 and p.path_id == 0x0D1
+        hop = p.hops[0]
+        recv = rt + off
+        ts = recv - ((recv - hop.ts) % (1 << 24))     # the TS just before the receive
+        out.append({"seq": h.seq, "sent": sent[h.seq], "recv": recv, "tos": tos,
+                    "speed": hop.speed_code, "ts": ts, "tx": hop.tx_units,
+                    "q": hop.qlen_units})
+    assert [r["seq"] for r in out] == list(range(n)), "lost or reordered"
+    return out
+
+
+def _whole(rs: list[dict]) -> list[int]:
+    """qLen of each record as a whole number of FRAMEs (asserted exact)."""
+    ms = []
+    for r in rs:
+        assert r["q"] * 80 % FRAME == 0, f"seq {r['seq']}: qLen {r['q']} x 80 is not whole frames"
+        ms.append(r["q"] * 80 // FRAME)
+    return ms
+
+
+def _ahead(ms: list[int]) -> list[int]:
+    """What each packet found queued ahead of it on arrival, from the
+    departure records of a FIFO without losses: j < k was still queued
+    when k arrived exactly when k is among the m_j packets behind j."""
+    return [sum(ms[j] >= k - j for j in range(k)) for k in range(len(ms))]
+
+
+def test_the_record_is_the_port_at_departure(chain):
+    sw = chain.int_switch
+    sw.configure("s1", 2, ecn=Ecn(K, K, 1.0))
+    c0 = sw.counters("s1", 2)
+    rs = burst(chain)
+    c1 = sw.counters("s1", 2)
+    d = {k: c1[k][0] - c0[k][0] for k in c1}
+    ms = _whole(rs)
+    n = len(rs)
+
+    # every record rewritten at departure, none left at its enqueue values
+    assert d["int_stamped"] == n and d["int_departed"] == n, d
+    assert d["int_dep_no_deq"] == 0 and d["int_dep_mismatch"] == 0, d
+    assert all(r["speed"] == chain.topology.switches["s1"].port(2).speed_code for r in rs)
+
+    # qLen: the later packets left behind, never an earlier one
+    assert max(ms) >= 4, f"the burst did not queue: {ms}"
+    for k in range(n):
+        assert ms[k] <= n - 1 - k, (k, ms)
+        if k:
+            assert ms[k] >= ms[k - 1] - 1, (k, ms)
+    # txBytes: this packet included; sent + left behind is the burst so far
+    for k in range(1, n):
+        assert (rs[k]["tx"] - rs[k - 1]["tx"]) % (1 << 20) == FRAME // 128, (k, rs[k - 1], rs[k])
+
+    # TS: the departure.  The receive follows it by the hand-over only ...
+    lags = [r["recv"] - r["ts"] for r in rs]
+    assert all(0 <= g <= RX_LAG_MAX_NS for g in lags), lags
+    # ... and a packet that waited behind another left one transmission
+    # time after it (HTB at the link rate), not when it was sent
+    busy = [(rs[k]["ts"] - rs[k - 1]["ts"]) for k in range(1, n) if ms[k - 1] > 0]
+    assert len(busy) >= 4
+    assert abs(statistics.median(busy) - TX_S * 1e9) <= 0.15 * TX_S * 1e9, busy
+    assert sum(busy) >= 0.8 * len(busy) * TX_S * 1e9, busy
+    waited = [rs[k]["ts"] - rs[k]["sent"] for k in range(n)]
+    ahead = _ahead(ms)
+    for k in range(n):
+        # it waited for the ones ahead of it to be sent: at least all but
+        # the first of them, each one transmission time
+        assert waited[k] >= max(0, ahead[k] - 1) * TX_S * 1e9 * 0.8, (k, ahead[k], waited[k])
+
+    # marking was decided on arrival, on the queue ahead
+    for k, r in enumerate(rs):
+        assert (r["tos"] & 3 == CE) == (ahead[k] * FRAME >= K), (k, ahead[k], r["tos"])
+    assert any(a * FRAME >= K for a in ahead) and any(a * FRAME < K for a in ahead), ahead
+    assert d["ecn_marked"] == sum(a * FRAME >= K for a in ahead), d
+    print(f"\nhand-over dequeue -> receive timestamp on h2: median "
+          f"{statistics.median(lags) / 1000:.1f} us, max {max(lags) / 1000:.1f} us "
+          f"({n} packets); busy departures {statistics.median(busy) / 1000:.1f} us apart "
+          f"(transmission {TX_S * 1e6:.0f} us)")
+
+
+def test_without_departure_the_record_is_the_arrival(chain):
+    """Flag DEPART clear: the record stays as written at enqueue: the queue
+    AHEAD of the packet and the time it arrived."""
+    sw = chain.int_switch
+    sw.configure("s1", 2, ecn=None, depart=False)
+    try:
+        c0 = sw.counters("s1", 2)
+        rs = burst(chain)
+        c1 = sw.counters("s1", 2)
+    finally:
+        sw.configure("s1", 2)
+    d = {k: c1[k][0] - c0[k][0] for k in c1}
+    assert d["int_stamped"] == len(rs) and d["int_departed"] == 0, d
+    ms = _whole(rs)
+    assert ms[0] == 0 and max(ms) >= 4, ms
+    for k in range(len(rs)):
+        assert ms[k] <= k, (k, ms)               # only earlier packets were ahead
+    # TS is the arrival: before the departure by the wait for those ahead
+    for k, r in enumerate(rs):
+        assert r["sent"] <= r["ts"] <= r["recv"]
+        assert r["recv"] - r["ts"] >= max(0, ms[k] - 1) * TX_S * 1e9 * 0.8, (k, ms[k], r)

@@ -244,6 +244,17 @@ def ldcp_events(events: list[dict]) -> bytes:
     return out
 
 
+def timely_params(p: dict) -> bytes:
+    """The lab-domain block of fuzz_timely (defaults of include/hpccd/cc.h)."""
+    t_low, t_high = p.get("T_low_ns", 50_000), p.get("T_high_ns", 500_000)
+    return (u8(0) + u16(frac16(p.get("alpha", 0.875))) + u16(frac16(p.get("beta", 0.8)))
+            + u32(int(p.get("delta_bps", 10e6)) - 1) + u32(t_low) + u32(t_high - t_low - 1)
+            + u32(p.get("min_rtt_ns", 13_000) - 1) + u8(p.get("hai_N", 5) - 1)
+            + u8(p.get("hai_after", 5) - 1)
+            + u32(p.get("line_rate_bps", 100_000_000_000) // 1_000_000 - 1)
+            + u32(int(p.get("min_rate_bps", 1e6)) - 1))
+
+
 def cc_seeds() -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     for path in sorted(TRACES.glob("*.jsonl")):
@@ -258,6 +269,9 @@ def cc_seeds() -> dict[str, bytes]:
                 body = u8(2) + dctcp_params(params) + dctcp_events(ev, params.get("mtu_bytes", 1000))
             elif algo == "ldcp":
                 body = u8(3) + ldcp_params(params) + ldcp_events(ev)
+            elif algo == "timely":
+                body = u8(5) + timely_params(params) + b"".join(
+                    u8(1) + u32(e["rtt_ns"]) for e in ev[:512])
             else:
                 continue
             out[f"{path.stem}.{lo}-{hi}"] = body
@@ -283,9 +297,7 @@ def cc_seeds() -> dict[str, bytes]:
                       (2, 1000, 40_000_000), (16, 0, 0)):
         dcqcn += u8(f) + (u32(dt) if f & 1 else u16(dt)) + (u32(tx) if f & 2 else u16(tx))
     out["dcqcn.defaults"] = dcqcn
-    timely = (u8(5) + u8(0) + u16(frac16(0.875)) + u16(frac16(0.8)) + u32(10_000_000 - 1)
-              + u32(50_000) + u32(500_000 - 50_000 - 1) + u32(13_000 - 1) + u8(4) + u8(4)
-              + u32(100_000 - 1) + u32(1_000_000 - 1))
+    timely = u8(5) + timely_params({})
     for rtt in (20_000, 60_000, 120_000, 300_000, 700_000, 400_000, 200_000, 150_000,
                 140_000, 130_000, 120_000, 110_000, 100_000, 40_000):
         timely += u8(1) + u32(rtt)

@@ -417,7 +417,10 @@ class DcqcnNotificationPoint:
 
     def __init__(self, N_ns: int = 50_000) -> None:
         self._np = ffi.new("struct hpccd_dcqcn_np *")
-        lib.hpccd_dcqcn_np_init(self._np, _as_int("N_ns", N_ns))
+        N_ns = _as_int("N_ns", N_ns)
+        if N_ns >= 1 << 64:
+            raise ParamError("N_ns", f"{N_ns} is out of range for this parameter")
+        lib.hpccd_dcqcn_np_init(self._np, N_ns)
 
     pending = property(lambda self: bool(self._np.pending))
     n_cnp = property(lambda self: self._np.n_cnp)
@@ -440,7 +443,10 @@ def dcqcn_ecn_for_rate(bw_bps: int) -> dict[str, Any]:
     """The switch's marking thresholds for a link of `bw_bps` (seed 004
     section 5.1): {"kmin_bytes", "kmax_bytes", "pmax"}."""
     e = ffi.new("struct hpccd_dcqcn_ecn *")
-    lib.hpccd_dcqcn_ecn_for_rate(_as_int("bw_bps", bw_bps), e)
+    bw_bps = _as_int("bw_bps", bw_bps)
+    if bw_bps >= 1 << 64:
+        raise ParamError("bw_bps", f"{bw_bps} is out of range for this parameter")
+    lib.hpccd_dcqcn_ecn_for_rate(bw_bps, e)
     return {"kmin_bytes": e.kmin_bytes, "kmax_bytes": e.kmax_bytes, "pmax": e.pmax}
 
 

@@ -249,6 +249,10 @@ def test_np_without_marks_never_sends_and_n_zero_sends_per_mark():
     assert not any(np_.on_packet(False, t) for t in range(0, 10**6, 1000))
     np0 = DcqcnNotificationPoint(N_ns=0)
     assert all(np0.on_packet(True, 7) for _ in range(3))
+    for bad in (-1, 2**64, 1.5):
+        with pytest.raises(ParamError) as e:
+            DcqcnNotificationPoint(N_ns=bad)
+        assert e.value.key == "N_ns"
 
 
 # ---- switch side ---------------------------------------------------------------------
@@ -259,6 +263,8 @@ def test_ecn_thresholds_scale_with_bandwidth_as_the_hpcc_paper_says():
                                                   "kmax_bytes": 400_000, "pmax": 0.01}
     assert dcqcn_ecn_for_rate(100_000_000_000)["kmin_bytes"] == 400_000       # x 4
     assert dcqcn_ecn_for_rate(100_000_000_000)["kmax_bytes"] == 1_600_000
+    with pytest.raises(ParamError):
+        dcqcn_ecn_for_rate(2**64)
     e = dcqcn_ecn_for_rate(1_000_000_000)                                     # / 25
     assert (e["kmin_bytes"], e["kmax_bytes"]) == (4000, 16_000)
     # RED: 0 up to Kmin; 0.01 x (10000 - 4000) / (16000 - 4000) = 0.005; 0.01 at Kmax; 1 above

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * libFuzzer harness: the congestion-control core (include/hpccd/cc.h) -
- * HPCC, Rx-HPCC, DCTCP (sender and receiver) and LDCP - driven by event
+ * HPCC, Rx-HPCC, DCTCP (sender and receiver), LDCP, DCQCN (reaction and
+ * notification points, switch marking) and TIMELY - driven by event
  * sequences decoded from the input.
  *
- * Input: byte 0 picks the algorithm (low 2 bits) and the parameter domain
- * (bit 7); then the parameters; then events until the input ends (at most
- * MAX_EVENTS).  Every field comes from fuzz_rd (zeroes past the end).
+ * Input: byte 0 picks the algorithm (bit 2 clear: low 2 bits, HPCC,
+ * Rx-HPCC, DCTCP, LDCP; bit 2 set: bit 0, DCQCN or TIMELY) and the
+ * parameter domain (bit 7); then the parameters; then events until the
+ * input ends (at most MAX_EVENTS).  Every field comes from fuzz_rd (zeroes
+ * past the end).
  *
  * Two parameter domains:
  *  - "lab" (bit 7 clear): every parameter in a physical range (T from 1 ns
@@ -25,12 +28,25 @@
  *        packets unacknowledged;
  *      LDCP: cw finite and >= gamma, cw = IW throughout fast start, no way
  *        back to fast start, the sub-packet timer RTT / cw only below one
- *        packet, exactly one ECN-capable packet in the first RTT.
+ *        packet, exactly one ECN-capable packet in the first RTT;
+ *      DCQCN: min_rate <= RC <= RT <= line rate, alpha in [0, 1], the
+ *        rates never fall without a CNP, the counters start over at a
+ *        CNP, no timer armed before the first CNP and none in the past
+ *        after one; the NP sends at most one CNP per N, at once for a
+ *        mark outside the window, and holds a mark inside it until
+ *        last + N; the marking probability in [0, 1] and non-decreasing
+ *        in the queue, Kmin <= Kmax for every bandwidth;
+ *      TIMELY: min_rate <= rate <= line rate, rtt_diff finite, the rate
+ *        moves in the direction Algorithm 1's branch says (up below
+ *        T_low and for a gradient <= 0, down above T_high and for a
+ *        positive one), the HAI streak counts negative gradients.
  *  - "raw" (bit 7 set): parameters are raw bit patterns (NaN, infinities,
  *    denormals, 2^64 - 1) and event fields raw 64-bit values.  init must
  *    accept them or refuse them with -EINVAL and a reason; what it accepts
- *    must run without a sanitizer report, with HPCC's window still in
- *    [w_min, w_max] and DCTCP's alpha in [0, SCF].
+ *    must run without a sanitizer report (and in bounded time: DCQCN's
+ *    timer catch-up over any gap), with HPCC's window still in
+ *    [w_min, w_max], DCTCP's alpha in [0, SCF], DCQCN's and TIMELY's
+ *    rates within their bounds.
  *
  * In both domains the batch entry points (hpccd_*_run, which the replay
  * tool and the Python API use) run the same events on a second state and
@@ -482,12 +498,252 @@ static void fuzz_ldcp(struct fuzz_rd *r, int lab)
 	}
 }
 
+/* ---- DCQCN ------------------------------------------------------------------ */
+
+static void dcqcn_check(const struct hpccd_dcqcn *s)
+{
+	FUZZ_CHECK(s->RC >= s->min_rate && s->RC <= s->RT && s->RT <= s->line_rate);
+	FUZZ_CHECK(s->alpha >= 0 && s->alpha <= 1);
+	FUZZ_CHECK((s->stage == HPCCD_DCQCN_LINE_RATE) == (s->n_cnp == 0));
+	if (s->n_cnp == 0)
+		FUZZ_CHECK(hpccd_dcqcn_next_timer_ns(s) == 0 && s->RC == s->line_rate);
+	else
+		FUZZ_CHECK(s->next_alpha_ns > s->now_ns || s->next_alpha_ns == UINT64_MAX);
+}
+
+static void fuzz_dcqcn(struct fuzz_rd *r, int lab)
+{
+	static struct hpccd_dcqcn_event ev[MAX_EVENTS];
+	static struct hpccd_dcqcn_out out[MAX_EVENTS];
+	struct hpccd_dcqcn_params p;
+	struct hpccd_dcqcn a, b;
+	struct hpccd_dcqcn_np np;
+	struct hpccd_dcqcn_ecn e;
+	const char *why = NULL;
+	uint64_t now = 0, q;
+	size_t n = 0, i;
+	int rc;
+
+	hpccd_dcqcn_params_default(&p);
+	if (lab) {
+		uint8_t opt = fuzz_u8(r);
+
+		p.g = frac16(r);
+		p.K_ns = 1 + fuzz_u32(r) % 1000000000;
+		p.T_ns = 1 + fuzz_u32(r) % 1000000000;
+		p.B_bytes = 1 + fuzz_u32(r);
+		p.F = 1 + fuzz_u16(r) % 1000;
+		p.line_rate_bps = lab_rate(r);
+		p.R_AI_bps = (double)p.line_rate_bps / 1048576.0 * (1 + fuzz_u16(r));
+		p.R_HAI_bps = opt & 1 ? 1.0 + fuzz_u32(r) : 0;
+		p.min_rate_bps = fmin((double)p.line_rate_bps, 1.0 + fuzz_u32(r));
+		p.alpha_init = fuzz_u16(r) / 65535.0;
+	} else {
+		p.g = fuzz_raw_double(r);
+		p.K_ns = fuzz_u64(r);
+		p.T_ns = fuzz_u64(r);
+		p.B_bytes = fuzz_u64(r);
+		p.F = fuzz_u32(r);
+		p.R_AI_bps = fuzz_raw_double(r);
+		p.R_HAI_bps = fuzz_raw_double(r);
+		p.line_rate_bps = fuzz_u64(r);
+		p.min_rate_bps = fuzz_raw_double(r);
+		p.alpha_init = fuzz_raw_double(r);
+	}
+	/* The switch side, for the bandwidth at hand: Kmin <= Kmax, the
+	 * marking probability in [0, 1] and non-decreasing in the queue. */
+	hpccd_dcqcn_ecn_for_rate(p.line_rate_bps, &e);
+	FUZZ_CHECK(e.kmin_bytes <= e.kmax_bytes);
+	q = lab ? fuzz_u32(r) : fuzz_u64(r);
+	{
+		double p0 = hpccd_dcqcn_mark_prob(&e, q);
+		double p1 = hpccd_dcqcn_mark_prob(&e, q == UINT64_MAX ? q : q + 1);
+
+		FUZZ_CHECK(p0 >= 0 && p0 <= 1 && p0 <= p1);
+		FUZZ_CHECK((q <= e.kmin_bytes) == (p0 == 0) || e.kmin_bytes == e.kmax_bytes);
+	}
+
+	rc = hpccd_dcqcn_init(&a, &p, &why);
+	if (rc) {
+		FUZZ_CHECK(rc == -EINVAL && why != NULL && *why);
+		return;
+	}
+	FUZZ_CHECK(hpccd_dcqcn_init(&b, &p, NULL) == 0);
+	dcqcn_check(&a);
+	hpccd_dcqcn_np_init(&np, lab ? fuzz_u32(r) % 1000000000 : fuzz_u64(r));
+
+	while (r->n && n < MAX_EVENTS) {
+		struct hpccd_dcqcn_event *x = &ev[n];
+		double rc0 = a.RC, rt0 = a.RT;
+		uint64_t last0 = np.last_cnp_ns;
+		uint32_t sent0 = np.sent, cnp;
+		uint8_t f = fuzz_u8(r);
+
+		memset(x, 0, sizeof(*x));
+		if (lab) {
+			now += f & 1 ? fuzz_u32(r) : fuzz_u16(r);
+			x->tx_bytes = f & 2 ? fuzz_u32(r) : fuzz_u16(r);
+		} else {
+			now = fuzz_u64(r);
+			x->tx_bytes = fuzz_u64(r);
+		}
+		x->now_ns = now;
+		x->cnp = (f >> 2) & 1;
+		hpccd_dcqcn_on_tx(&a, x->tx_bytes, x->now_ns);
+		if (x->cnp)
+			hpccd_dcqcn_on_cnp(&a, x->now_ns);
+		out[n].rate_bps = a.RC;
+		out[n].target_bps = a.RT;
+		out[n].alpha = a.alpha;
+		out[n].stage = a.stage;
+		n++;
+		dcqcn_check(&a);
+		if (x->cnp) {
+			FUZZ_CHECK(a.t_count == 0 && a.bc_count == 0 && a.bytes == 0);
+			FUZZ_CHECK(a.stage == HPCCD_DCQCN_FAST_RECOVERY);
+		} else {
+			FUZZ_CHECK(a.RC >= rc0 && a.RT >= rt0);   /* no cut without a CNP */
+		}
+
+		/* The notification point, on the same clock (f bit 3: CE). */
+		if (f & 16) {
+			cnp = hpccd_dcqcn_np_poll(&np, now);
+			FUZZ_CHECK(cnp == 0 || (sent0 && now >= last0 && now - last0 >= np.N_ns));
+		} else {
+			int ce = (f >> 3) & 1;
+			int over = !sent0 || (now >= last0 && now - last0 >= np.N_ns);
+
+			cnp = hpccd_dcqcn_np_on_packet(&np, ce, now);
+			if (ce)
+				FUZZ_CHECK(cnp == (uint32_t)over);   /* at once, or held */
+			FUZZ_CHECK(cnp == 0 || over);              /* at most one per N */
+		}
+		if (cnp)
+			FUZZ_CHECK(np.last_cnp_ns == now && !np.pending);
+		if (np.pending)
+			FUZZ_CHECK(hpccd_dcqcn_np_next_ns(&np) >= np.last_cnp_ns);
+		else
+			FUZZ_CHECK(hpccd_dcqcn_np_next_ns(&np) == 0);
+	}
+
+	{
+		struct hpccd_dcqcn_out *o = calloc(n ? n : 1, sizeof(*o));
+
+		FUZZ_CHECK(o != NULL);
+		FUZZ_CHECK(hpccd_dcqcn_run(&b, ev, o, n) == 0);
+		for (i = 0; i < n; i++)
+			FUZZ_CHECK(same_double(o[i].rate_bps, out[i].rate_bps) &&
+				   same_double(o[i].target_bps, out[i].target_bps) &&
+				   same_double(o[i].alpha, out[i].alpha) &&
+				   o[i].stage == out[i].stage);
+		FUZZ_CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+		free(o);
+	}
+}
+
+/* ---- TIMELY ----------------------------------------------------------------- */
+
+static void fuzz_timely(struct fuzz_rd *r, int lab)
+{
+	static struct hpccd_timely_event ev[MAX_EVENTS];
+	static struct hpccd_timely_out out[MAX_EVENTS];
+	struct hpccd_timely_params p;
+	struct hpccd_timely a, b;
+	const char *why = NULL;
+	size_t n = 0, i;
+	int rc;
+
+	hpccd_timely_params_default(&p);
+	if (lab) {
+		uint8_t opt = fuzz_u8(r);
+
+		p.alpha = frac16(r);
+		p.beta = frac16(r);
+		p.delta_bps = 1.0 + fuzz_u32(r);
+		p.T_low_ns = fuzz_u32(r) % 1000000000;
+		p.T_high_ns = p.T_low_ns + 1 + fuzz_u32(r) % 1000000000;
+		p.min_rtt_ns = 1 + fuzz_u32(r) % 1000000000;
+		p.hai_N = 1 + fuzz_u8(r) % 16;
+		p.hai_after = 1 + fuzz_u8(r) % 16;
+		p.line_rate_bps = lab_rate(r);
+		p.min_rate_bps = fmin((double)p.line_rate_bps, 1.0 + fuzz_u32(r));
+		p.init_rate_bps = opt & 1 ? fmax(p.min_rate_bps,
+						 fmin((double)p.line_rate_bps, 1.0 + fuzz_u64(r) % 1600000000000ULL)) : 0;
+	} else {
+		p.alpha = fuzz_raw_double(r);
+		p.beta = fuzz_raw_double(r);
+		p.delta_bps = fuzz_raw_double(r);
+		p.T_low_ns = fuzz_u64(r);
+		p.T_high_ns = fuzz_u64(r);
+		p.min_rtt_ns = fuzz_u64(r);
+		p.hai_N = fuzz_u32(r);
+		p.hai_after = fuzz_u32(r);
+		p.line_rate_bps = fuzz_u64(r);
+		p.min_rate_bps = fuzz_raw_double(r);
+		p.init_rate_bps = fuzz_raw_double(r);
+	}
+	rc = hpccd_timely_init(&a, &p, &why);
+	if (rc) {
+		FUZZ_CHECK(rc == -EINVAL && why != NULL && *why);
+		return;
+	}
+	FUZZ_CHECK(hpccd_timely_init(&b, &p, NULL) == 0);
+
+	while (r->n && n < MAX_EVENTS) {
+		double rate0 = a.rate, rtt;
+		uint32_t streak0 = a.neg_streak;
+		uint8_t f = fuzz_u8(r);
+
+		ev[n].rtt_ns = lab ? (f & 1 ? fuzz_u32(r) : fuzz_u16(r) * (uint64_t)(f >> 1)) :
+				     fuzz_u64(r);
+		rtt = (double)ev[n].rtt_ns;
+		hpccd_timely_on_rtt(&a, ev[n].rtt_ns);
+		out[n].rate_bps = a.rate;
+		out[n].rtt_diff_ns = a.rtt_diff;
+		out[n].gradient = a.gradient;
+		out[n].hai = a.hai;
+		n++;
+		FUZZ_CHECK(isfinite(a.rate) && a.rate >= a.min_rate && a.rate <= a.line_rate);
+		FUZZ_CHECK(isfinite(a.rtt_diff));
+		FUZZ_CHECK(a.neg_streak == (a.gradient < 0 ?
+			   (streak0 == UINT32_MAX ? streak0 : streak0 + 1) : 0));
+		/* The direction of Algorithm 1's branch (bounds can only hold
+		 * the rate where it was). */
+		if (rtt < a.T_low || (rtt <= a.T_high && a.gradient <= 0))
+			FUZZ_CHECK(a.rate >= fmin(rate0, a.line_rate));
+		else
+			FUZZ_CHECK(a.rate <= fmax(rate0, a.min_rate));
+		FUZZ_CHECK(!a.hai || a.neg_streak >= a.hai_after);
+	}
+
+	{
+		struct hpccd_timely_out *o = calloc(n ? n : 1, sizeof(*o));
+
+		FUZZ_CHECK(o != NULL);
+		FUZZ_CHECK(hpccd_timely_run(&b, ev, o, n) == 0);
+		for (i = 0; i < n; i++)
+			FUZZ_CHECK(same_double(o[i].rate_bps, out[i].rate_bps) &&
+				   same_double(o[i].rtt_diff_ns, out[i].rtt_diff_ns) &&
+				   same_double(o[i].gradient, out[i].gradient) &&
+				   o[i].hai == out[i].hai);
+		FUZZ_CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+		free(o);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_rd r = {data, size};
 	uint8_t sel = fuzz_u8(&r);
 	int lab = !(sel & 0x80);
 
+	if (sel & 4) {
+		if (sel & 1)
+			fuzz_timely(&r, lab);
+		else
+			fuzz_dcqcn(&r, lab);
+		return 0;
+	}
 	switch (sel & 3) {
 	case 0:
 		fuzz_hpcc(&r, HPCCD_ALGO_HPCC, lab);

@@ -11,7 +11,8 @@ writes one directory per harness:
   seed, and all of them as one flow's sequence of packets, in the
   harness's record format (fuzz/fuzz_int_hop.c);
 * ``fuzz_cc/``: slices of the bundled replay traces (daemon/hpccd/traces/,
-  one per algorithm) in the event format of fuzz/fuzz_cc.c, the default
+  one per algorithm) in the event format of fuzz/fuzz_cc.c, DCQCN and TIMELY
+  episodes with their defaults, the default
   parameters in its "raw" domain, and a DCTCP receiver run;
 * the regression inputs of fuzz/regressions/<harness>/ (crashes found
   earlier, kept so that every run replays them).
@@ -243,6 +244,17 @@ def ldcp_events(events: list[dict]) -> bytes:
     return out
 
 
+def timely_params(p: dict) -> bytes:
+    """The lab-domain block of fuzz_timely (defaults of include/hpccd/cc.h)."""
+    t_low, t_high = p.get("T_low_ns", 50_000), p.get("T_high_ns", 500_000)
+    return (u8(0) + u16(frac16(p.get("alpha", 0.875))) + u16(frac16(p.get("beta", 0.8)))
+            + u32(int(p.get("delta_bps", 10e6)) - 1) + u32(t_low) + u32(t_high - t_low - 1)
+            + u32(p.get("min_rtt_ns", 13_000) - 1) + u8(p.get("hai_N", 5) - 1)
+            + u8(p.get("hai_after", 5) - 1)
+            + u32(p.get("line_rate_bps", 100_000_000_000) // 1_000_000 - 1)
+            + u32(int(p.get("min_rate_bps", 1e6)) - 1))
+
+
 def cc_seeds() -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     for path in sorted(TRACES.glob("*.jsonl")):
@@ -257,6 +269,9 @@ def cc_seeds() -> dict[str, bytes]:
                 body = u8(2) + dctcp_params(params) + dctcp_events(ev, params.get("mtu_bytes", 1000))
             elif algo == "ldcp":
                 body = u8(3) + ldcp_params(params) + ldcp_events(ev)
+            elif algo == "timely":
+                body = u8(5) + timely_params(params) + b"".join(
+                    u8(1) + u32(e["rtt_ns"]) for e in ev[:512])
             else:
                 continue
             out[f"{path.stem}.{lo}-{hi}"] = body
@@ -269,6 +284,32 @@ def cc_seeds() -> dict[str, bytes]:
                                 + bytes(range(200)))
     out["raw.dctcp.defaults"] = (u8(0x82) + u32(4) + u32(1000) + u64(0) + u64(0) + u32(0)
                                  + bytes(range(200)))
+    # DCQCN and TIMELY with the defaults of include/hpccd/cc.h (no bundled
+    # trace drives them): the lab domain, an episode of CNPs, timer catch-ups
+    # and byte counts; TIMELY an RTT rising past T_high and falling back.
+    dcqcn = (u8(4) + u8(0) + u16(frac16(1 / 256)) + u32(55_000 - 1) + u32(55_000 - 1)
+             + u32(10_000_000 - 1) + u16(5 - 1) + u32(100_000 - 1)
+             + u16(418)                                  # R_AI = 100G / 2^20 x 419 ~ 40M
+             + u32(1_000_000 - 1) + u16(0xFFFF)          # min rate 1M, alpha 1
+             + u32(300_000) + u32(50_000))               # queue probe, NP's N
+    for f, dt, tx in ((4 | 8, 1000, 1000), (8, 10_000, 9000), (16, 50_000, 0),
+                      (0, 60_000, 60_000), (4 | 8, 1000, 1000), (1, 3_000_000, 1000),
+                      (2, 1000, 40_000_000), (16, 0, 0)):
+        dcqcn += u8(f) + (u32(dt) if f & 1 else u16(dt)) + (u32(tx) if f & 2 else u16(tx))
+    out["dcqcn.defaults"] = dcqcn
+    timely = u8(5) + timely_params({})
+    for rtt in (20_000, 60_000, 120_000, 300_000, 700_000, 400_000, 200_000, 150_000,
+                140_000, 130_000, 120_000, 110_000, 100_000, 40_000):
+        timely += u8(1) + u32(rtt)
+    out["timely.defaults"] = timely
+    out["raw.dcqcn.defaults"] = (u8(0x84) + f64(1 / 256) + u64(55_000) + u64(55_000)
+                                 + u64(10_000_000) + u32(5) + f64(40e6) + f64(0)
+                                 + u64(100_000_000_000) + f64(1e6) + f64(1.0)
+                                 + u64(300_000) + u64(50_000) + bytes(range(200)))
+    out["raw.timely.defaults"] = (u8(0x85) + f64(0.875) + f64(0.8) + f64(10e6) + u64(50_000)
+                                  + u64(500_000) + u64(13_000) + u32(5) + u32(5)
+                                  + u64(100_000_000_000) + f64(1e6) + f64(0)
+                                  + bytes(range(200)))
     # The DCTCP receiver: m = 2, CE flipping now and then, a timer.
     out["dctcp_rx"] = u8(2) + u8(8) + u8(0) + u16(999) + u8(2) + bytes(
         [0, 2, 4, 1, 3, 3, 0xFF, 0, 1, 0, 0, 0, 0xFF, 1, 1, 1])

@@ -16,7 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ._cc import ffi, lib
 
-__all__ = ["ParamError", "CCError", "Hpcc", "RxHpcc", "Dctcp", "Ldcp",
+__all__ = ["ParamError", "CCError", "Hpcc", "RxHpcc", "Dctcp", "Ldcp", "Dcqcn",
+           "DcqcnNotificationPoint", "Timely", "dcqcn_ecn_for_rate", "dcqcn_mark_prob",
            "FLOW_CLASSES", "MAX_HOPS", "make_flow"]
 
 MAX_HOPS = lib.HPCCD_CC_MAX_HOPS
@@ -344,7 +345,165 @@ class Ldcp(_Flow):
                 for i in range(n)]
 
 
-FLOW_CLASSES: dict[str, type] = {c.algo: c for c in (Hpcc, RxHpcc, Dctcp, Ldcp)}
+class Dcqcn(_Flow):
+    """DCQCN reaction point (Zhu et al., SIGCOMM 2015, section 3.1): rate
+    control from CNPs, the alpha timer, and rate increase events of the
+    timer and the byte counter.  Time is passed in (``now_ns``)."""
+
+    algo = "dcqcn"
+    _struct = "hpccd_dcqcn"
+    PARAMS: dict[str, type] = {"g": float, "K_ns": int, "T_ns": int, "B_bytes": int,
+                               "F": int, "R_AI_bps": float, "R_HAI_bps": float,
+                               "line_rate_bps": int, "min_rate_bps": float,
+                               "alpha_init": float}
+    STAGES = {lib.HPCCD_DCQCN_LINE_RATE: "line_rate",
+              lib.HPCCD_DCQCN_FAST_RECOVERY: "fast_recovery",
+              lib.HPCCD_DCQCN_ADDITIVE: "additive", lib.HPCCD_DCQCN_HYPER: "hyper"}
+    _counter_names = ("n_cnp", "n_alpha_decays", "n_fast_recovery", "n_additive", "n_hyper")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__()
+        p = ffi.new("struct hpccd_dcqcn_params *")
+        lib.hpccd_dcqcn_params_default(p)
+        _fill(p, self.PARAMS, params)
+        why = ffi.new("const char **")
+        if lib.hpccd_dcqcn_init(self._s, p, why) < 0:
+            msg = _why(why)
+            raise ParamError(msg.split()[0], msg)
+
+    rate_bps = property(lambda self: self._s.RC)          # current rate RC
+    target_bps = property(lambda self: self._s.RT)        # target rate RT
+    alpha = property(lambda self: self._s.alpha)
+    stage = property(lambda self: self.STAGES[self._s.stage])
+    t_count = property(lambda self: self._s.t_count)      # T of Figure 6
+    bc_count = property(lambda self: self._s.bc_count)    # BC of Figure 6
+    R_HAI = property(lambda self: self._s.R_HAI)
+
+    @property
+    def next_timer_ns(self) -> int:
+        return lib.hpccd_dcqcn_next_timer_ns(self._s)
+
+    def advance(self, now_ns: int) -> None:
+        lib.hpccd_dcqcn_advance(self._s, now_ns)
+
+    def on_cnp(self, now_ns: int) -> None:
+        lib.hpccd_dcqcn_on_cnp(self._s, now_ns)
+
+    def on_tx(self, nbytes: int, now_ns: int) -> None:
+        lib.hpccd_dcqcn_on_tx(self._s, nbytes, now_ns)
+
+    @staticmethod
+    def events(evs: Iterable[Mapping[str, Any]]):
+        evs = list(evs)
+        arr = ffi.new("struct hpccd_dcqcn_event[]", len(evs))
+        for i, e in enumerate(evs):
+            arr[i].now_ns = e["now_ns"]
+            arr[i].tx_bytes = e.get("tx_bytes", 0)
+            arr[i].cnp = 1 if e.get("cnp") else 0
+        return arr
+
+    def run(self, events) -> list[dict[str, Any]]:
+        n = len(events)
+        out = ffi.new("struct hpccd_dcqcn_out[]", n)
+        _check(lib.hpccd_dcqcn_run(self._s, events, out, n), "dcqcn run")
+        return [{"rate_bps": out[i].rate_bps, "target_bps": out[i].target_bps,
+                 "alpha": out[i].alpha, "stage": self.STAGES[out[i].stage]}
+                for i in range(n)]
+
+
+class DcqcnNotificationPoint:
+    """DCQCN's receiver side (section 3.1, NP): at most one CNP per N per
+    flow, sent when CE-marked packets arrive."""
+
+    def __init__(self, N_ns: int = 50_000) -> None:
+        self._np = ffi.new("struct hpccd_dcqcn_np *")
+        N_ns = _as_int("N_ns", N_ns)
+        if N_ns >= 1 << 64:
+            raise ParamError("N_ns", f"{N_ns} is out of range for this parameter")
+        lib.hpccd_dcqcn_np_init(self._np, N_ns)
+
+    pending = property(lambda self: bool(self._np.pending))
+    n_cnp = property(lambda self: self._np.n_cnp)
+    n_ce = property(lambda self: self._np.n_ce)
+
+    @property
+    def next_ns(self) -> int:
+        return lib.hpccd_dcqcn_np_next_ns(self._np)
+
+    def on_packet(self, ce: bool, now_ns: int) -> bool:
+        """True: send a CNP now."""
+        return bool(lib.hpccd_dcqcn_np_on_packet(self._np, bool(ce), now_ns))
+
+    def poll(self, now_ns: int) -> bool:
+        """True: the pending CNP is due, send it now."""
+        return bool(lib.hpccd_dcqcn_np_poll(self._np, now_ns))
+
+
+def dcqcn_ecn_for_rate(bw_bps: int) -> dict[str, Any]:
+    """The switch's marking thresholds for a link of `bw_bps` (seed 004
+    section 5.1): {"kmin_bytes", "kmax_bytes", "pmax"}."""
+    e = ffi.new("struct hpccd_dcqcn_ecn *")
+    bw_bps = _as_int("bw_bps", bw_bps)
+    if bw_bps >= 1 << 64:
+        raise ParamError("bw_bps", f"{bw_bps} is out of range for this parameter")
+    lib.hpccd_dcqcn_ecn_for_rate(bw_bps, e)
+    return {"kmin_bytes": e.kmin_bytes, "kmax_bytes": e.kmax_bytes, "pmax": e.pmax}
+
+
+def dcqcn_mark_prob(kmin_bytes: int, kmax_bytes: int, pmax: float, qlen_bytes: int) -> float:
+    e = ffi.new("struct hpccd_dcqcn_ecn *", {"kmin_bytes": kmin_bytes,
+                                            "kmax_bytes": kmax_bytes, "pmax": pmax})
+    return lib.hpccd_dcqcn_mark_prob(e, qlen_bytes)
+
+
+class Timely(_Flow):
+    """TIMELY (Mittal et al., SIGCOMM 2015, section 4, Algorithm 1): the
+    rate from RTT samples."""
+
+    algo = "timely"
+    _struct = "hpccd_timely"
+    PARAMS: dict[str, type] = {"alpha": float, "beta": float, "delta_bps": float,
+                               "T_low_ns": int, "T_high_ns": int, "min_rtt_ns": int,
+                               "hai_N": int, "hai_after": int, "line_rate_bps": int,
+                               "init_rate_bps": float, "min_rate_bps": float}
+    _counter_names = ("n_samples", "n_low", "n_high", "n_increase", "n_hai", "n_decrease")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__()
+        p = ffi.new("struct hpccd_timely_params *")
+        lib.hpccd_timely_params_default(p)
+        _fill(p, self.PARAMS, params)
+        why = ffi.new("const char **")
+        if lib.hpccd_timely_init(self._s, p, why) < 0:
+            msg = _why(why)
+            raise ParamError(msg.split()[0], msg)
+
+    rate_bps = property(lambda self: self._s.rate)
+    rtt_diff = property(lambda self: self._s.rtt_diff)
+    gradient = property(lambda self: self._s.gradient)
+    neg_streak = property(lambda self: self._s.neg_streak)
+    hai = property(lambda self: bool(self._s.hai))
+
+    def on_rtt(self, rtt_ns: int) -> None:
+        lib.hpccd_timely_on_rtt(self._s, rtt_ns)
+
+    @staticmethod
+    def events(evs: Iterable[Mapping[str, Any]]):
+        evs = list(evs)
+        arr = ffi.new("struct hpccd_timely_event[]", len(evs))
+        for i, e in enumerate(evs):
+            arr[i].rtt_ns = e["rtt_ns"]
+        return arr
+
+    def run(self, events) -> list[dict[str, Any]]:
+        n = len(events)
+        out = ffi.new("struct hpccd_timely_out[]", n)
+        _check(lib.hpccd_timely_run(self._s, events, out, n), "timely run")
+        return [{"rate_bps": out[i].rate_bps, "rtt_diff_ns": out[i].rtt_diff_ns,
+                 "gradient": out[i].gradient, "hai": bool(out[i].hai)} for i in range(n)]
+
+
+FLOW_CLASSES: dict[str, type] = {c.algo: c for c in (Hpcc, RxHpcc, Dctcp, Ldcp, Dcqcn, Timely)}
 
 
 def make_flow(algo: str, **params: Any) -> _Flow:

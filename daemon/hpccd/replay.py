@@ -10,7 +10,10 @@ written, in order.
 Extensions to the exchange format, all optional and backwards compatible:
 ``path_id`` is accepted on rx-hpcc events as on hpcc events, and rx-hpcc
 events may carry ``active_flows`` (the receiver's count of concurrent flows N,
-seed 002 section 6.3.2).
+seed 002 section 6.3.2).  Two more algorithms, the HPCC paper's RDMA
+baselines: ``dcqcn`` (events ``{"now_ns", "tx_bytes"?, "cnp"?}``: the
+sender's clock, bytes sent since the previous event, a CNP received) and
+``timely`` (events ``{"rtt_ns"}``: one RTT sample per completion event).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from typing import IO, Any, Callable, Iterable, Mapping
 
 from . import cc
 
-ALGOS = ("hpcc", "rx-hpcc", "dctcp", "ldcp")
+ALGOS = ("hpcc", "rx-hpcc", "dctcp", "ldcp", "dcqcn", "timely")
 
 
 
@@ -124,8 +127,21 @@ def _ev_ldcp(line: int, e: Mapping[str, Any]) -> dict[str, Any]:
     return ev
 
 
+def _ev_dcqcn(line: int, e: Mapping[str, Any]) -> dict[str, Any]:
+    _check_keys(line, e, ("now_ns",), ("tx_bytes", "cnp"), "dcqcn event")
+    return {"now_ns": _uint(line, "now_ns", e["now_ns"]),
+            "tx_bytes": _uint(line, "tx_bytes", e.get("tx_bytes", 0)),
+            "cnp": _flag(line, "cnp", e.get("cnp", 0))}
+
+
+def _ev_timely(line: int, e: Mapping[str, Any]) -> dict[str, Any]:
+    _check_keys(line, e, ("rtt_ns",), (), "timely event")
+    return {"rtt_ns": _uint(line, "rtt_ns", e["rtt_ns"])}
+
+
 EVENT_PARSERS: dict[str, Callable[[int, Mapping[str, Any]], dict[str, Any]]] = {
     "hpcc": _ev_hpcc, "rx-hpcc": _ev_rxhpcc, "dctcp": _ev_dctcp, "ldcp": _ev_ldcp,
+    "dcqcn": _ev_dcqcn, "timely": _ev_timely,
 }
 
 

@@ -75,6 +75,7 @@ class Packet:
     sender: int
     seq_end: int
     size: int
+    sent_ns: int = 0                             # when the sender put it on the wire
     hops: list = field(default_factory=list)
 
 
@@ -84,7 +85,9 @@ def _ser_ns(size: int, rate_bps: int) -> int:
 
 def simulate(n_incast: int = N_INCAST, incast_at_ns: int = INCAST_AT_NS,
              incast_bytes: int = INCAST_BYTES, end_ns: int = END_NS) -> list[dict]:
-    """Run the incast model; return the long flow's ACK events (trace format)."""
+    """Run the incast model; return the long flow's ACK events (trace format),
+    each with the RTT its packet saw under the extra key ``rtt_ns`` (ACK
+    arrival minus the packet's send time; derive() keeps it for timely)."""
     ports = [Port(UPLINK), Port(LINE)]
     senders = [Sender(0, 1 << 62, 0, cc.Hpcc(**HPCC_PARAMS))]
     senders += [Sender(i, incast_bytes, incast_at_ns, cc.Hpcc(**HPCC_PARAMS))
@@ -109,7 +112,7 @@ def simulate(n_incast: int = N_INCAST, incast_at_ns: int = INCAST_AT_NS,
             # Pacing at R = W/T (seed 004 section 3.2), never above the NIC.
             rate = min(s.flow.rate_bps, LINE)
             s.next_tx_ns = max(now, s.next_tx_ns) + _ser_ns(size, int(rate))
-            at(now + PROP_NS, "arrive", 0, Packet(s.idx, s.snd_nxt, size))
+            at(now + PROP_NS, "arrive", 0, Packet(s.idx, s.snd_nxt, size, now))
 
     def start_tx(k: int, now: int) -> None:
         port = ports[k]
@@ -152,7 +155,8 @@ def simulate(n_incast: int = N_INCAST, incast_at_ns: int = INCAST_AT_NS,
                 s.snd_una = pkt.seq_end
             if s.idx == 0:
                 events.append({"seq": pkt.seq_end, "snd_nxt": s.snd_nxt,
-                               "path_id": path_id, "hops": pkt.hops})
+                               "path_id": path_id, "hops": pkt.hops,
+                               "rtt_ns": now - pkt.sent_ns})
             s.flow.new_ack(pkt.seq_end, s.snd_nxt, pkt.hops, path_id)
             if s.snd_una >= s.size and s.done_ns is None:
                 s.done_ns = now
@@ -171,6 +175,17 @@ def simulate(n_incast: int = N_INCAST, incast_at_ns: int = INCAST_AT_NS,
 # the INT record is the dequeue-time backlog: the marking a switch would do
 # at dequeue.  Rx-HPCC runs at the receiver, which gets each packet one link
 # after the last hop stamped it.
+#
+# TIMELY sees it as RTT samples: one per ACK of the long flow, the ACK's
+# arrival minus its packet's departure (the model's five link crossings of
+# PROP_NS, serialisation, and the queues it met), with minRTT the least
+# sample of the episode (TIMELY's minRTT: the RTT of an empty network).  DCQCN is not derived from this
+# episode: its CNPs come from RED marking between Kmin and Kmax, which seed
+# 004 section 5.1 sets to 400 KB and 1.6 MB at 100 Gbit/s, and HPCC keeps
+# this queue above 400 KB for 99 of the 1625 packets only, where the
+# marking probability is below Pmax = 1 %: less than one CNP expected, so an
+# open-loop view of HPCC's queue says nothing about DCQCN (a closed-loop
+# DCQCN episode is the lab's job).
 
 ECN_K_BYTES = 30_000 * LINE // 10_000_000_000
 
@@ -187,7 +202,8 @@ def marked(ev: dict) -> bool:
 def derive(algo: str, events: list[dict]) -> tuple[dict, list[dict]]:
     """(params, events) of `algo` that replay the episode an hpcc trace recorded."""
     if algo == "hpcc":
-        return {"algo": "hpcc", **HPCC_PARAMS}, events
+        return {"algo": "hpcc", **HPCC_PARAMS}, [
+            {k: v for k, v in e.items() if k != "rtt_ns"} for e in events]
     if algo == "rx-hpcc":
         return ({"algo": "rx-hpcc", **HPCC_PARAMS},
                 [{"now_ns": event_time_ns(e) + PROP_NS, "path_id": e["path_id"],
@@ -204,6 +220,10 @@ def derive(algo: str, events: list[dict]) -> tuple[dict, list[dict]]:
             out.append({"acked_pkts": n, "ece": int(marked(e)), "now_ns": event_time_ns(e)})
         return ({"algo": "ldcp", "mtu_bytes": MTU, "line_rate_bps": LINE, "rtt_ns": T_NS},
                 out)
+    if algo == "timely":
+        return ({"algo": "timely", "line_rate_bps": LINE,
+                 "min_rtt_ns": min(e["rtt_ns"] for e in events)},
+                [{"rtt_ns": e["rtt_ns"]} for e in events])
     raise ValueError(f"unknown algorithm {algo!r}")
 
 
@@ -218,6 +238,7 @@ BUNDLE = {   # file name -> algorithm; all from the one incast episode
     "incast_7to1_100g.rx-hpcc.jsonl": "rx-hpcc",
     "incast_7to1_100g.dctcp.jsonl": "dctcp",
     "incast_7to1_100g.ldcp.jsonl": "ldcp",
+    "incast_7to1_100g.timely.jsonl": "timely",
 }
 
 

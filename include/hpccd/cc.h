@@ -2,7 +2,10 @@
 /*
  * hpccd congestion-control core: HPCC (sender, seed 004 Algorithm 1),
  * Rx-HPCC (receiver, seed 000 section 6.2 / seed 002 section 6.3.2),
- * DCTCP (seed 001 section 3) and LDCP (seed 003 section 2).
+ * DCTCP (seed 001 section 3), LDCP (seed 003 section 2), and the HPCC
+ * paper's two RDMA baselines (seed 004 section 5.1): DCQCN (Zhu et al.,
+ * SIGCOMM 2015, section 3.1) and TIMELY (Mittal et al., SIGCOMM 2015,
+ * section 4, Algorithm 1).
  *
  * Who may include this: the C fast path, the benchmark and the cffi cdef
  * (cffi_build/build_cc.py feeds it through `cc -E -P -DHPCCD_CFFI_CDEF`).
@@ -34,6 +37,8 @@ enum hpccd_algo {
 	HPCCD_ALGO_RXHPCC = 2,   /* receiver-based HPCC, NewINT per packet */
 	HPCCD_ALGO_DCTCP = 3,
 	HPCCD_ALGO_LDCP = 4,
+	HPCCD_ALGO_DCQCN = 5,    /* rate-based, CNPs from the receiver */
+	HPCCD_ALGO_TIMELY = 6,   /* rate-based, RTT samples */
 };
 
 enum {
@@ -321,5 +326,163 @@ struct hpccd_ldcp_out {
 
 int hpccd_ldcp_run(struct hpccd_ldcp *s, const struct hpccd_ldcp_event *ev,
 		   struct hpccd_ldcp_out *out, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* DCQCN (Y. Zhu et al., "Congestion Control for Large-Scale RDMA      */
+/* Deployments", SIGCOMM 2015, section 3.1)                            */
+/* ------------------------------------------------------------------ */
+
+/* Switch side (CP): RED-like marking of the egress queue, with the
+ * thresholds scaled with the link bandwidth as seed 004 section 5.1 does:
+ * Kmin = 100 KB x Bw / 25 Gbit/s, Kmax = 400 KB x Bw / 25 Gbit/s. */
+struct hpccd_dcqcn_ecn {
+	uint64_t kmin_bytes;
+	uint64_t kmax_bytes;
+	double pmax;               /* marking probability at Kmax; default 0.01 */
+};
+
+/* The thresholds for a link of `bw_bps` (KB = 1000 bytes), pmax 0.01. */
+void hpccd_dcqcn_ecn_for_rate(uint64_t bw_bps, struct hpccd_dcqcn_ecn *e);
+/* Marking probability of a packet that finds `qlen_bytes` queued:
+ * 0 up to Kmin, linear to pmax at Kmax, 1 above Kmax. */
+double hpccd_dcqcn_mark_prob(const struct hpccd_dcqcn_ecn *e, uint64_t qlen_bytes);
+
+/* Receiver side (NP): a CNP when a CE-marked packet arrives and none was
+ * sent for the flow in the last N; a mark within N of the last CNP makes
+ * one CNP when that window ends (at most one CNP per N per flow). */
+struct hpccd_dcqcn_np {
+	uint64_t N_ns;             /* CNP interval N; the DCQCN paper's 50 us */
+	uint64_t last_cnp_ns;      /* when the last CNP was sent */
+	uint32_t sent;             /* a CNP was sent (last_cnp_ns is valid) */
+	uint32_t pending;          /* a CE mark arrived within N of the last CNP */
+	uint64_t n_ce, n_cnp;
+};
+
+void hpccd_dcqcn_np_init(struct hpccd_dcqcn_np *np, uint64_t N_ns);
+/* A data packet of the flow arrived at now_ns, CE-marked or not.  Returns
+ * 1 when a CNP must be sent now, 0 when not. */
+uint32_t hpccd_dcqcn_np_on_packet(struct hpccd_dcqcn_np *np, int ce, uint64_t now_ns);
+/* Timer: 1 when the pending CNP is due at now_ns (and is now sent). */
+uint32_t hpccd_dcqcn_np_poll(struct hpccd_dcqcn_np *np, uint64_t now_ns);
+/* When the pending CNP is due, 0 when none is pending. */
+uint64_t hpccd_dcqcn_np_next_ns(const struct hpccd_dcqcn_np *np);
+
+/* Sender side (RP).  Rates in bit/s (binary64); times in ns. */
+struct hpccd_dcqcn_params {
+	double g;                  /* alpha gain; default 1/256 */
+	uint64_t K_ns;             /* alpha timer: alpha decays after K without CNP; default 55000 */
+	uint64_t T_ns;             /* rate increase timer period; default 55000 */
+	uint64_t B_bytes;          /* byte counter period; default 10 MB (10^7 bytes) */
+	uint32_t F;                /* fast recovery iterations; default 5 */
+	uint32_t pad0;
+	double R_AI_bps;           /* additive increase step; default 40 Mbit/s */
+	double R_HAI_bps;          /* derived: hyper increase step 10 x R_AI */
+	uint64_t line_rate_bps;    /* start rate and ceiling; default 100 Gbit/s */
+	double min_rate_bps;       /* floor of RC; default 1 Mbit/s */
+	double alpha_init;         /* default 1 (section 3.1) */
+};
+
+enum hpccd_dcqcn_stage {
+	HPCCD_DCQCN_LINE_RATE = 0, /* no CNP yet: the flow sends at line rate */
+	HPCCD_DCQCN_FAST_RECOVERY = 1,
+	HPCCD_DCQCN_ADDITIVE = 2,
+	HPCCD_DCQCN_HYPER = 3,
+};
+
+struct hpccd_dcqcn {
+	double g, R_AI, R_HAI, line_rate, min_rate;
+	uint64_t K, T, B;
+	uint32_t F;
+	uint32_t stage;            /* enum hpccd_dcqcn_stage of the last change */
+	double RC, RT, alpha;      /* current rate, target rate, alpha */
+	uint32_t t_count, bc_count;/* T and BC of Figure 6: timer and byte counter
+				    * iterations since the last CNP (saturating) */
+	uint64_t bytes;            /* bytes since the byte counter's last expiry */
+	uint64_t next_alpha_ns;    /* alpha timer expiry; 0 = not armed */
+	uint64_t next_rate_ns;     /* rate increase timer expiry; 0 = not armed */
+	uint64_t now_ns;           /* latest time seen (time never goes back) */
+	uint64_t n_cnp, n_alpha_decays, n_fast_recovery, n_additive, n_hyper;
+};
+
+void hpccd_dcqcn_params_default(struct hpccd_dcqcn_params *p);
+int hpccd_dcqcn_init(struct hpccd_dcqcn *s, const struct hpccd_dcqcn_params *p,
+		     const char **why);
+/* Fire the alpha and rate increase timers due at or before now_ns. */
+void hpccd_dcqcn_advance(struct hpccd_dcqcn *s, uint64_t now_ns);
+/* A CNP arrived at now_ns: advance(now_ns), then Eq. (1). */
+void hpccd_dcqcn_on_cnp(struct hpccd_dcqcn *s, uint64_t now_ns);
+/* `bytes` were sent by now_ns: advance(now_ns), then the byte counter. */
+void hpccd_dcqcn_on_tx(struct hpccd_dcqcn *s, uint64_t bytes, uint64_t now_ns);
+/* The earliest armed timer, 0 when none is armed (before the first CNP). */
+uint64_t hpccd_dcqcn_next_timer_ns(const struct hpccd_dcqcn *s);
+
+struct hpccd_dcqcn_event {
+	uint64_t now_ns;
+	uint64_t tx_bytes;         /* sent since the previous event */
+	uint32_t cnp;              /* a CNP arrived at now_ns */
+	uint32_t pad0;
+};
+
+struct hpccd_dcqcn_out {
+	double rate_bps, target_bps, alpha;
+	uint32_t stage;
+	uint32_t pad0;
+};
+
+/* Per event: advance(now), on_tx(tx_bytes), then on_cnp if cnp. */
+int hpccd_dcqcn_run(struct hpccd_dcqcn *s, const struct hpccd_dcqcn_event *ev,
+		    struct hpccd_dcqcn_out *out, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* TIMELY (R. Mittal et al., "TIMELY: RTT-based Congestion Control for */
+/* the Datacenter", SIGCOMM 2015, section 4, Algorithm 1)              */
+/* ------------------------------------------------------------------ */
+
+struct hpccd_timely_params {
+	double alpha;              /* EWMA weight of a new RTT difference; default 0.875 */
+	double beta;               /* multiplicative decrement factor; default 0.8 */
+	double delta_bps;          /* additive increment step; default 10 Mbit/s */
+	uint64_t T_low_ns;         /* default 50000 */
+	uint64_t T_high_ns;        /* default 500000 */
+	uint64_t min_rtt_ns;       /* minRTT normalising the gradient; default 13000 */
+	uint32_t hai_N;            /* N of HAI mode; default 5 */
+	uint32_t hai_after;        /* negative gradients in a row that enter HAI; default 5 */
+	uint64_t line_rate_bps;    /* ceiling; default 100 Gbit/s */
+	double init_rate_bps;      /* derived: line_rate_bps */
+	double min_rate_bps;       /* floor; default 1 Mbit/s */
+};
+
+struct hpccd_timely {
+	double alpha, beta, delta, T_low, T_high, min_rtt, line_rate, min_rate;
+	uint32_t hai_N, hai_after;
+	double rate;
+	double prev_rtt;           /* ns */
+	double rtt_diff;           /* EWMA of RTT differences, ns */
+	double gradient;           /* normalised gradient of the last sample */
+	uint32_t have_prev;        /* prev_rtt holds a sample */
+	uint32_t neg_streak;       /* negative gradients in a row (saturating) */
+	uint32_t hai;              /* the last sample added hai_N x delta (HAI mode) */
+	uint32_t pad0;
+	uint64_t n_samples, n_low, n_high, n_increase, n_hai, n_decrease;
+};
+
+void hpccd_timely_params_default(struct hpccd_timely_params *p);
+int hpccd_timely_init(struct hpccd_timely *s, const struct hpccd_timely_params *p,
+		      const char **why);
+/* One RTT sample (a completion event): Algorithm 1. */
+void hpccd_timely_on_rtt(struct hpccd_timely *s, uint64_t rtt_ns);
+
+struct hpccd_timely_event {
+	uint64_t rtt_ns;
+};
+
+struct hpccd_timely_out {
+	double rate_bps, rtt_diff_ns, gradient;
+	uint32_t hai;              /* the sample increased the rate by N x delta, N > 1 */
+	uint32_t pad0;
+};
+
+int hpccd_timely_run(struct hpccd_timely *s, const struct hpccd_timely_event *ev,
+		     struct hpccd_timely_out *out, size_t n);
 
 #endif /* HPCCD_CC_H */

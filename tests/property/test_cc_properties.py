@@ -35,7 +35,17 @@ horizon starts over like a path change.
 
 DCTCP: alpha in [0, 1], cwnd >= 1 MSS (= 1 MSS right after a timeout).
 LDCP: gamma <= cw, cw finite, fast start never re-entered.
-All four: replaying the same trace on fresh flows gives bit-identical
+DCQCN (Zhu et al., SIGCOMM 2015, section 3.1): min_rate <= RC <= RT <= line
+rate, alpha in [0, 1]; every CNP is Eq. (1) exactly on the state it finds;
+the rates never fall between CNPs; RC and RT equal, bit for bit, those of
+a model below that fires every timer expiry and byte-counter period one at
+a time (the core catches up on many at once and skips the ones past its
+fixed point); the notification point sends CNPs at least N apart, at once
+for a mark outside the window, and never without a mark.
+TIMELY (Mittal et al., SIGCOMM 2015, Algorithm 1): rate, rtt_diff and
+gradient equal, bit for bit, a model of Algorithm 1 below; the rate stays
+in [min_rate, line rate].
+All six: replaying the same trace on fresh flows gives bit-identical
 outputs, and the batch API gives exactly what the per-event calls gave.
 """
 from __future__ import annotations
@@ -46,7 +56,8 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpccd.cc import Dctcp, Hpcc, Ldcp, RxHpcc, hop_pack, speed_mbps
+from hpccd.cc import (Dcqcn, DcqcnNotificationPoint, Dctcp, Hpcc, Ldcp, RxHpcc, Timely,
+                      hop_pack, speed_mbps)
 
 PROFILE = settings(max_examples=200, deadline=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -529,6 +540,193 @@ def test_ldcp_cw_at_least_gamma_and_finite(case):
         outs.append({"cw_pkts": f.cw, "stage": f.stage})
     one = Ldcp(**params).run(Ldcp.events(evs))
     two = Ldcp(**params).run(Ldcp.events(evs))
+    for x, y, z in zip(one, two, outs, strict=True):
+        assert same_bits(x, y)
+        assert same_bits(x, z)
+
+
+# ---------------------------------------------------------------------------
+# DCQCN
+# ---------------------------------------------------------------------------
+
+class DcqcnRates:
+    """RC and RT of the reaction point with every timer expiry and byte
+    counter period fired one at a time (section 3.1, Figure 6); alpha is
+    taken from the flow under test at each CNP (Eq. (2)'s decay is checked
+    by tests/unit/test_dcqcn.py)."""
+
+    def __init__(self, p: dict):
+        self.p = p
+        self.RC = self.RT = float(p["line_rate_bps"])
+        self.t = self.bc = self.bytes = 0
+        self.next_rate = None
+
+    def _inc(self):
+        F, hi, lo = self.p["F"], max(self.t, self.bc), min(self.t, self.bc)
+        if hi <= F:
+            pass                                             # fast recovery, Eq. (3)
+        elif lo > F:
+            self.RT += (lo - F) * self.p["R_AI_bps"] * 10    # hyper, R_HAI = 10 R_AI
+        else:
+            self.RT += self.p["R_AI_bps"]                    # additive, Eq. (4)
+        self.RT = min(self.RT, float(self.p["line_rate_bps"]))
+        self.RC = (self.RT + self.RC) / 2
+
+    def advance(self, now):
+        while self.next_rate is not None and self.next_rate <= now:
+            self.t += 1
+            self._inc()
+            self.next_rate += self.p["T_ns"]
+
+    def on_tx(self, n, now):
+        self.advance(now)
+        if self.next_rate is None:
+            return
+        self.bytes += n
+        while self.bytes >= self.p["B_bytes"]:
+            self.bytes -= self.p["B_bytes"]
+            self.bc += 1
+            self._inc()
+
+    def on_cnp(self, now, alpha):
+        self.advance(now)
+        self.RT = self.RC
+        self.RC = max(self.p["min_rate_bps"], self.RC * (1.0 - alpha / 2))
+        self.t = self.bc = self.bytes = 0
+        self.next_rate = now + self.p["T_ns"]
+
+
+@st.composite
+def dcqcn_cases(draw):
+    params = {
+        "line_rate_bps": draw(st.sampled_from(SPEEDS)),
+        "g": draw(st.sampled_from([1 / 256, 1 / 16, 0.5, 1.0])),
+        "K_ns": draw(st.integers(1000, 100_000)),
+        "T_ns": draw(st.integers(1000, 100_000)),
+        "B_bytes": draw(st.integers(1000, 10_000_000)),
+        "F": draw(st.integers(1, 8)),
+        "R_AI_bps": draw(st.sampled_from([5e6, 40e6, 1e9])),
+        "min_rate_bps": draw(st.sampled_from([1e6, 1e8])),
+    }
+    steps = draw(st.lists(st.tuples(
+        st.integers(0, 300_000),                                # clock advance
+        st.integers(0, 5 * params["B_bytes"]),                  # bytes sent
+        st.sampled_from([False] * 3 + [True]),                  # CNP
+        st.booleans(),                                          # CE mark at the receiver
+    ), min_size=1, max_size=80))
+    return params, steps
+
+
+@PROFILE
+@given(case=dcqcn_cases())
+def test_dcqcn_eq1_bounds_and_the_one_at_a_time_model(case):
+    params, steps = case
+    f = Dcqcn(**params)
+    m = DcqcnRates(params)
+    np_ = DcqcnNotificationPoint(50_000)
+    line, floor = float(params["line_rate_bps"]), params["min_rate_bps"]
+    now, evs, outs, cnps = 0, [], [], []
+    for dt, tx, cnp, ce in steps:
+        now += dt
+        rc0, rt0 = f.rate_bps, f.target_bps
+        f.on_tx(tx, now)
+        m.on_tx(tx, now)
+        if cnp:
+            a = f.alpha
+            pre = f.rate_bps
+            f.on_cnp(now)
+            m.on_cnp(now, a)
+            # Eq. (1) on the state the CNP finds
+            assert f.target_bps == pre
+            assert f.rate_bps == max(floor, pre * (1.0 - a / 2))
+            assert f.alpha == (1 - params["g"]) * a + params["g"]
+        else:
+            assert f.rate_bps >= rc0 and f.target_bps >= rt0
+        assert (f.rate_bps, f.target_bps) == (m.RC, m.RT)
+        assert floor <= f.rate_bps <= f.target_bps <= line
+        assert 0.0 <= f.alpha <= 1.0
+        evs.append({"now_ns": now, "tx_bytes": tx, "cnp": int(cnp)})
+        outs.append({"rate_bps": f.rate_bps, "target_bps": f.target_bps, "alpha": f.alpha,
+                     "stage": f.stage})
+        # the notification point on the same clock
+        was_pending = np_.pending
+        sent = np_.on_packet(ce, now)
+        if sent:
+            assert ce or was_pending                            # never without a mark
+            assert not cnps or now - cnps[-1] >= 50_000         # at most one per N
+            cnps.append(now)
+        elif ce:
+            assert cnps and now - cnps[-1] < 50_000 and np_.pending   # held for the window
+    one = Dcqcn(**params).run(Dcqcn.events(evs))
+    two = Dcqcn(**params).run(Dcqcn.events(evs))
+    for x, y, z in zip(one, two, outs, strict=True):
+        assert same_bits(x, y)
+        assert same_bits(x, z)
+
+
+# ---------------------------------------------------------------------------
+# TIMELY
+# ---------------------------------------------------------------------------
+
+def timely_model(p: dict, rtts: list[int]) -> list[tuple[float, float, float]]:
+    """Algorithm 1 of the TIMELY paper, per sample: (rate, rtt_diff, gradient)."""
+    rate, prev, diff, streak, out = p["init_rate_bps"], None, 0.0, 0, []
+    for r in rtts:
+        new = float(r)
+        nd = 0.0 if prev is None else new - prev
+        prev = new
+        diff = (1.0 - p["alpha"]) * diff + p["alpha"] * nd
+        g = diff / float(p["min_rtt_ns"])
+        streak = streak + 1 if g < 0 else 0
+        if new < p["T_low_ns"]:
+            rate = rate + p["delta_bps"]
+        elif new > p["T_high_ns"]:
+            rate = rate * (1.0 - p["beta"] * (1.0 - p["T_high_ns"] / new))
+        elif g <= 0:
+            n = p["hai_N"] if streak >= p["hai_after"] else 1
+            rate = rate + float(n) * p["delta_bps"]
+        else:
+            rate = rate * (1.0 - p["beta"] * g)
+        rate = min(float(p["line_rate_bps"]), max(p["min_rate_bps"], rate))
+        out.append((rate, diff, g))
+    return out
+
+
+@st.composite
+def timely_cases(draw):
+    line = draw(st.sampled_from(SPEEDS))
+    t_low = draw(st.integers(1000, 100_000))
+    params = {
+        "alpha": draw(st.sampled_from([0.875, 0.5, 0.1, 1.0])),
+        "beta": draw(st.sampled_from([0.8, 0.5, 0.1])),
+        "delta_bps": draw(st.sampled_from([10e6, 1e8, 1e9])),
+        "T_low_ns": t_low,
+        "T_high_ns": t_low + draw(st.integers(1, 1_000_000)),
+        "min_rtt_ns": draw(st.integers(1000, 50_000)),
+        "hai_N": draw(st.integers(1, 8)),
+        "hai_after": draw(st.integers(1, 8)),
+        "line_rate_bps": line,
+        "min_rate_bps": 1e6,
+        "init_rate_bps": draw(st.floats(1e6, float(line))),
+    }
+    rtts = draw(st.lists(st.integers(0, 2_000_000), min_size=1, max_size=120))
+    return params, rtts
+
+
+@PROFILE
+@given(case=timely_cases())
+def test_timely_is_algorithm_1_bit_for_bit(case):
+    params, rtts = case
+    f = Timely(**params)
+    outs = []
+    for r, want in zip(rtts, timely_model(params, rtts), strict=True):
+        f.on_rtt(r)
+        assert (f.rate_bps, f.rtt_diff, f.gradient) == want
+        assert params["min_rate_bps"] <= f.rate_bps <= params["line_rate_bps"]
+        outs.append({"rate_bps": f.rate_bps, "rtt_diff_ns": f.rtt_diff, "gradient": f.gradient,
+                     "hai": f.hai})
+    one = Timely(**params).run(Timely.events({"rtt_ns": r} for r in rtts))
+    two = Timely(**params).run(Timely.events({"rtt_ns": r} for r in rtts))
     for x, y, z in zip(one, two, outs, strict=True):
         assert same_bits(x, y)
         assert same_bits(x, z)

@@ -165,3 +165,63 @@ def test_demo_shows_hpcc_reacting_within_one_rtt_and_before_ecn_schemes():
     assert rows["hpcc"]["end_bytes"] >= 0.9 * rows["hpcc"]["before_bytes"]
     text = hpccctl("demo", "--replay")
     assert text.returncode == 0 and "hpcc" in text.stdout and "ldcp" in text.stdout
+
+
+def test_dcqcn_and_timely_traces_replay_with_hand_computed_values():
+    # DCQCN (docs/algorithms.md "DCQCN"), line 10 Gbit/s: a CNP at 0 cuts by Eq. (1),
+    # RC = 1e10 (1 - 1/2) = 5e9, RT = 1e10; 55 us later the rate timer's first
+    # fast recovery step, Eq. (3): RC = (1e10 + 5e9)/2 = 7.5e9, and the alpha
+    # timer's Eq. (2): alpha = 255/256 = 0.99609375
+    trace = ('{"params": {"algo": "dcqcn", "line_rate_bps": 10000000000}}\n'
+             '{"now_ns": 0, "cnp": 1}\n{"now_ns": 55000, "tx_bytes": 1000}\n')
+    r = hpccctl("replay", "-", stdin=trace)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x) for x in r.stdout.splitlines()] == [
+        {"rate_bps": 5e9, "target_bps": 1e10, "alpha": 1.0, "stage": "fast_recovery"},
+        {"rate_bps": 7.5e9, "target_bps": 1e10, "alpha": 0.99609375,
+         "stage": "fast_recovery"}]
+    # TIMELY: 20 us < T_low: rate + delta, held at the 10 Gbit/s line; then
+    # 100 us after 20 us: rtt_diff = 7/8 x 80000 = 70000, gradient = 70000/13000 > 1/0.8
+    # -> the rate falls to the 1 Mbit/s floor
+    trace = ('{"params": {"algo": "timely", "line_rate_bps": 10000000000}}\n'
+             '{"rtt_ns": 20000}\n{"rtt_ns": 100000}\n')
+    r = hpccctl("replay", "-", stdin=trace)
+    assert r.returncode == 0, r.stderr
+    out = [json.loads(x) for x in r.stdout.splitlines()]
+    assert out[0] == {"rate_bps": 1e10, "rtt_diff_ns": 0.0, "gradient": 0.0, "hai": False}
+    assert out[1]["rtt_diff_ns"] == 70000.0 and out[1]["rate_bps"] == 1e6
+
+
+@pytest.mark.parametrize("trace,line,words", [
+    ('{"params": {"algo": "dcqcn"}}\n{"tx_bytes": 5}', 2, ["now_ns"]),
+    ('{"params": {"algo": "dcqcn"}}\n{"now_ns": 1, "cnp": 2}', 2, ["cnp"]),
+    ('{"params": {"algo": "dcqcn"}}\n{"now_ns": 1, "ce": 1}', 2, ["ce", "allowed"]),
+    ('{"params": {"algo": "dcqcn", "F": 0}}', 1, ["F"]),
+    ('{"params": {"algo": "timely"}}\n{"rtt_ns": -1}', 2, ["rtt_ns"]),
+    ('{"params": {"algo": "timely", "T_low_ns": 600000}}', 1, ["T_low_ns"]),
+])
+def test_bad_dcqcn_and_timely_traces_name_the_line_and_key(trace, line, words):
+    r = hpccctl("replay", "-", stdin=trace)
+    assert r.returncode == 2 and r.stdout == ""
+    assert f"line {line}:" in r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+def test_timely_view_of_the_bundled_incast_holds_line_rate_until_the_rtt_passes_t_low():
+    lines = TRACES.joinpath("incast_7to1_100g.timely.jsonl").read_text("utf-8").splitlines()
+    params = json.loads(lines[0])["params"]
+    rtts = [json.loads(x)["rtt_ns"] for x in lines[1:]]
+    # minRTT is the episode's least sample: 5 link crossings of 2 us + 80 ns + 20 ns
+    # of serialisation of a 1000-byte packet at 100 and 400 Gbit/s = 10100 ns
+    assert params["min_rtt_ns"] == min(rtts) == 10_100
+    out = replay.run(replay.parse(lines))
+    first = next(i for i, r in enumerate(rtts) if r >= 50_000)     # T_low = 50 us
+    # below T_low every sample adds delta to a rate already at the line: 1e11
+    assert all(o["rate_bps"] == 1e11 for o in out[:first])
+    # the first sample past T_low comes with a rising RTT (a positive gradient):
+    # Algorithm 1 cuts by beta x gradient
+    assert out[first]["gradient"] > 0
+    assert out[first]["rate_bps"] == pytest.approx(
+        max(1e6, 1e11 * (1 - 0.8 * out[first]["gradient"])), rel=1e-12)
+    assert max(rtts) < 500_000                   # never past T_high: no RTT-level cut

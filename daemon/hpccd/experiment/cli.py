@@ -35,12 +35,12 @@ def add_parser(sub) -> None:
                          "txrate-vs-rxrate: seconds measured")
     fg = ep.add_argument_group("fct (flow completion times under load)")
     fg.add_argument("--cdf", action="append", metavar="WORKLOAD",
-                    help="flow-size CDF: websearch, fb_hadoop (files NAME.cdf, see --cdf-dir) "
-                         "or a file path; repeatable or comma-separated (default "
-                         "websearch,fb_hadoop)")
-    fg.add_argument("--cdf-dir", help="folder of websearch.cdf and fb_hadoop.cdf (default "
-                                      "$HPCCD_CDF_DIR, else /usr/share/hpccd/cdf, then "
-                                      "~/.local/share/hpccd/cdf)")
+                    help="flow-size CDF: websearch, fb_hadoop, ali_storage, google_rpc "
+                         "(bundled, published distributions; files NAME.cdf) or a file path; "
+                         "repeatable or comma-separated (default websearch,fb_hadoop)")
+    fg.add_argument("--cdf-dir", help="folder of the NAME.cdf files, in place of the bundled "
+                                      "ones (default $HPCCD_CDF_DIR, else the bundled "
+                                      "folder)")
     fg.add_argument("--loads", help="average loads of the bottleneck, shares of its rate "
                                     "(default 0.3,0.5)")
     fg.add_argument("--max-size", type=int, metavar="BYTES",

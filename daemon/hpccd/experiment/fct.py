@@ -3,7 +3,7 @@ sections 5.1 and 5.2, Figure 10: WebSearch and FB_Hadoop at 30% and 50%
 average link load; slowdown p50 / p95 / p99 by flow size).
 
 Workloads are flow-size CDFs read from files (hpccd.experiment.workload:
-the published points are not bundled, docs/experiments.md "fct").  For
+the published ones are bundled, docs/experiments.md "fct").  For
 each workload and load, one schedule of Poisson arrivals (seeded: every
 algorithm gets the same flows): exponential gaps of mean E[size] x 8 /
 (load x R), sizes by inverse transform from the CDF, each flow from a

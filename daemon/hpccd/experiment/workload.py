@@ -3,8 +3,10 @@ files, inverse-transform sampling, Poisson arrivals and size buckets (seed
 004 section 5.1, "Traffic loads": WebSearch and FB_Hadoop at 30% and 50%
 average link load).
 
-The published CDF points are not bundled (docs/experiments.md "fct"): a
-workload is a file, one point a line::
+The published distributions are bundled with the package
+(``hpccd/workloads/NAME.cdf``, each with its source in its header lines,
+docs/experiments.md "fct"): ``websearch``, ``fb_hadoop``, ``ali_storage``
+and ``google_rpc``.  A workload is a file, one point a line::
 
     # comment (from '#' to the end of the line); blank lines are ignored
     SIZE_BYTES  CUMULATIVE
@@ -34,34 +36,24 @@ import bisect
 import math
 import os
 import random
+from importlib import resources
 from typing import Mapping, NamedTuple, Sequence
 
 __all__ = ["Cdf", "CdfError", "WorkloadMissing", "parse_cdf", "load_cdf", "cdf_dirs",
            "resolve", "load_workloads", "FlowSpec", "schedule", "parse_buckets",
-           "bucket_labels", "bucket_of", "PUBLISHED", "DEFAULT_BUCKETS", "size_text"]
+           "bucket_labels", "bucket_of", "PUBLISHED", "DEFAULT_BUCKETS", "size_text",
+           "bundled_dir", "source_lines"]
 
 ENV_DIR = "HPCCD_CDF_DIR"
-SYSTEM_DIR = "/usr/share/hpccd/cdf"
-USER_DIR = "~/.local/share/hpccd/cdf"
+BUNDLED_DIR = "workloads"        # in the hpccd package: NAME.cdf (pyproject.toml package-data)
 # Size buckets' upper edges, bytes: [0, 3 KB), [3 KB, 12 KB), ... [1 MB, inf).
 # 3 KB is seed 004's short-flow figure (section 5.2: "flows shorter than 3KB"),
 # then factors of four up to 192 KB, and 1 MB (the long-short flow).
 DEFAULT_BUCKETS = (3_000, 12_000, 48_000, 192_000, 1_000_000)
 
-# Where the published points of the named workloads come from (docs/experiments.md).
-PUBLISHED = {
-    "websearch": (
-        "WebSearch: the web-search cluster's flow sizes of the DCTCP paper (M. Alizadeh et "
-        "al., \"Data Center TCP (DCTCP)\", SIGCOMM 2010, Figure 4), as the HPCC authors' "
-        "simulator repository publishes them (github.com/alibaba-edu/"
-        "High-Precision-Congestion-Control, traffic_gen/WebSearch_distribution.txt, which "
-        "loads unchanged)"),
-    "fb_hadoop": (
-        "FB_Hadoop: the Hadoop cluster's flow sizes of A. Roy et al., \"Inside the Social "
-        "Network's (Datacenter) Network\", SIGCOMM 2015, as the HPCC authors' simulator "
-        "repository publishes them (github.com/alibaba-edu/High-Precision-Congestion-Control, "
-        "traffic_gen/FbHdp_distribution.txt, which loads unchanged)"),
-}
+# The named workloads: the bundled files' names.  Where each one's points come
+# from is in its file's header lines (source_lines), not repeated here.
+PUBLISHED = ("websearch", "fb_hadoop", "ali_storage", "google_rpc")
 FORMAT_HINT = ("one point a line, 'SIZE_BYTES CUMULATIVE' (or three columns, the middle "
                "ignored), CUMULATIVE as fractions ending at 1.0 or percent ending at 100, "
                "neither column decreasing, '#' starts a comment (docs/experiments.md \"fct\")")
@@ -195,36 +187,56 @@ def _stem(path: str) -> str:
     return base.rsplit(".", 1)[0] if "." in base[1:] else base
 
 
+def bundled_dir() -> str:
+    """The folder of the bundled NAME.cdf files, in the installed package."""
+    return str(resources.files("hpccd").joinpath(BUNDLED_DIR))
+
+
+def source_lines(path: str) -> list[str]:
+    """The header comment of a CDF file (its source), without the '#'s:
+    the comment lines before the first point."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.strip()
+            if line and not line.startswith("#"):
+                break
+            if line.lstrip("#").strip():
+                out.append(line.lstrip("#").strip())
+    return out
+
+
 def cdf_dirs(cdf_dir: str | None = None, env: Mapping[str, str] | None = None) -> list[str]:
     """The folders a named workload's file is looked for in: `cdf_dir`
-    (--cdf-dir) alone, else $HPCCD_CDF_DIR alone, else the system's and
-    then the user's folder."""
+    (--cdf-dir) alone, else $HPCCD_CDF_DIR alone, else the bundled folder."""
     env = os.environ if env is None else env
     if cdf_dir:
         return [cdf_dir]
     if env.get(ENV_DIR):
         return [env[ENV_DIR]]
-    return [SYSTEM_DIR, os.path.expanduser(USER_DIR)]
+    return [bundled_dir()]
 
 
 def resolve(spec: str, dirs: Sequence[str]) -> tuple[str, str]:
-    """A --cdf entry -> (workload name, file).  ``websearch`` and
-    ``fb_hadoop`` are NAME.cdf in the first of `dirs` that has it; anything
-    else is a file path, named by its file name without the extension."""
+    """A --cdf entry -> (workload name, file).  A name of PUBLISHED is
+    NAME.cdf in the first of `dirs` that has it; anything else is a file
+    path, named by its file name without the extension."""
     key = spec.strip().lower()
     if key in PUBLISHED:
         tried = [os.path.join(d, f"{key}.cdf") for d in dirs]
         for p in tried:
             if os.path.isfile(p):
                 return key, p
+        bundled = os.path.join(bundled_dir(), f"{key}.cdf")
         raise WorkloadMissing(
-            f"workload {key}: no file {' or '.join(tried)}. Its points are not bundled with "
-            f"hpccd (docs/experiments.md \"fct\"): they are {PUBLISHED[key]}. Put them in "
-            f"{tried[0]} (or a folder given by --cdf-dir or ${ENV_DIR}) as {FORMAT_HINT}.")
+            f"workload {key}: no file {' or '.join(tried)} (the folder given by --cdf-dir or "
+            f"${ENV_DIR} replaces the bundled one, {bundled_dir()}). Put it there as "
+            f"{FORMAT_HINT}, or drop --cdf-dir / ${ENV_DIR} to use the bundled "
+            f"{bundled}.")
     path = os.path.expanduser(spec.strip())
     if not os.path.isfile(path):
-        raise CdfError(f"{spec}: no such file (a --cdf entry is websearch, fb_hadoop or the "
-                       f"path of a CDF file)")
+        raise CdfError(f"{spec}: no such file (a --cdf entry is one of {', '.join(PUBLISHED)} "
+                       f"or the path of a CDF file)")
     return _stem(path), path
 
 

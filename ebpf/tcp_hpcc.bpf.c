@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * tcp_hpcc: the struct_ops TCP congestion control "hpcc" of the TCP-side
- * deployment of HPCC++ (seed 002 section 7.2; ARCHITECTURE path 3).
+ * deployment of HPCC++ (seed 002 section 7.2; docs/architecture.md,
+ * "Kernel TCP flows").
  *
  * The algorithm does not run here.  hpccd probes each kernel TCP flow once
  * per RTT while it has data in flight (seed 002 section 6.2.1), feeds the

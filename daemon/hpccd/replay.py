@@ -1,4 +1,4 @@
-"""Replay of feedback traces through one algorithm (../shared/trace-format.md).
+"""Replay of feedback traces through one algorithm (format: docs/replay.md).
 
 A trace is JSON Lines: a first line ``{"params": {...}}`` naming the algorithm
 and its parameters, then one event per line.  The whole trace is read and

@@ -1,4 +1,6 @@
-"""TCP-side deployment of HPCC++ (seed 002 section 7.2; ARCHITECTURE path 3).
+"""TCP-side deployment of HPCC++ (seed 002 section 7.2).
+
+docs/architecture.md ("Kernel TCP flows") places it among the other paths.
 
 Kernel TCP flows of unmodified applications (``iperf3 -C hpcc``) get their
 window from HPCC: this module probes each active flow once per RTT with a

@@ -24,7 +24,7 @@
  *    that the verifier always knows their bounds;
  *  - loops have a constant bound (HPCCD_INT_MAX_HOPS, HPCCD_TAG_MAX_WORDS).
  *
- * Cursor contract (shared/STYLE.md): every hpccd__parse_<hdr>() starts at
+ * Cursor contract, the same for every parser here: every hpccd__parse_<hdr>() starts at
  * c->pos, checks bounds, moves c->pos past its header on success and
  * returns the next header's type (host order) or -1; on -1 the cursor is
  * left where it was.  hpccd__parse() is the exception: it returns an

@@ -259,7 +259,7 @@ def check_event(f: Hpcc, e: dict, b: dict, flag: bool, reset: bool, prev_hops) -
 
 
 def check_derived_params(f: Hpcc, p: dict) -> None:
-    """Section 3.2 / 3.3 and trace-format.md: W_init = line rate x T / 8e9
+    """Section 3.2 / 3.3 and docs/algorithms.md: W_init = line rate x T / 8e9
     (bytes), w_min = mtu, w_max = W_init, W_AI = W_init (1 - eta) / N with
     N = 100, each unless given; W = Wc = W_init and U = u_init at the start."""
     w_init = p["line_rate_bps"] * p["T_ns"] / 8e9

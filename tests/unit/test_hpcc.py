@@ -7,7 +7,7 @@ Round numbers used throughout unless a test says otherwise:
   W_init = B_NIC x T = 125000 B (section 3.2), eta = 0.95, W_AI = 80 B,
   maxStage = 5, mtu = 1000 B (w_min), w_max = W_init unless raised.
 "Line N" cites Algorithm 1 of seed 004 (lines 1-27) or NewINT of seed 000
-section 6.2 (lines 28-34).  Units as ../shared/trace-format.md: u' =
+section 6.2 (lines 28-34).  Units as docs/replay.md: u' =
 min(qlen, L.qlen) / (B T) + txRate / B with txRate = delta tx / delta ts.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ def state(f: Hpcc) -> tuple:
 def test_first_ack_only_records_L_and_sets_last_update_seq():
     f = hpcc(u_init=0.25)
     # A huge queue and counter values: nothing to take a delta against, so
-    # W, Wc, U and incStage keep their initial values (trace-format.md).
+    # W, Wc, U and incStage keep their initial values (docs/replay.md).
     updated = f.new_ack(1000, 50_000, [hop(1_000_000, q=500_000, tx=7_000_000)])
     assert updated is False
     assert state(f) == (W_INIT, W_INIT, 0.25, 0)
@@ -265,7 +265,7 @@ def test_five_additive_increases_then_one_multiplicative_step():
 
 
 # ---------------------------------------------------------------------------
-# Clamping and degenerate inputs (trace-format.md)
+# Clamping and degenerate inputs (docs/algorithms.md)
 # ---------------------------------------------------------------------------
 
 def test_w_clamped_to_w_min_and_wc_takes_the_clamped_value():
@@ -658,7 +658,7 @@ def test_rx_w_ai_from_N_in_the_multiplicative_step():
 
 
 # ---------------------------------------------------------------------------
-# Parameters (section 3.2, 3.3, 5.1; trace-format.md)
+# Parameters (section 3.2, 3.3, 5.1; docs/algorithms.md)
 # ---------------------------------------------------------------------------
 
 def test_parameter_defaults():

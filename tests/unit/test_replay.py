@@ -1,4 +1,4 @@
-"""hpccctl replay: the exchange format of ../shared/trace-format.md, exactly."""
+"""hpccctl replay: the trace format of docs/replay.md, exactly."""
 from __future__ import annotations
 
 import json

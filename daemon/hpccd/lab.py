@@ -434,7 +434,7 @@ class Lab:
 
     def reroute(self, switch: str, host: str, port: int) -> None:
         """Send `switch`'s traffic to `host` out of `port` from now on (a
-        path change, seed 002 section 9.1 / seed 004 section 4.1): its /32
+        path change, [HPCC++2022] section 9.1 / [HPCC] section 4.1): its /32
         route to the host is replaced, via the neighbour on that port.  The
         neighbour must be a switch (whose own routes carry on) or the host
         itself; a change that makes a loop is refused.  ``path()`` follows."""

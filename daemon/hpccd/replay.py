@@ -10,7 +10,7 @@ written, in order.
 Extensions to the exchange format, all optional and backwards compatible:
 ``path_id`` is accepted on rx-hpcc events as on hpcc events, and rx-hpcc
 events may carry ``active_flows`` (the receiver's count of concurrent flows N,
-seed 002 section 6.3.2).
+[HPCC++2022] section 6.3.2).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TCP-side deployment of HPCC++ (seed 002 section 7.2).
+"""TCP-side deployment of HPCC++ ([HPCC++2022] section 7.2).
 
 docs/architecture.md ("Kernel TCP flows") places it among the other paths.
 
@@ -7,10 +7,10 @@ window from HPCC: this module probes each active flow once per RTT with a
 TCP-side probe (its own 5-tuple, DSCP 45, no TCP flag, INT padding:
 docs/wire-format.md), reads the responses that the host's XDP program
 (ebpf/xdp_host.bpf.c) verified and stored in ``hpccd_telem``, runs the HPCC
-core of hpccd.cc on their INT (the same C code as the native transport, seed
-004 Algorithm 1), and writes W and R = W / T into ``hpccd_tcp_win``, where
+core of hpccd.cc on their INT (the same C code as the native transport, [HPCC]
+Algorithm 1), and writes W and R = W / T into ``hpccd_tcp_win``, where
 the struct_ops congestion control "hpcc" (ebpf/tcp_hpcc.bpf.c) applies them
-on every ACK.  It also registers "dctcp" (ebpf/tcp_dctcp.bpf.c, seed 001).
+on every ACK.  It also registers "dctcp" (ebpf/tcp_dctcp.bpf.c, [DCTCP]).
 
 Pieces:
 
@@ -34,7 +34,7 @@ Per flow (key: struct hpccd_flow_key, the tc tracker's), in :meth:`step`:
    runs it (an entry in ``hpccd_tcp_cst``, written by the CC at init and on
    every ACK, deleted at release).  Flows of other congestion controls are
    not probed: nothing would apply their W.
-2. Probe per RTT only while data is in flight (seed 002 section 6.2.1):
+2. Probe per RTT only while data is in flight ([HPCC++2022] section 6.2.1):
    the next probe leaves when the response to the last one has arrived
    and bytes are in flight (the CC's snd_nxt != snd_una as of the last ACK,
    or the tracker's snd_nxt, updated per segment sent, beyond the CC's
@@ -46,7 +46,7 @@ Per flow (key: struct hpccd_flow_key, the tc tracker's), in :meth:`step`:
    probe's number) goes to ``Hpcc.new_ack_wire`` with seq = snd_nxt = the
    probe number: every response is the first feedback of a new RTT, so it
    updates the reference window W^c (Algorithm 1 lines 22-24), once per
-   RTT as seed 000 asks.  Its local time is the XDP reception time.
+   RTT as [HPCC++2020] asks.  Its local time is the XDP reception time.
 4. The new W goes to ``hpccd_tcp_win`` with the telemetry's time: the CC
    treats a W older than ``stale_ns`` as stale and falls back to Reno (see
    ebpf/tcp_hpcc.bpf.c and docs/tcp-side.md for why).
@@ -594,7 +594,7 @@ class TcpSide:
         if self.on_int is not None:                # e.g. the daemon's per-hop metrics
             for i in range(min(nhop, 8)):
                 self.on_int(path_id, i, hops[8 * i:8 * i + 8])
-        # Seed 004 Algorithm 1 NewAck with seq = snd_nxt = probe number: see
+        # [HPCC] Algorithm 1 NewAck with seq = snd_nxt = probe number: see
         # the module docstring (one W^c update per response = per RTT).
         fs.hpcc.new_ack_wire(rx_ns, probe_seq, probe_seq, path_id, hops[:8 * nhop])
         W = fs.hpcc.W

@@ -1,4 +1,4 @@
-"""HPCC (seed 004 Algorithm 1) and Rx-HPCC (seed 000 section 6.2, seed 002
+"""HPCC ([HPCC] Algorithm 1) and Rx-HPCC ([HPCC++2020] section 6.2, [HPCC++2022]
 section 6.3.2) through the Python binding, with every expected value worked
 out by hand from the equations.
 
@@ -6,7 +6,7 @@ Round numbers used throughout unless a test says otherwise:
   T = 10000 ns, B = 100 Gbit/s = 1e11 / 8e9 = 12.5 bytes/ns, so B x T = 125000 B;
   W_init = B_NIC x T = 125000 B (section 3.2), eta = 0.95, W_AI = 80 B,
   maxStage = 5, mtu = 1000 B (w_min), w_max = W_init unless raised.
-"Line N" cites Algorithm 1 of seed 004 (lines 1-27) or NewINT of seed 000
+"Line N" cites Algorithm 1 of [HPCC] (lines 1-27) or NewINT of [HPCC++2020]
 section 6.2 (lines 28-34).  Units as docs/replay.md: u' =
 min(qlen, L.qlen) / (B T) + txRate / B with txRate = delta tx / delta ts.
 """
@@ -424,7 +424,7 @@ def test_hop_count_change_resets_the_records():
 
 
 # ---------------------------------------------------------------------------
-# INT hop wire word (include/hpccd/int_hop.h, seed 004 section 4.1)
+# INT hop wire word (include/hpccd/int_hop.h, [HPCC] section 4.1)
 # ---------------------------------------------------------------------------
 
 def test_hop_pack_layout_and_round_trip():
@@ -582,7 +582,8 @@ def test_wire_acks_without_hops_do_not_extend_the_unwrap_horizon():
 
 
 # ---------------------------------------------------------------------------
-# Rx-HPCC: NewINT (seed 000 lines 28-34) and N adaptation (seed 002 6.3.2)
+# Rx-HPCC: NewINT ([HPCC++2020] section 6.2, lines 28-34) and N adaptation
+# ([HPCC++2022] section 6.3.2)
 # ---------------------------------------------------------------------------
 
 def test_newint_notifies_only_strictly_after_T():

@@ -317,7 +317,7 @@ def build() -> list[dict]:
           hdr=hdr_fields(DATA, 0, None, flow + 4, 0, 0, 0x4000, 0),
           payload=payload_bytes(16, 7))
 
-    # ---- LDCP (seed 003): first RTT not-ECT, stable ECT(0) ----
+    # ---- LDCP ([LDCP]): first RTT not-ECT, stable ECT(0) ----
     valid("ldcp_first_rtt",
           "LDCP fast start: FIRST_RTT (and SYN) set and the IP ECN field not-ECT (00); "
           "parsers must leave the ECN bits as they are",

@@ -1,6 +1,6 @@
 """Flow-size workloads of the ``fct`` experiment: empirical CDFs read from
-files, inverse-transform sampling, Poisson arrivals and size buckets (seed
-004 section 5.1, "Traffic loads": WebSearch and FB_Hadoop at 30% and 50%
+files, inverse-transform sampling, Poisson arrivals and size buckets ([HPCC]
+section 5.1, "Traffic loads": WebSearch and FB_Hadoop at 30% and 50%
 average link load).
 
 The published CDF points are not bundled (docs/experiments.md "fct"): a
@@ -44,7 +44,7 @@ ENV_DIR = "HPCCD_CDF_DIR"
 SYSTEM_DIR = "/usr/share/hpccd/cdf"
 USER_DIR = "~/.local/share/hpccd/cdf"
 # Size buckets' upper edges, bytes: [0, 3 KB), [3 KB, 12 KB), ... [1 MB, inf).
-# 3 KB is seed 004's short-flow figure (section 5.2: "flows shorter than 3KB"),
+# 3 KB is [HPCC]'s short-flow figure (section 5.2: "flows shorter than 3KB"),
 # then factors of four up to 192 KB, and 1 MB (the long-short flow).
 DEFAULT_BUCKETS = (3_000, 12_000, 48_000, 192_000, 1_000_000)
 

@@ -76,6 +76,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from . import bpf, cc
+from .checksum import internet_checksum
 
 __all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_packet",
            "HPCC_COUNTERS", "DCTCP_COUNTERS", "LOCK_FILE", "CC_NAMES", "WIN_FMT", "CFG_FMT",
@@ -158,15 +159,6 @@ def flow_key(saddr: str, daddr: str, sport: int, dport: int) -> bytes:
 
 # ---- probes ----------------------------------------------------------------------------
 
-def _csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
 def probe_packet(key: FlowKey, probe_seq: int, flow_id: int, ts: int,
                  dscp: int = PROBE_DSCP_DEFAULT, ecn: int = 0,
                  room: int = INT_ROOM_DEFAULT) -> bytes:
@@ -184,7 +176,7 @@ def probe_packet(key: FlowKey, probe_seq: int, flow_id: int, ts: int,
     tcp = struct.pack("!HHIIBBHHH", key.sport, key.dport, probe_seq & 0xFFFFFFFF, 0,
                       5 << 4, 0, 0, 0, 0)
     pseudo = src + dst + struct.pack("!BBH", 0, _IPPROTO_TCP, len(tcp) + len(body))
-    csum = _csum(pseudo + tcp + body)
+    csum = internet_checksum(pseudo + tcp + body)
     tcp = tcp[:16] + struct.pack("!H", csum) + tcp[18:]
     total = 20 + len(tcp) + len(body)
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, (dscp << 2) | (ecn & 3), total, 0, 0x4000, 64,

@@ -47,7 +47,7 @@ struct hpccd_flow_key {
 /* Value of the LRU hash hpccd_tcp_flows (key: struct hpccd_flow_key).
  * Written by tc_tracker.bpf.c on egress; read in batches by the daemon,
  * which decides from it which TCP flows have data in flight and probes
- * those (seed 002 section 6.2.1: probes only while data is in flight). */
+ * those ([HPCC++2022] section 6.2.1: probes only while data is in flight). */
 struct hpccd_tcp_flow {
 	__u64 bytes;        /* TCP payload bytes sent, retransmissions included */
 	__u64 retx_bytes;   /* of which below snd_nxt: retransmitted */
@@ -209,20 +209,20 @@ _Static_assert(sizeof(struct hpccd_counter) == 16, "counter slot layout");
 #define HPCCD_SW_F_RX_BYTES       0x40  /* experiment only: the hop's txBytes field carries
 					 * the bytes that ARRIVED at the queue, so senders
 					 * compute rxRate where Algorithm 1 wants txRate
-					 * (seed 004 section 3.4, Figure 6: HPCC-rxRate) */
+					 * ([HPCC] section 3.4, Figure 6: HPCC-rxRate) */
 #define HPCCD_SW_F_DEPART         0x80  /* the record is rewritten with the port's state
-					 * when the packet leaves the queue (seed 004
+					 * when the packet leaves the queue ([HPCC]
 					 * section 4.1): tracepoint qdisc_dequeue +
 					 * tc ingress of the link's far end (int_sw_depart) */
 #define HPCCD_SW_F_FS_MASK        (HPCCD_SW_F_FS_HPCCD | HPCCD_SW_F_FS_DSCP | HPCCD_SW_F_FS_ALL)
 
 /* Value of the hash hpccd_sw_ports (key: __u32 ifindex of the port, in the
  * switch's namespace).  Written by the lab builder, read per packet.
- * WRED/ECN model of seed 003 section 2.1 on the instantaneous queue q:
+ * WRED/ECN model of [LDCP] section 2.1 on the instantaneous queue q:
  * q < kmin no mark, kmin <= q < kmax mark with probability
  * (q - kmin) / (kmax - kmin) x pmax, q >= kmax mark; kmin = kmax = K is
  * DCTCP's threshold marking.  ECN-incapable packets of the fast-start class
- * are dropped when q >= fast_start_k_bytes (seed 003 section 2.3). */
+ * are dropped when q >= fast_start_k_bytes ([LDCP] section 2.3). */
 struct hpccd_sw_port {
 	__u64 buffer_bytes;       /* the port's bfifo limit (buf_max), for the
 				   * buffer-drop estimate; 0: not checked */

@@ -32,8 +32,8 @@
 /* ==== hpcc ================================================================ */
 
 /* Value of the hash hpccd_tcp_win (key: struct hpccd_flow_key): the window
- * the daemon computed for one flow with the HPCC core (seed 004 Algorithm
- * 1, fed by TCP-side probes, seed 002 section 7.2).  Written whole by the
+ * the daemon computed for one flow with the HPCC core ([HPCC] Algorithm
+ * 1, fed by TCP-side probes, [HPCC++2022] section 7.2).  Written whole by the
  * daemon with one map update per new W; read by the congestion control on
  * every ACK. */
 struct hpccd_tcp_win {
@@ -48,7 +48,7 @@ struct hpccd_tcp_win {
  * heartbeat.  All zero (never written) means "no daemon": every flow runs
  * the fallback. */
 struct hpccd_tcp_cc_cfg {
-	__u64 w_init_bytes;   /* W_init = B_NIC x T (seed 004 section 3.2): the window of a
+	__u64 w_init_bytes;   /* W_init = B_NIC x T ([HPCC] section 3.2): the window of a
 			       * flow before its first telemetry, while the daemon is alive */
 	__u64 rate_init_bps;  /* pacing of such a flow, BYTES per second (B_NIC / 8) */
 	__u64 stale_ns;       /* a W older than this, or a heartbeat older than this,
@@ -68,7 +68,7 @@ enum hpccd_tcp_cc_mode {
 /* Value of the LRU hash hpccd_tcp_cst (key: struct hpccd_flow_key): the
  * kernel's view of a flow that runs "hpcc", written by the CC at init and
  * on every ACK, deleted at release.  The daemon probes a flow only while
- * snd_nxt != snd_una (data in flight, seed 002 section 6.2.1) and times its
+ * snd_nxt != snd_una (data in flight, [HPCC++2022] section 6.2.1) and times its
  * probes with srtt. */
 struct hpccd_tcp_cc_state {
 	__u64 init_ns;        /* CLOCK_MONOTONIC when the CC took the socket */
@@ -106,7 +106,7 @@ enum hpccd_tcp_hpcc_counter {
 
 /* ==== dctcp =============================================================== */
 
-/* DCTCP.Alpha is kept scaled by 2^HPCCD_TCP_DCTCP_SCF_SHIFT (seed 001
+/* DCTCP.Alpha is kept scaled by 2^HPCCD_TCP_DCTCP_SCF_SHIFT ([DCTCP]
  * section 4: SCF = 65536), g = 2^-HPCCD_TCP_DCTCP_G_SHIFT = 1/16. */
 #define HPCCD_TCP_DCTCP_SCF_SHIFT 16
 #define HPCCD_TCP_DCTCP_SCF       (1u << HPCCD_TCP_DCTCP_SCF_SHIFT)

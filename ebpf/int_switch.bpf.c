@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * int_switch: the lab's software INT switch (ARCHITECTURE: "the project's
- * own software INT switch in eBPF on the switch namespace's ports, over a
- * real rate-limited queue").  A tc clsact EGRESS program, attached to every
+ * int_switch: the lab's software INT switch (docs/architecture.md, "The lab and the
+ * experiments").  A tc clsact EGRESS program, attached to every
  * port of a switch namespace, does (a)-(e); the hop record it writes is
  * rewritten with the port's state at the packet's departure by two more
  * programs of this object, (f) below:
@@ -10,13 +9,13 @@
  *  (a) read the port's queue: the live backlog (bytes, packets), the bytes
  *      and packets it has transmitted and its drops, from the port's root
  *      qdisc (skb->dev->qdisc through bpf_cast_to_kern_ctx, CO-RE reads);
- *  (b) LDCP fast start (seed 003 section 2.3, Eq. 3): an ECN-incapable
+ *  (b) LDCP fast start ([LDCP] section 2.3, Eq. 3): an ECN-incapable
  *      packet of the configured class is dropped (TC_ACT_SHOT) when
  *      q >= K (fast_start_k_bytes);
- *  (c) WRED/ECN (seed 003 section 2.1) on the instantaneous queue q of an
+ *  (c) WRED/ECN ([LDCP] section 2.1) on the instantaneous queue q of an
  *      ECN-capable packet: q < K_min no mark; K_min <= q < K_max mark with
  *      p = (q - K_min) / (K_max - K_min) x P_max; q >= K_max mark.
- *      K_min = K_max = K is DCTCP's threshold marking (seed 001 section
+ *      K_min = K_max = K is DCTCP's threshold marking ([DCTCP] section
  *      3.1).  A mark sets CE (ECT(0) and ECT(1) -> CE) and updates the IPv4
  *      header checksum;
  *  (d) INT (docs/wire-format.md "INT header"): into an hpccd packet (UDP
@@ -37,10 +36,10 @@
  *      int_sw_depart, on tc INGRESS of the link's far end (the next
  *      node's interface), rewrites the record with it: TS = the dequeue
  *      time, txBytes = the bytes sent with the packet, qLen = the bytes
- *      left queued behind it (seed 004 section 4.1: the port's state
+ *      left queued behind it ([HPCC] section 4.1: the port's state
  *      "when the packet is emitted").  See "Stamping at departure" below.
  *
- * The hop record has no switch-id or port field (seed 004 section 4.1: B,
+ * The hop record has no switch-id or port field ([HPCC] section 4.1: B,
  * TS, txBytes, qLen): the switch id goes into pathID only, and the port is
  * implied by the position of the record on the path.  The port number is
  * in the counters and the queue samples.
@@ -56,12 +55,12 @@
  * The queue is the port's own root qdisc, a real one: an HTB class at the
  * link rate with a byte-limited bfifo leaf of buffer_bytes
  * (docs/topology.md "Ports"); TBF works alike.  The bfifo drops what does
- * not fit (buffer-limit drops, seed 003 section 2.1 "q larger than
+ * not fit (buffer-limit drops, [LDCP] section 2.1 "q larger than
  * buf_max").
  *
  * Decisions:
  *
- *  - Stamping at departure, in two steps.  Seed 004 section 4.1 records
+ *  - Stamping at departure, in two steps.  [HPCC] section 4.1 records
  *    the egress port "when the packet is emitted": the queue it leaves
  *    behind, the bytes sent so far, the time it leaves.  tc egress runs
  *    before the qdisc's enqueue and is the last point on the sending side
@@ -99,7 +98,7 @@
  *    qdisc updates it at DEQUEUE (qdisc_bstats_update in htb_dequeue), so
  *    it counts bytes that really left the queue toward the link, at the
  *    link rate when the queue is busy: exactly the "total bytes sent so
- *    far" of the egress port, seed 004 section 4.1.  (Bytes are qdisc_pkt_len:
+ *    far" of the egress port, [HPCC] section 4.1.  (Bytes are qdisc_pkt_len:
  *    a GSO packet counts the headers of every segment, as on the wire,
  *    without Ethernet FCS, preamble and gap.)  The backlog is
  *    qstats.backlog of the root, which HTB increments at enqueue and
@@ -133,7 +132,7 @@
  *    ones never dropped here.
  *  - Fast-start class (struct hpccd_sw_port.flags): hpccd native packets
  *    (HPCCD_SW_F_FS_HPCCD), packets with DSCP fs_dscp (HPCCD_SW_F_FS_DSCP:
- *    the seed's "queue exclusively used by LDCP flows"), or every IPv4
+ *    [LDCP]'s "queue exclusively used by LDCP flows"), or every IPv4
  *    packet (HPCCD_SW_F_FS_ALL); none set = fast start off.  A plain
  *    kernel TCP flow without ECN is ECN-incapable: with FS_ALL it would be
  *    dropped at every queue above K, which is why the class is configured.
@@ -365,7 +364,7 @@ static __always_inline int classify(struct __sk_buff *skb, struct pkt *p)
 	return p->kind;
 }
 
-/* (c) The WRED/ECN decision of seed 003 section 2.1 on queue q (bytes). */
+/* (c) The WRED/ECN decision of [LDCP] section 2.1 on queue q (bytes). */
 static __always_inline int wred_mark(const struct hpccd_sw_port *pc, __u32 q)
 {
 	__u32 kmin = pc->kmin_bytes, kmax = pc->kmax_bytes;
@@ -705,7 +704,7 @@ int hpccd_int_sw(struct __sk_buff *skb)
 	read_queue(skb, &qv);
 	q = qv.backlog;
 	if (flags & HPCCD_SW_F_RX_BYTES) {
-		/* HPCC-rxRate (seed 004 section 3.4, Figure 6): the hop reports
+		/* HPCC-rxRate ([HPCC] section 3.4, Figure 6): the hop reports
 		 * the bytes that arrived at this queue, this packet excluded, in
 		 * place of those it transmitted.  The add is atomic across CPUs
 		 * (XADD); the read after it may see another CPU's add too, which

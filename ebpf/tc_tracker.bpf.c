@@ -2,8 +2,8 @@
 /*
  * tc_tracker: tc clsact egress program of a host interface that watches
  * the kernel TCP flows this host sends on, for the TCP-side deployment of
- * HPCC++ (seed 002 section 7.2): the daemon probes a flow only while it
- * has data in flight (seed 002 section 6.2.1), and learns which flows
+ * HPCC++ ([HPCC++2022] section 7.2): the daemon probes a flow only while it
+ * has data in flight ([HPCC++2022] section 6.2.1), and learns which flows
  * those are, and how much they sent, from hpccd_tcp_flows.
  *
  * It only observes: every packet leaves with TC_ACT_OK, unchanged (except

@@ -1,57 +1,57 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * tcp_dctcp: DCTCP (seed 001, draft-ietf-tcpm-dctcp-05, which became RFC
+ * tcp_dctcp: DCTCP ([DCTCP], draft-ietf-tcpm-dctcp-05, which became RFC
  * 8257) as a BPF struct_ops TCP congestion control named "dctcp": this
  * kernel has no tcp_dctcp module.  Registered by hpccd (tcp_side.py);
  * applications select it with TCP_CONGESTION ("iperf3 -C dctcp").
  *
- * Written from the seed; the kernel's tcp_dctcp.c was read for how the
- * hooks are called, not copied.  Where the seed leaves a choice, the choice
+ * Written from [DCTCP]; the kernel's tcp_dctcp.c was read for how the
+ * hooks are called, not copied.  Where [DCTCP] leaves a choice, the choice
  * and its reason are below.
  *
- * Sender (seed 001 section 3.3, lines 300-401; section 4, lines 478-514):
- *  - DCTCP.Alpha starts at 1 (line 304) and is kept as an integer scaled by
- *    SCF = 2^16 with g = 2^-4 = 1/16 (section 4, line 434), updated with
- *    shifts exactly as lines 495-514 give it: ScaledM = SCF x BytesMarked /
+ * Sender ([DCTCP] sections 3.3 and 4):
+ *  - DCTCP.Alpha starts at 1 (section 3.3) and is kept as an integer scaled
+ *    by SCF = 2^16 with g = 2^-4 = 1/16 (section 4), updated with shifts
+ *    exactly as section 4 gives it in place of steps 5 and 6: ScaledM = SCF x BytesMarked /
  *    BytesAcked; if (Alpha >> 4) == 0 then Alpha = 0; Alpha += (ScaledM >> 4)
- *    - (Alpha >> 4); clamp to SCF.  The "reach zero" rule (line 485) comes
+ *    - (Alpha >> 4); clamp to SCF.  The "reach zero" rule (section 4) comes
  *    from the first step.
- *  - BytesAcked = SEG.ACK - SND.UNA (line 349) per ACK in in_ack_event
- *    (byte counting, as the seed says, rather than the kernel module's
- *    packet counts); ECE adds the same to BytesMarked (line 357).  The
- *    window ends when an ACK passes WindowEnd (line 359: "less than or
- *    equal ... stop"), and WindowEnd becomes SND.NXT (line 374).
- *  - The cut cwnd = cwnd (1 - Alpha / 2) (line 383) is what ssthresh()
+ *  - BytesAcked = SEG.ACK - SND.UNA (section 3.3, step 1) per ACK in in_ack_event
+ *    (byte counting, as [DCTCP] says, rather than the kernel module's
+ *    packet counts); ECE adds the same to BytesMarked (step 3).  The
+ *    window ends when an ACK passes WindowEnd (step 4: "less than or
+ *    equal ... stop"), and WindowEnd becomes SND.NXT (step 7).
+ *  - The cut cwnd = cwnd (1 - Alpha / 2) (step 9) is what ssthresh()
  *    returns when the kernel enters CWR on an ECE: the kernel then brings
  *    cwnd down to it over the next round trip (PRR) and does not react to
  *    another ECE until the window of data sent before the reduction is
  *    acknowledged, which is "not more than once for every window of data"
- *    (line 401) and the CWR bit "as per RFC 3168" (line 402).  Alpha itself
+ *    and the CWR bit "as per RFC 3168" (both at the end of section 3.3).  Alpha itself
  *    is updated once per observation window whether or not ECE came.
- *  - Loss (section 3.4, lines 408-416): a conventional TCP's reaction.
+ *  - Loss (section 3.4): a conventional TCP's reaction.
  *    Entering fast recovery from Open/Disorder halves (ssthresh = cwnd/2,
  *    Reno) instead of the alpha cut; entering recovery while a CWR
  *    reduction runs does not cut again ("only reduce the cwnd once per
- *    window of data across all loss signals", line 411).  A timeout
+ *    window of data across all loss signals", section 3.4).  A timeout
  *    (CA_EVENT_LOSS) halves ssthresh and the kernel sets cwnd to the loss
- *    window (line 414).  Alpha is not reset on loss (the MAY of line 476 is
- *    not taken).  Growth is Reno's (tcp_reno_cong_avoid kfunc): DCTCP is
- *    "additional actions on top of ... NewReno" (line 474).
+ *    window (section 3.4).  Alpha is not reset on loss (the MAY of section 4
+ *    is not taken).  Growth is Reno's (tcp_reno_cong_avoid kfunc): DCTCP is
+ *    "additional actions on top of ... NewReno" (section 4).
  *
- * Receiver (section 3.2, lines 241-265): the DCTCP.CE state machine on the
+ * Receiver (section 3.2): the DCTCP.CE state machine on the
  * hooks the kernel's ACK path gives a congestion control.  With
  * TCP_CONG_NEEDS_ECN the kernel reports every ECN-capable data segment as
  * CA_EVENT_ECN_IS_CE or CA_EVENT_ECN_NO_CE.  On a change of DCTCP.CE:
  *  - if a delayed ACK is pending (ICSK_ACK_TIMER), it is sent now with the
  *    OLD state's ECE and the old rcv_nxt (bpf_tcp_send_ack): the "two ACKs"
- *    of line 259, so the sender's alpha is not skewed by one ACK that
+ *    of section 3.2, so the sender's alpha is not skewed by one ACK that
  *    covers segments of both states;
- *  - then an immediate ACK is requested (ICSK_ACK_NOW: steps 1 and 2, lines
- *    247-251).
+ *  - then an immediate ACK is requested (ICSK_ACK_NOW: steps 1 and 2 of
+ *    section 3.2).
  * ECE on every outgoing ACK is TCP_ECN_DEMAND_CWR, which is set exactly
- * while DCTCP.CE is true (line 244: "ECE MUST be set if and only if
+ * while DCTCP.CE is true (section 3.2: "ECE MUST be set if and only if
  * DCTCP.CE is true"), instead of RFC 3168's latch until CWR.  The kernel
- * processes a CWR of the same segment first (line 264), clearing the
+ * processes a CWR of the same segment first (section 3.2), clearing the
  * latch, before reporting the segment's CE.
  *
  * ECN negotiation: .flags = TCP_CONG_NEEDS_ECN makes the kernel request ECN
@@ -61,7 +61,7 @@
  * needs ECN (the kernel's tcp_ecn_create_request refuses ECT SYNs
  * otherwise): the receiver must run dctcp on its listener (its namespace's
  * net.ipv4.tcp_congestion_control, or TCP_CONGESTION before listen()),
- * which is the seed's "both endpoints must support DCTCP" (section 5).
+ * which is [DCTCP]'s "both endpoints must support DCTCP" (section 5).
  * TCP_CONG_NON_RESTRICTED lets a network namespace make it its default
  * (only the initial namespace may default to a restricted CC) and lets
  * unprivileged applications select it, like reno.  A connection whose peer did
@@ -192,9 +192,9 @@ void BPF_PROG(hpccd_dc_init, struct sock *sk)
 		return;
 	}
 	__builtin_memset(ca, 0, sizeof(*ca));
-	ca->alpha = HPCCD_TCP_DCTCP_SCF;            /* "initialized to 1", line 304 */
+	ca->alpha = HPCCD_TCP_DCTCP_SCF;            /* "initialized to 1", section 3.3 */
 	ca->prior_snd_una = tp->snd_una;
-	ca->window_end = tp->snd_una;               /* "initialized to SND.UNA", line 326 */
+	ca->window_end = tp->snd_una;               /* "initialized to SND.UNA", 3.3 */
 	ca->prior_rcv_nxt = tp->rcv_nxt;
 	ca->inited = 1;
 	count(HPCCD_TCPD_INIT, 0);
@@ -235,7 +235,7 @@ void BPF_PROG(hpccd_dc_ack, struct sock *sk, __u32 flags)
 	if ((a >> HPCCD_TCP_DCTCP_G_SHIFT) == 0)
 		a = 0;
 	a = a + (__u32)(m >> HPCCD_TCP_DCTCP_G_SHIFT) - (a >> HPCCD_TCP_DCTCP_G_SHIFT);
-	if (a > HPCCD_TCP_DCTCP_SCF)                 /* clamp, line 489 */
+	if (a > HPCCD_TCP_DCTCP_SCF)                 /* clamp, section 4 */
 		a = HPCCD_TCP_DCTCP_SCF;
 	ca->alpha = a;
 	ca->window_end = tp->snd_nxt;                /* step 7 */
@@ -304,7 +304,7 @@ void BPF_PROG(hpccd_dc_event, struct sock *sk, enum tcp_ca_event ev)
 	ce = ev == CA_EVENT_ECN_IS_CE;
 	if (ce != ca->ce_state) {
 		/* Section 3.2: a delayed ACK for segments of the old state goes
-		 * first, with the old state's ECE (line 259), then the new
+		 * first, with the old state's ECE ("two ACKs"), then the new
 		 * state is acknowledged at once (steps 1 and 2). */
 		if (icsk->icsk_ack.pending & ICSK_ACK_TIMER) {
 			if (ca->ce_state)
@@ -320,7 +320,7 @@ void BPF_PROG(hpccd_dc_event, struct sock *sk, enum tcp_ca_event ev)
 	}
 	ca->prior_rcv_nxt = tp->rcv_nxt;
 	ca->ce_state = ce;
-	/* ECE if and only if DCTCP.CE (line 244). */
+	/* ECE if and only if DCTCP.CE (section 3.2). */
 	if (ce)
 		tp->ecn_flags |= HPCCD_TCP_ECN_DEMAND_CWR;
 	else

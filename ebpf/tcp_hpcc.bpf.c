@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * tcp_hpcc: the struct_ops TCP congestion control "hpcc" of the TCP-side
- * deployment of HPCC++ (seed 002 section 7.2; ARCHITECTURE path 3).
+ * deployment of HPCC++ ([HPCC++2022] section 7.2; docs/architecture.md,
+ * "Kernel TCP flows").
  *
  * The algorithm does not run here.  hpccd probes each kernel TCP flow once
- * per RTT while it has data in flight (seed 002 section 6.2.1), feeds the
- * INT of the responses to the HPCC core (seed 004 Algorithm 1, the same C
+ * per RTT while it has data in flight ([HPCC++2022] section 6.2.1), feeds the
+ * INT of the responses to the HPCC core ([HPCC] Algorithm 1, the same C
  * code as the native transport) and writes the resulting window W and
  * pacing rate R = W / T into hpccd_tcp_win, keyed by the flow as tc_tracker
  * keys it.  This program enforces them: on every ACK (cong_control) it sets
@@ -23,8 +24,8 @@
  *    rate of a W below 2 segments.
  *  - WINIT: no entry yet, daemon alive, and the socket took this CC less
  *    than stale_ns ago: W_init = B_NIC x T at the line rate B_NIC, from
- *    hpccd_tcp_cfg.  HPCC lets flows start at line rate (seed 002 section
- *    5, "allowing flows starting at line-rate"; seed 004 section 3.2 sets
+ *    hpccd_tcp_cfg.  HPCC lets flows start at line rate ([HPCC++2022] section
+ *    5, "allowing flows starting at line-rate"; [HPCC] section 3.2 sets
  *    W_init = B_NIC x T); the first probe response arrives one RTT after
  *    the flow is seen.
  *  - FALLBACK: no configuration, a heartbeat older than stale_ns (daemon
@@ -46,7 +47,7 @@
  *    When fresh telemetry comes back (daemon restarted), HPCC resumes.
  *
  * Loss while in HPCC mode: HPCC's window comes from the network's state,
- * not from loss (seed 004 section 3), so ssthresh() keeps cwnd and the next
+ * not from loss ([HPCC] section 3), so ssthresh() keeps cwnd and the next
  * ACK sets W again; the kernel still retransmits (and after an RTO starts
  * from its loss window until that ACK).  Losses are counted (HPCCD_TCPC_LOSS).
  *

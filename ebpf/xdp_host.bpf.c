@@ -12,11 +12,11 @@
  *      counted per class and XDP_DROP (docs/wire-format.md "Malformed
  *      packets": they cannot belong to any hpccd flow).
  *  (c) PROBE (UDP or TCP-side) to this host: rewritten in place into its
- *      PROBE_RESP and XDP_TX, without waking userspace (seed 002 section
+ *      PROBE_RESP and XDP_TX, without waking userspace ([HPCC++2022] section
  *      6.2.1: the receiver reflects).
  *  (d) TCP-side PROBE_RESP to this host: tag verified, telemetry written to
  *      hpccd_telem for the daemon, XDP_DROP (the kernel TCP stack must
- *      never see probes or responses: seed 002 section 7.2).
+ *      never see probes or responses: [HPCC++2022] section 7.2).
  *  (e) every other valid hpccd packet to this host (DATA, ACK, NACK,
  *      NOTIFY, PROBE_RESP of native flows): redirected to the AF_XDP socket
  *      of its rx queue.
@@ -47,7 +47,7 @@
  *    reflected TTL would die on a long path back), and a CE mark of the
  *    forward path becomes ECT(0), so the response does not carry
  *    congestion of the forward path onto the reverse one.  DSCP is kept
- *    (TCP-side responses must carry the probe DSCP, seed 002 section 7.2),
+ *    (TCP-side responses must carry the probe DSCP, [HPCC++2022] section 7.2),
  *    as are IP id, DF and any IP options.  TCP seq (the probe number) and
  *    the rest of the TCP header are kept; only the ports are swapped.
  *  - The L4 (UDP or TCP) checksum of the PROBE_RESP is patched

@@ -20,7 +20,7 @@
  * The marking and the fast-start drop are decided where a packet joins its
  * egress queue (end of ingress in v1model: queue admission), on the queue
  * as the packet finds it.  The hop record describes the egress port "when
- * the packet is emitted" (seed 004 section 4.1): it is written in egress,
+ * the packet is emitted" ([HPCC] section 4.1): it is written in egress,
  * after the queue, with the time the packet left it, the bytes the port has
  * sent including this packet and the bytes left queued behind it.
  * docs/switch.md has the mapping and the reasons.
@@ -576,7 +576,7 @@ control SwitchComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
 
 /* ==== queue management =================================================== */
 
-/* WRED/ECN on the egress queue (seed 003 section 2.1), decided when the
+/* WRED/ECN on the egress queue ([LDCP] section 2.1), decided when the
  * packet arrives at the queue, on the instantaneous queue q: the bytes
  * already queued ahead of it (DCTCP's "queue occupancy upon arrival").
  *   ECN-capable (ECT(0), ECT(1), CE): q < K_min no mark; K_min <= q < K_max
@@ -584,7 +584,7 @@ control SwitchComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
  *     CE.  K_min = K_max is DCTCP's threshold marking.  A packet already CE
  *     stays CE and counts as marked.
  *   ECN-incapable, of the fast-start class: dropped when q >= K (LDCP's
- *     first-RTT packets are sent not-ECT, seed 003 section 2.3).  Other
+ *     first-RTT packets are sent not-ECT, [LDCP] section 2.3).  Other
  *     ECN-incapable packets pass (only the buffer limit drops them).
  * The probability needs no division: the control plane gives
  *   pmax_slope = floor(P_max x 2^32 / (K_max - K_min))   (0 when K_min = K_max)
@@ -730,7 +730,7 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
         meta.buffer_bytes = buffer_bytes;
     }
 
-    /* buf_max of each egress port (seed 003 section 2.1): the topology's
+    /* buf_max of each egress port ([LDCP] section 2.1): the topology's
      * buffer_bytes.  A port not configured has no byte limit (only BMv2's
      * packet limit, set_queue_depth). */
     @name(".port_buffer") table port_buffer {
@@ -877,7 +877,7 @@ control IntStamp(inout headers_t hdr, in hop_sample_t s, out stamp_result_t resu
 
 /* v1model egress: releases the packet's bytes from its queue, counts them
  * into the port's txBytes, and stamps the hop record of a valid hpccd
- * packet with the port's state when the packet is emitted (seed 004
+ * packet with the port's state when the packet is emitted ([HPCC]
  * section 4.1; egress runs after the queue):
  *   B       = port_config (speed code of the port's rate)
  *   TS      = egress_global_timestamp (us) x 1000, mod 2^24   (ns)

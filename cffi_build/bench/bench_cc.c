@@ -15,7 +15,7 @@
  *            (decode + update)
  *
  * Every flow is first warmed up with WARMUP_ACKS ACKs (one more for a
- * random half of them): the first only records L (seed 004 Algorithm 1
+ * random half of them): the first only records L ([HPCC] Algorithm 1
  * has nothing to take a delta against), the others bring the EWMA U from
  * u_init = 0 to its steady state (each ACK moves it by tau/T ~ 1/9), so
  * that 10 flows with many ACKs each and 100k flows with a couple each run

@@ -24,9 +24,9 @@
 
 void hpccd_dcqcn_ecn_for_rate(uint64_t bw_bps, struct hpccd_dcqcn_ecn *e)
 {
-	/* Seed 004 section 5.1: Kmin = 100 KB x Bw / 25 Gbit/s and
+	/* [HPCC] section 5.1: Kmin = 100 KB x Bw / 25 Gbit/s and
 	 * Kmax = 400 KB x Bw / 25 Gbit/s, i.e. Bw / 250000 and Bw / 62500
-	 * bytes.  Pmax is not in seed 004: 1 %, the DCQCN paper's. */
+	 * bytes.  Pmax is not in [HPCC]: 1 %, the DCQCN paper's. */
 	e->kmin_bytes = bw_bps / 250000;
 	e->kmax_bytes = bw_bps / 62500;
 	e->pmax = 0.01;
@@ -115,7 +115,7 @@ void hpccd_dcqcn_params_default(struct hpccd_dcqcn_params *p)
 	/* The DCQCN paper's values (section 3.1 and its evaluation):
 	 * g = 1/256, K = 55 us, N = 50 us (hpccd_dcqcn_np_init), a rate
 	 * increase every T = 55 us or every B = 10 MB, F = 5, R_AI = 40 Mbit/s.
-	 * Seed 004 section 5.1 ran "the parameters suggested by a major NIC
+	 * [HPCC] section 5.1 ran "the parameters suggested by a major NIC
 	 * vendor", which it does not list (its Figure 2 gives that vendor's
 	 * timers, T_i = 300 us and T_d = 4 us: set T_ns and N_ns to them). */
 	p->g = 1.0 / 256;

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * DCTCP (seed 001): sender congestion estimator and window reduction
+ * DCTCP ([DCTCP]): sender congestion estimator and window reduction
  * (section 3.3, in the scaled integer form of section 4), loss handling
  * (section 3.4) over NewReno-style growth (RFC 5681, as section 4 suggests
  * "additional actions on top of ... NewReno"), and the receiver's
  * DCTCP.CE ACK state machine (section 3.2).
  *
- * All state is integer: alpha is scaled by SCF = 2^16 (the seed's
+ * All state is integer: alpha is scaled by SCF = 2^16 ([DCTCP]'s
  * example), g = 2^-SHF.
  */
 #include <errno.h>
@@ -17,7 +17,7 @@
 void hpccd_dctcp_params_default(struct hpccd_dctcp_params *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->g_shift = 4;            /* g = 1/16, seed 001 section 4 */
+	p->g_shift = 4;            /* g = 1/16, [DCTCP] section 4 */
 	p->mtu_bytes = 1000;
 	p->alpha_reset_on_loss = 0;
 }
@@ -28,7 +28,7 @@ int hpccd_dctcp_init(struct hpccd_dctcp *s, const struct hpccd_dctcp_params *p,
 	const char *bad = NULL;
 
 	if (p->g_shift < 1 || p->g_shift > 15)
-		bad = "g must be 2^-k with 1 <= k <= 15 (scaled form of seed 001 section 4)";
+		bad = "g must be 2^-k with 1 <= k <= 15 (scaled form of [DCTCP] section 4)";
 	else if (p->mtu_bytes == 0)
 		bad = "mtu_bytes must be positive";
 	else if (p->init_cwnd_bytes != 0 && p->init_cwnd_bytes < p->mtu_bytes)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * HPCC, sender (seed 004 section 3.2, Algorithm 1, lines 1-27) and
- * Rx-HPCC, receiver (seed 000 section 6.2 / seed 002 section 6.3.2,
+ * HPCC, sender ([HPCC] section 3.2, Algorithm 1, lines 1-27) and
+ * Rx-HPCC, receiver ([HPCC++2020] section 6.2 / [HPCC++2022] section 6.3.2,
  * NewINT lines 28-34).  Both share MeasureInflight and ComputeWind.
  *
  * Units: qlen and txBytes in bytes, ts in ns, B in bytes per ns
@@ -29,12 +29,12 @@
 void hpccd_hpcc_params_default(struct hpccd_hpcc_params *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->T_ns = 13000;              /* seed 004 section 5.1 (simulations) */
-	p->eta = 0.95;                /* seed 004 section 3.3 */
-	p->max_stage = 5;             /* seed 004 section 3.3 */
-	p->N_flows = 100;             /* seed 004 section 5.1, footnote 4 */
+	p->T_ns = 13000;              /* [HPCC] section 5.1 (simulations) */
+	p->eta = 0.95;                /* [HPCC] section 3.3 */
+	p->max_stage = 5;             /* [HPCC] section 3.3 */
+	p->N_flows = 100;             /* [HPCC] section 5.1, footnote 4 */
 	p->line_rate_bps = 100000000000ULL;
-	p->mtu_bytes = 1000;          /* seed 004 section 5.1: 1 KB packets */
+	p->mtu_bytes = 1000;          /* [HPCC] section 5.1: 1 KB packets */
 	p->u_init = 0;
 }
 
@@ -74,12 +74,12 @@ int hpccd_hpcc_init(struct hpccd_hpcc *s, const struct hpccd_hpcc_params *p,
 	if (bad)
 		goto fail;
 
-	/* W_init = B_NIC x T (seed 004 section 3.2), bytes. */
+	/* W_init = B_NIC x T ([HPCC] section 3.2), bytes. */
 	w_init = p->w_init_bytes != 0 ? p->w_init_bytes
 				      : (double)p->line_rate_bps * p->T_ns / BITS_PER_BYTE_NS;
 	w_min = p->w_min_bytes != 0 ? p->w_min_bytes : (double)p->mtu_bytes;
 	w_max = p->w_max_bytes != 0 ? p->w_max_bytes : w_init;
-	/* W_AI = W_init (1 - eta) / N (seed 004 section 3.3, rule of thumb). */
+	/* W_AI = W_init (1 - eta) / N ([HPCC] section 3.3, rule of thumb). */
 	w_ai = p->w_ai_bytes != 0 ? p->w_ai_bytes
 				  : w_init * (1 - p->eta) / (double)p->N_flows;
 	if (w_min > w_max) {
@@ -474,7 +474,7 @@ int hpccd_hpcc_new_int(struct hpccd_hpcc *s, uint64_t now_ns,
 		return 0;
 	}
 	U = measure_inflight(s, hops, n_hops);
-	/* Seed 002 section 6.3.2: with the last hop as the congestion point
+	/* [HPCC++2022] section 6.3.2: with the last hop as the congestion point
 	 * the receiver knows N and uses W_AI = W_init (1 - eta) / N. */
 	if (s->active_flows && s->bottleneck_hop == n_hops - 1)
 		s->w_ai = s->w_init * (1 - s->eta) / (double)s->active_flows;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * LDCP (seed 003 section 2): per-ACK window adjustment (PAWA, section
+ * LDCP ([LDCP] section 2): per-ACK window adjustment (PAWA, section
  * 2.2, Eqs. (1) and (2)), windows below one packet ticked out by a timer
  * of RTT/cw (section 2.2, last paragraph), and zero-RTT fast start with
  * IW = BDP and ECN-incapable first-RTT packets (section 2.3; transitions
@@ -17,7 +17,7 @@
 void hpccd_ldcp_params_default(struct hpccd_ldcp_params *p)
 {
 	memset(p, 0, sizeof(*p));
-	/* The seed bounds alpha and beta to (0, 1] but gives no defaults:
+	/* [LDCP] bounds alpha and beta to (0, 1] but gives no defaults:
 	 * alpha = 1 packet per RTT is TCP's additive increase; beta = 1/2
 	 * makes a fully marked round halve cw, DCTCP's largest cut. */
 	p->alpha = 1.0;
@@ -36,9 +36,9 @@ int hpccd_ldcp_init(struct hpccd_ldcp *s, const struct hpccd_ldcp_params *p,
 	double iw;
 
 	if (!(p->alpha > 0 && p->alpha <= 1))
-		bad = "alpha must be in (0, 1] (seed 003 section 2.2)";
+		bad = "alpha must be in (0, 1] ([LDCP] section 2.2)";
 	else if (!(p->beta > 0 && p->beta <= 1))
-		bad = "beta must be in (0, 1] (seed 003 section 2.2)";
+		bad = "beta must be in (0, 1] ([LDCP] section 2.2)";
 	else if (!(p->gamma > 0 && p->gamma < 1))
 		bad = "gamma must be in (0, 1)";
 	else if (!(p->eta > 0 && p->eta < 1))
@@ -128,7 +128,7 @@ void hpccd_ldcp_on_ack(struct hpccd_ldcp *s, uint32_t n, int ece, int loss,
 			s->stage = HPCCD_LDCP_STABLE;
 		}
 	} else if (loss) {
-		/* The seed is silent on stable-stage loss (WRED drops only
+		/* [LDCP] is silent on stable-stage loss (WRED drops only
 		 * first-RTT packets; a stable packet is lost only on buffer
 		 * overflow): react as conventional TCP, halve. */
 		s->cw = fmax(s->gamma, s->cw / 2);

@@ -22,11 +22,11 @@
 void hpccd_timely_params_default(struct hpccd_timely_params *p)
 {
 	memset(p, 0, sizeof(*p));
-	/* Seed 004 section 5.1: "For TIMELY, we use the parameters suggested
+	/* [HPCC] section 5.1: "For TIMELY, we use the parameters suggested
 	 * in [31]" (the TIMELY paper): alpha = 0.875, beta = 0.8,
 	 * delta = 10 Mbit/s, T_low = 50 us, T_high = 500 us, HAI N = 5 after
 	 * five negative gradients.  minRTT is the network's base RTT: 13 us,
-	 * seed 004's simulation T (section 5.1), as for HPCC and LDCP here. */
+	 * [HPCC]'s simulation T (section 5.1), as for HPCC and LDCP here. */
 	p->alpha = 0.875;
 	p->beta = 0.8;
 	p->delta_bps = 10e6;

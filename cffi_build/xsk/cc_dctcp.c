@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * DCTCP in the engine (seed 001): a window-based sender paced at the NIC's
+ * DCTCP in the engine ([DCTCP]): a window-based sender paced at the NIC's
  * rate, cwnd from the core's DCTCP (cffi_build/cc/dctcp.c) on every ACK
  * and NACK, every data packet ECT(0).
  */

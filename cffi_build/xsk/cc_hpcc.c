@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * Sender-based HPCC in the engine (seed 004 Algorithm 1): W from the INT
+ * Sender-based HPCC in the engine ([HPCC] Algorithm 1): W from the INT
  * echoed in ACKs (or carried back by probe responses in probe mode),
- * R = W / T (seed 004 line 182).  The arithmetic is the core's
+ * R = W / T ([HPCC] section 3.2).  The arithmetic is the core's
  * (cffi_build/cc/hpcc.c); this file only feeds it and converts units.
  */
 #include "tp.h"
@@ -21,7 +21,7 @@ static void hpcc_sync(struct tp_flow *fl)
 	fl->rate_bps = cap_rate(fl, hpccd_hpcc_rate_bps(&fl->cc.hpcc));
 }
 
-/* NewAck (seed 004 Algorithm 1 line 21) for an ACK with the INT echo */
+/* NewAck ([HPCC] Algorithm 1 line 21) for an ACK with the INT echo */
 static int hpcc_on_feedback(struct tp_flow *fl, const struct tp_fb *fb, uint64_t now)
 {
 	const struct hpccd_wire_info *wi = fb->wi;
@@ -36,7 +36,7 @@ static int hpcc_on_feedback(struct tp_flow *fl, const struct tp_fb *fb, uint64_t
 
 /* A probe response's INT goes to NewAck exactly as an INT-echo ACK's does,
  * with seq = snd_nxt = the probe number: every response starts a new RTT,
- * so each one updates W^c (lines 22-24), the once-per-RTT update seed 000
+ * so each one updates W^c (lines 22-24), the once-per-RTT update [HPCC++2020]
  * section 6.1 asks for. */
 static int hpcc_on_probe_resp(struct tp_flow *fl, const struct hpccd_wire_info *wi,
 			      const uint8_t *f, uint64_t now)
@@ -68,11 +68,11 @@ const struct tp_cc_ops tp_cc_hpcc = {
 	.signal = hpcc_signal,
 };
 
-/* ---- Rx-HPCC (seed 002 section 6.3.2): W is the receiver's ------------ */
+/* ---- Rx-HPCC ([HPCC++2022] section 6.3.2): W is the receiver's ------------ */
 
 static void rxhpcc_sync(struct tp_flow *fl)
 {
-	/* R = W / T (seed 004 line 182) */
+	/* R = W / T ([HPCC] section 3.2) */
 	fl->rate_bps = cap_rate(fl, fl->W * 8e9 / fl->cc.hpcc.T);
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * LDCP in the engine (seed 003): cw from the core (cffi_build/cc/ldcp.c)
+ * LDCP in the engine ([LDCP]): cw from the core (cffi_build/cc/ldcp.c)
  * per ACK with n = the packets it acknowledges, windows below one packet
  * paced by the RTT / cw interval (section 2.2), first-RTT packets
  * ECN-incapable but the IW-th (section 3.1).
@@ -18,7 +18,7 @@ static void ldcp_sync(struct tp_flow *fl)
 	uint64_t iv = hpccd_ldcp_tx_interval_ns(&fl->cc.ldcp, fl->srtt);
 
 	fl->W = fl->cc.ldcp.cw * fl->mss * fl->wire_per_payload;
-	/* cw < 1: one packet every RTT / cw (seed 003 section 2.2) */
+	/* cw < 1: one packet every RTT / cw ([LDCP] section 2.2) */
 	fl->rate_bps = iv ? cap_rate(fl, (fl->mss + fl->hdr_max) * 8e9 / (double)iv)
 			  : (double)fl->c.line_rate_bps;
 }
@@ -43,7 +43,7 @@ static void ldcp_on_timeout(struct tp_flow *fl, uint64_t now)
 	hpccd_ldcp_on_ack(&fl->cc.ldcp, 0, 0, 1, now);
 }
 
-/* seed 003 section 3.1: first-RTT packets ECN-incapable but the IW-th (or
+/* [LDCP] section 3.1: first-RTT packets ECN-incapable but the IW-th (or
  * the message's last); retransmissions are stable (ECT) */
 static int ldcp_pkt_ect(const struct tp_flow *fl, uint64_t idx, int retx)
 {

@@ -175,7 +175,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 			}
 			break;
 		}
-		/* go-back-N (seed 004 section 4.2, line 334): resend from the
+		/* go-back-N ([HPCC] section 4.2): resend from the
 		 * first byte the receiver misses; once per gap per RTT, so that
 		 * the NACKs of one loss do not rewind again and again */
 		/* a stale NACK (below what is acknowledged) rewinds nothing */
@@ -205,13 +205,13 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 }
 
 /* A PROBE_RESP for one of our flows (probe mode).  Its tag is verified
- * first (seed 002 section 9.1; never applied otherwise); only the response
+ * first ([HPCC++2022] section 9.1; never applied otherwise); only the response
  * to the outstanding probe counts: one to a probe already declared lost is
  * late, and is not applied either (its INT is older than a probe's RTT and
- * the next probe is already on its way).  The INT goes to NewAck (seed 004
+ * the next probe is already on its way).  The INT goes to NewAck ([HPCC]
  * Algorithm 1 line 21) exactly as an INT-echo ACK's does, with seq =
  * snd_nxt = the probe number: every response starts a new RTT, so each
- * one updates W^c (lines 22-24), which is the once-per-RTT update seed 000
+ * one updates W^c (lines 22-24), which is the once-per-RTT update [HPCC++2020]
  * section 6.1 asks for. */
 void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 			  const struct hpccd_wire_info *wi, uint64_t now)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The engine's thread (seed 004 section 4.2 and seed 000 section 6.3:
+ * The engine's thread ([HPCC] section 4.2 and [HPCC++2020] section 7.2:
  * scheduler, TX pipe, RX pipe), per loop:
  *   1. RX pipe: up to RX_ROUNDS batches of the RX ring through the shared
  *      parser (hpccd_wire_parse_frame); DATA to the receiver half, ACK /

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The sender half's output: window and pacing, round robin among the
- * flows, DATA and PROBE frames (seed 004 section 4.2: scheduler and TX pipe).
+ * flows, DATA and PROBE frames ([HPCC] section 4.2: scheduler and TX pipe).
  */
 #include "tp.h"
 
@@ -27,7 +27,7 @@ double cap_rate(const struct tp_flow *fl, double r)
 
 /* Payload bytes the window lets be in flight (at least one packet). */
 /* Payload bytes that may be in flight from snd_una: the algorithm's W
- * (seed 004 section 4.2: the window bounds the bytes in flight) and the
+ * ([HPCC] section 4.2: the window bounds the bytes in flight) and the
  * receiver's window, whichever is smaller; at least one packet. */
 uint64_t flow_allowed(const struct tp_flow *fl)
 {
@@ -184,7 +184,7 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 		timer_arm(t, fl);
 	}
 	/* pacing: next send time from the rate, with at most burst_ns of
-	 * banked credit (seed 004 section 4.2: credit-based pacing) */
+	 * banked credit ([HPCC] section 4.2: credit-based pacing) */
 	{
 		uint64_t base = fl->next_send_ns;
 
@@ -197,9 +197,9 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 	return 0;
 }
 
-/* Probe mode (seed 002 section 6.2.1, "Probe packet"): a PROBE with the
+/* Probe mode ([HPCC++2022] section 6.2.1, "Probe packet"): a PROBE with the
  * flow's 5-tuple and ECN codepoint (so switches route and queue it with the
- * data, seed 000 section 6.1), `int_room` empty hop records with COLLECT,
+ * data, [HPCC++2020] section 6.1), `int_room` empty hop records with COLLECT,
  * the probe number as seq, the clock as ts, a zeroed tag slot that the
  * receiver's xdp_host fills when it reflects it (docs/wire-format.md).
  * Feedback-class: it takes a TX frame like an ACK, outside the window and
@@ -239,7 +239,7 @@ void flow_note_window(struct tp_flow *fl, uint64_t now)
 /* The window opened again: the blocked time is the window's.  The pacing
  * restarts from now: credit banked while the window was closed would go
  * out as a burst at line rate, which is the queue the pacing is there to
- * avoid (seed 004 section 4.2: the window bounds in-flight bytes, the
+ * avoid ([HPCC] section 4.2: the window bounds in-flight bytes, the
  * rate spaces them). */
 void flow_window_opened(struct tp_flow *fl, uint64_t now)
 {

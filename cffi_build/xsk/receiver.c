@@ -507,7 +507,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 			r->have_echo = 1;
 		}
 		if (!(t->cfg.flags & HPCCD_TP_F_NO_NOTIFY)) {
-			/* Rx-HPCC NewINT (seed 000 lines 28-34): a NOTIFY with
+			/* Rx-HPCC NewINT ([HPCC++2020] section 6.2, lines 28-34): a NOTIFY with
 			 * W once per T */
 			hpccd_hpcc_set_active_flows(&r->rxh, t->rx_live);
 			if (hpccd_hpcc_new_int_wire(&r->rxh, now, wi->int_path_id,
@@ -516,7 +516,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 				send_feedback(t, r, HPCCD_T_NOTIFY, r->rcv_nxt, 0, 0, 0, now);
 		}
 	}
-	/* ACKs: the DCTCP.CE machine (seed 001 section 3.2) with factor m;
+	/* ACKs: the DCTCP.CE machine ([DCTCP] section 3.2) with factor m;
 	 * a CE change acknowledges at once, in two ACKs when packets of the
 	 * old state wait */
 	r->unacked += 1 + drained;

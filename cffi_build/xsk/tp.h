@@ -153,7 +153,7 @@ struct tp_flow {
 	uint32_t backoff, notify_seq;
 	uint64_t srtt, rttvar, min_rtt;
 	uint64_t goback_seq, goback_ns;
-	/* probe mode (seed 002 section 6.2.1): number of the last PROBE sent,
+	/* probe mode ([HPCC++2022] section 6.2.1): number of the last PROBE sent,
 	 * whether it is outstanding, when it is lost */
 	uint64_t probe_seq, probe_deadline;
 	uint64_t probe_retry;            /* no TX frame for the probe: try again then; 0: no */

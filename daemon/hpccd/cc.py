@@ -105,7 +105,7 @@ class _Flow:
 
 
 class Hpcc(_Flow):
-    """Sender-based HPCC (seed 004, Algorithm 1)."""
+    """Sender-based HPCC ([HPCC], Algorithm 1)."""
 
     algo = "hpcc"
     _struct = "hpccd_hpcc"
@@ -194,7 +194,7 @@ class Hpcc(_Flow):
 
 
 class RxHpcc(Hpcc):
-    """Receiver-based HPCC (seed 000 section 6.2, seed 002 section 6.3.2)."""
+    """Receiver-based HPCC ([HPCC++2020] section 6.2, [HPCC++2022] section 6.3.2)."""
 
     algo = "rx-hpcc"
     _mode = lib.HPCCD_ALGO_RXHPCC
@@ -217,7 +217,7 @@ class RxHpcc(Hpcc):
 
 
 class Dctcp(_Flow):
-    """DCTCP sender (seed 001 sections 3.3, 3.4 and 4)."""
+    """DCTCP sender ([DCTCP] sections 3.3, 3.4 and 4)."""
 
     algo = "dctcp"
     _struct = "hpccd_dctcp"
@@ -236,7 +236,7 @@ class Dctcp(_Flow):
             shift = -math.log2(g) if g > 0 else 0.0
             if not (shift.is_integer() and 1 <= shift <= 15):
                 raise ParamError("g", f"must be 2^-k for 1 <= k <= 15 (scaled integer "
-                                      f"form, seed 001 section 4), got {g}")
+                                      f"form, [DCTCP] section 4), got {g}")
             p.g_shift = int(shift)
         _fill(p, self.PARAMS, params)
         why = ffi.new("const char **")
@@ -272,7 +272,7 @@ class Dctcp(_Flow):
 
 
 class DctcpReceiver:
-    """The DCTCP.CE ACK state machine (seed 001 section 3.2)."""
+    """The DCTCP.CE ACK state machine ([DCTCP] section 3.2)."""
 
     def __init__(self, m: int = 2) -> None:
         self._r = ffi.new("struct hpccd_dctcp_rx *")
@@ -291,7 +291,7 @@ class DctcpReceiver:
 
 
 class Ldcp(_Flow):
-    """LDCP sender (seed 003 section 2)."""
+    """LDCP sender ([LDCP] section 2)."""
 
     algo = "ldcp"
     _struct = "hpccd_ldcp"
@@ -440,7 +440,7 @@ class DcqcnNotificationPoint:
 
 
 def dcqcn_ecn_for_rate(bw_bps: int) -> dict[str, Any]:
-    """The switch's marking thresholds for a link of `bw_bps` (seed 004
+    """The switch's marking thresholds for a link of `bw_bps` ([HPCC]
     section 5.1): {"kmin_bytes", "kmax_bytes", "pmax"}."""
     e = ffi.new("struct hpccd_dcqcn_ecn *")
     bw_bps = _as_int("bw_bps", bw_bps)

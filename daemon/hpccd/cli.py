@@ -1,7 +1,7 @@
 """hpccctl: the command-line tool of hpccd.
 
 Subcommands so far:
-  replay TRACE   run a feedback trace through one algorithm (trace-format.md)
+  replay TRACE   run a feedback trace through one algorithm (docs/replay.md)
   demo           the main job: incast and mice in the lab (--replay: the INT trace replay)
   decode HEX     print hpccd packets field by field (hex frames or --pcap FILE)
   lab up|down|status   the netns lab of a topology file (docs/lab.md)

@@ -14,7 +14,7 @@ Per-peer policy.  ``[[peers]]`` entries give an IPv4 prefix a name (the
 whether the hosts of that prefix are DCTCP endpoints.  For an address the
 most specific entry that sets a key decides it (longest prefix match, per
 key); an address no entry covers is peer ``"default"``.  DCTCP has no
-negotiation and must only be used between DCTCP endpoints (seed 001
+negotiation and must only be used between DCTCP endpoints ([DCTCP]
 section 4): a file in which any address would get DCTCP without being
 declared a DCTCP endpoint is refused, at the ``algorithm`` key that gave
 it DCTCP, with an example address.
@@ -528,7 +528,7 @@ class _Validator(Validator):
             if pol.algorithm == "dctcp" and not pol.dctcp_endpoint:
                 self.fail(algo_path, f"DCTCP toward {example} ({pol.peer} peers), which is not "
                                      f"declared a DCTCP endpoint: DCTCP must only be used "
-                                     f"between DCTCP endpoints (seed 001 section 4); set "
+                                     f"between DCTCP endpoints ([DCTCP] section 4); set "
                                      f"dctcp_endpoint = true on a [[peers]] entry covering it")
             # Every table that reaches this region, whether or not its
             # algorithm is the one in use now (`hpccctl set` may switch).

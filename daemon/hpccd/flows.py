@@ -35,7 +35,7 @@ __all__ = ["Flow", "FlowTable", "FlowLimitError", "Histogram", "GROUP_COUNTERS",
 KINDS = ("native", "tcp")
 ROLES = ("sender", "receiver")
 # Seconds.  The lab's base RTT is tens to hundreds of microseconds
-# (ARCHITECTURE.md); a WAN peer's is milliseconds.
+# (docs/architecture.md); a WAN peer's is milliseconds.
 RTT_BUCKETS = (10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
                25e-3, 50e-3, 100e-3, 250e-3, 1.0)
 FCT_BUCKETS = (100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3,

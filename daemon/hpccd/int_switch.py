@@ -11,7 +11,7 @@ unique only within a namespace), with three programs:
   machine-wide): the port's state when a stamped packet leaves the queue;
 - ``int_sw_depart`` on tc ingress of the far end of every port's link (a
   host's ``eth0`` or the next switch's port, in that node's namespace):
-  rewrites the record with that departure state (seed 004 section 4.1,
+  rewrites the record with that departure state ([HPCC] section 4.1,
   "when the packet is emitted").  Its name lacks the daemon's ``hpccd_``
   prefix on purpose: a daemon starting in a host namespace removes tc
   programs with that prefix from its interfaces as its own stale ones.

@@ -76,6 +76,7 @@ import subprocess
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .checksum import internet_checksum
 from .topology import LAB_NAME, Port, Switch, Topology, TopologyError
 
 __all__ = ["Lab", "LabError", "SwitchPort", "PortHook", "OFFLOAD_MODES", "STATE_DIR",
@@ -434,7 +435,7 @@ class Lab:
 
     def reroute(self, switch: str, host: str, port: int) -> None:
         """Send `switch`'s traffic to `host` out of `port` from now on (a
-        path change, seed 002 section 9.1 / seed 004 section 4.1): its /32
+        path change, [HPCC++2022] section 9.1 / [HPCC] section 4.1): its /32
         route to the host is replaced, via the neighbour on that port.  The
         neighbour must be a switch (whose own routes carry on) or the host
         itself; a change that makes a loop is refused.  ``path()`` follows."""
@@ -618,7 +619,7 @@ class Lab:
                 if now >= next_send:
                     seq = len(sent) + 1
                     hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
-                    pkt = struct.pack("!BBHHH", 8, 0, _inet_checksum(hdr + body), ident,
+                    pkt = struct.pack("!BBHHH", 8, 0, internet_checksum(hdr + body), ident,
                                       seq) + body
                     sent[seq] = time.monotonic()
                     s.sendto(pkt, (addr, 0))
@@ -725,15 +726,6 @@ def _recv_ttl(s: _socket.socket, token: bytes, until: float) -> tuple[int, Any] 
             if level == _socket.IPPROTO_IP and kind == _IP_TTL_CMSG:
                 return struct.unpack("i", val[:4])[0], frm
         raise LabError("a datagram came without its IP_TTL control message")
-
-
-def _inet_checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 def _lookup(ipr, ifname: str, where: str) -> int:

@@ -89,7 +89,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("hpccd_cw_packets", "gauge", G, "Sum of the active LDCP flows' cw (packets)."),
     Metric("hpccd_rtt_seconds", "histogram", G, "Round-trip time samples of the flows."),
     Metric("hpccd_probe_rtt_seconds", "histogram", G,
-           "Probe round-trip times (probe to PROBE_RESP, seed 002 section 6.2.1)."),
+           "Probe round-trip times (probe to PROBE_RESP, [HPCC++2022] section 6.2.1)."),
     Metric("hpccd_flow_completion_seconds", "histogram", G, "Flow completion times."),
     Metric("hpccd_sent_bytes_total", "counter", G, "Payload bytes sent, retransmissions included."),
     Metric("hpccd_acked_bytes_total", "counter", G, "Payload bytes acknowledged."),

@@ -1,4 +1,4 @@
-"""Replay of feedback traces through one algorithm (../shared/trace-format.md).
+"""Replay of feedback traces through one algorithm (format: docs/replay.md).
 
 A trace is JSON Lines: a first line ``{"params": {...}}`` naming the algorithm
 and its parameters, then one event per line.  The whole trace is read and
@@ -10,7 +10,7 @@ written, in order.
 Extensions to the exchange format, all optional and backwards compatible:
 ``path_id`` is accepted on rx-hpcc events as on hpcc events, and rx-hpcc
 events may carry ``active_flows`` (the receiver's count of concurrent flows N,
-seed 002 section 6.3.2).  Two more algorithms, the HPCC paper's RDMA
+[HPCC++2022] section 6.3.2).  Two more algorithms, the HPCC paper's RDMA
 baselines: ``dcqcn`` (events ``{"now_ns", "tx_bytes"?, "cnp"?}``: the
 sender's clock, bytes sent since the previous event, a CNP received) and
 ``timely`` (events ``{"rtt_ns"}``: one RTT sample per completion event).

@@ -1,14 +1,16 @@
-"""TCP-side deployment of HPCC++ (seed 002 section 7.2; ARCHITECTURE path 3).
+"""TCP-side deployment of HPCC++ ([HPCC++2022] section 7.2).
+
+docs/architecture.md ("Kernel TCP flows") places it among the other paths.
 
 Kernel TCP flows of unmodified applications (``iperf3 -C hpcc``) get their
 window from HPCC: this module probes each active flow once per RTT with a
 TCP-side probe (its own 5-tuple, DSCP 45, no TCP flag, INT padding:
 docs/wire-format.md), reads the responses that the host's XDP program
 (ebpf/xdp_host.bpf.c) verified and stored in ``hpccd_telem``, runs the HPCC
-core of hpccd.cc on their INT (the same C code as the native transport, seed
-004 Algorithm 1), and writes W and R = W / T into ``hpccd_tcp_win``, where
+core of hpccd.cc on their INT (the same C code as the native transport, [HPCC]
+Algorithm 1), and writes W and R = W / T into ``hpccd_tcp_win``, where
 the struct_ops congestion control "hpcc" (ebpf/tcp_hpcc.bpf.c) applies them
-on every ACK.  It also registers "dctcp" (ebpf/tcp_dctcp.bpf.c, seed 001).
+on every ACK.  It also registers "dctcp" (ebpf/tcp_dctcp.bpf.c, [DCTCP]).
 
 Pieces:
 
@@ -32,7 +34,7 @@ Per flow (key: struct hpccd_flow_key, the tc tracker's), in :meth:`step`:
    runs it (an entry in ``hpccd_tcp_cst``, written by the CC at init and on
    every ACK, deleted at release).  Flows of other congestion controls are
    not probed: nothing would apply their W.
-2. Probe per RTT only while data is in flight (seed 002 section 6.2.1):
+2. Probe per RTT only while data is in flight ([HPCC++2022] section 6.2.1):
    the next probe leaves when the response to the last one has arrived
    and bytes are in flight (the CC's snd_nxt != snd_una as of the last ACK,
    or the tracker's snd_nxt, updated per segment sent, beyond the CC's
@@ -44,7 +46,7 @@ Per flow (key: struct hpccd_flow_key, the tc tracker's), in :meth:`step`:
    probe's number) goes to ``Hpcc.new_ack_wire`` with seq = snd_nxt = the
    probe number: every response is the first feedback of a new RTT, so it
    updates the reference window W^c (Algorithm 1 lines 22-24), once per
-   RTT as seed 000 asks.  Its local time is the XDP reception time.
+   RTT as [HPCC++2020] asks.  Its local time is the XDP reception time.
 4. The new W goes to ``hpccd_tcp_win`` with the telemetry's time: the CC
    treats a W older than ``stale_ns`` as stale and falls back to Reno (see
    ebpf/tcp_hpcc.bpf.c and docs/tcp-side.md for why).
@@ -74,6 +76,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from . import bpf, cc
+from .checksum import internet_checksum
 
 __all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_packet",
            "HPCC_COUNTERS", "DCTCP_COUNTERS", "LOCK_FILE", "CC_NAMES", "WIN_FMT", "CFG_FMT",
@@ -156,15 +159,6 @@ def flow_key(saddr: str, daddr: str, sport: int, dport: int) -> bytes:
 
 # ---- probes ----------------------------------------------------------------------------
 
-def _csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
 def probe_packet(key: FlowKey, probe_seq: int, flow_id: int, ts: int,
                  dscp: int = PROBE_DSCP_DEFAULT, ecn: int = 0,
                  room: int = INT_ROOM_DEFAULT) -> bytes:
@@ -182,7 +176,7 @@ def probe_packet(key: FlowKey, probe_seq: int, flow_id: int, ts: int,
     tcp = struct.pack("!HHIIBBHHH", key.sport, key.dport, probe_seq & 0xFFFFFFFF, 0,
                       5 << 4, 0, 0, 0, 0)
     pseudo = src + dst + struct.pack("!BBH", 0, _IPPROTO_TCP, len(tcp) + len(body))
-    csum = _csum(pseudo + tcp + body)
+    csum = internet_checksum(pseudo + tcp + body)
     tcp = tcp[:16] + struct.pack("!H", csum) + tcp[18:]
     total = 20 + len(tcp) + len(body)
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, (dscp << 2) | (ecn & 3), total, 0, 0x4000, 64,
@@ -592,7 +586,7 @@ class TcpSide:
         if self.on_int is not None:                # e.g. the daemon's per-hop metrics
             for i in range(min(nhop, 8)):
                 self.on_int(path_id, i, hops[8 * i:8 * i + 8])
-        # Seed 004 Algorithm 1 NewAck with seq = snd_nxt = probe number: see
+        # [HPCC] Algorithm 1 NewAck with seq = snd_nxt = probe number: see
         # the module docstring (one W^c update per response = per RTT).
         fs.hpcc.new_ack_wire(rx_ns, probe_seq, probe_seq, path_id, hops[:8 * nhop])
         W = fs.hpcc.W

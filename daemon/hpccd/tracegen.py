@@ -1,7 +1,7 @@
 """Synthetic INT traces from a packet-level model of a small fabric.
 
 Until the lab records telemetry from real queues, the bundled trace comes
-from this model of the paper's incast micro-benchmark (seed 004 section 5.2):
+from this model of the paper's incast micro-benchmark ([HPCC] section 5.2):
 a long flow runs at line rate toward a receiver; seven senders start flows
 toward the same receiver at the same time.  Every sender runs HPCC with the C
 core (closed loop, per-packet ACKs that echo the INT, window plus pacing at
@@ -32,7 +32,7 @@ from typing import IO
 
 from . import cc
 
-MTU = 1000                    # bytes per packet, headers included (seed 004 section 5.1)
+MTU = 1000                    # bytes per packet, headers included ([HPCC] section 5.1)
 LINE = 100_000_000_000        # NIC and bottleneck speed, bit/s
 UPLINK = 400_000_000_000      # ToR uplink speed, bit/s
 PROP_NS = 2000                # propagation per link, ns
@@ -109,7 +109,7 @@ def simulate(n_incast: int = N_INCAST, incast_at_ns: int = INCAST_AT_NS,
                 return
             size = min(MTU, s.size - s.snd_nxt)
             s.snd_nxt += size
-            # Pacing at R = W/T (seed 004 section 3.2), never above the NIC.
+            # Pacing at R = W/T ([HPCC] section 3.2), never above the NIC.
             rate = min(s.flow.rate_bps, LINE)
             s.next_tx_ns = max(now, s.next_tx_ns) + _ser_ns(size, int(rate))
             at(now + PROP_NS, "arrive", 0, Packet(s.idx, s.snd_nxt, size, now))
@@ -169,8 +169,8 @@ def simulate(n_incast: int = N_INCAST, incast_at_ns: int = INCAST_AT_NS,
 #
 # DCTCP and LDCP see the congestion episode as ECN marks: a packet is marked
 # when the bottleneck queue it met exceeds K.  K = 30 KB x Bw / 10 Gbit/s is
-# the DCTCP threshold of seed 004 section 5.1 (300 KB at 100 Gbit/s); LDCP
-# uses the same queue with K_min = K_max = K (seed 003 section 2.1 with P_max
+# the DCTCP threshold of [HPCC] section 5.1 (300 KB at 100 Gbit/s); LDCP
+# uses the same queue with K_min = K_max = K ([LDCP] section 2.1 with P_max
 # = 1, i.e. threshold marking), so the two see identical marks.  The queue in
 # the INT record is the dequeue-time backlog: the marking a switch would do
 # at dequeue.  Rx-HPCC runs at the receiver, which gets each packet one link

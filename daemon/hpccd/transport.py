@@ -520,7 +520,7 @@ class Transport:
         B_NIC and LDCP's line rate default to line_rate_bps, LDCP's RTT to
         HPCC's T.  int_mode "probe" (HPCC only): data packets carry no INT
         and the engine sends one probe with int_room records per RTT while
-        data is in flight (seed 002 section 6.2.1); a probe unanswered for
+        data is in flight ([HPCC++2022] section 6.2.1); a probe unanswered for
         probe_timeout_ns (default 1 ms) is lost, and the next one leaves.
         recovery: "sr" (selective repeat: the receiver keeps out-of-order data
         and reports it in SACK blocks, the sender resends the holes only) or

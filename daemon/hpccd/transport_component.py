@@ -11,16 +11,16 @@ detaches are the only thing left to undo.
 Flows.  Sender flows are opened through the control socket (``send``:
 ``hpccctl send PEER --bytes N --daemon``) with the policy of the peer's
 address (algorithm, parameters, ``peer`` label; DCTCP only toward declared
-DCTCP endpoints, seed 001 section 4) and the configuration's INT mode:
+DCTCP endpoints, [DCTCP] section 4) and the configuration's INT mode:
 
 - ``hpcc``: ``probes.mode = "probe"``: no INT in data packets, one probe
   per RTT while data is in flight, reflected by the receiver's xdp_host
-  (seed 002 section 6.2.1), ``probes.timeout_us`` before a probe is lost;
+  ([HPCC++2022] section 6.2.1), ``probes.timeout_us`` before a probe is lost;
   ``"inband"``: INT in every ``probes.inband_every``-th data packet, echoed
-  in ACKs (seed 002 section 6.3.1);
+  in ACKs ([HPCC++2022] section 6.3.1);
 - ``rx-hpcc``: INT in data packets (every ``inband_every``-th), the
   receiver computes W with NewINT once per T and sends a tagged NOTIFY
-  (seed 002 section 6.3.2, seed 000 lines 28-34);
+  ([HPCC++2022] section 6.3.2, [HPCC++2020] section 6.2, NewINT lines 28-34);
 - ``dctcp``, ``ldcp``: no INT.
 
 The NIC rate of a flow (pacing ceiling, B_NIC) is the peer's
@@ -66,7 +66,7 @@ ENGINE_DROPS = {
 }
 # Per sender flow counter -> cause.
 FLOW_DROPS = {
-    "bad_tags": "notify_tag",             # NOTIFY whose tag did not verify (seed 002 s. 9.1)
+    "bad_tags": "notify_tag",             # NOTIFY whose tag did not verify ([HPCC++2022] 9.1)
     "stale_notifies": "notify_stale",     # NOTIFY with an old notify_seq (replay)
     "probe_bad_tags": "probe_resp_tag",   # PROBE_RESP whose tag did not verify
     "probes_late": "probe_resp_late",     # response to a probe already counted lost
@@ -341,7 +341,7 @@ class TransportComponent(Component):
         pol = cfg.policy(peer, algo)
         if pol.algorithm == "dctcp" and not pol.dctcp_endpoint:
             raise ControlError(f"send: {peer} ({pol.peer} peers) is not a DCTCP endpoint: DCTCP "
-                               f"must only be used between DCTCP endpoints (seed 001 section 4)")
+                               f"must only be used between DCTCP endpoints ([DCTCP] section 4)")
         params = dict(pol.params)
         table = {"hpcc": "hpcc", "rx-hpcc": "hpcc"}.get(pol.algorithm, pol.algorithm)
         hpcc = dict(cfg.policy(peer, "hpcc").params)

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * hpccd congestion-control core: HPCC (sender, seed 004 Algorithm 1),
- * Rx-HPCC (receiver, seed 000 section 6.2 / seed 002 section 6.3.2),
- * DCTCP (seed 001 section 3), LDCP (seed 003 section 2), and the HPCC
- * paper's two RDMA baselines (seed 004 section 5.1): DCQCN (Zhu et al.,
+ * hpccd congestion-control core: HPCC (sender, [HPCC] Algorithm 1),
+ * Rx-HPCC (receiver, [HPCC++2020] section 6.2 / [HPCC++2022] section 6.3.2),
+ * DCTCP ([DCTCP] section 3), LDCP ([LDCP] section 2), and the HPCC
+ * paper's two RDMA baselines ([HPCC] section 5.1): DCQCN (Zhu et al.,
  * SIGCOMM 2015, section 3.1) and TIMELY (Mittal et al., SIGCOMM 2015,
  * section 4, Algorithm 1).
  *
@@ -47,7 +47,7 @@ enum {
 };
 
 /* ------------------------------------------------------------------ */
-/* INT decoding (seed 004 section 4.1)                                 */
+/* INT decoding ([HPCC] section 4.1)                                 */
 /* ------------------------------------------------------------------ */
 
 /* Speed of code `code` in Mbit/s, 0 for unknown codes. */
@@ -74,16 +74,16 @@ int hpccd_int_hop_pack(const struct hpccd_int_fields *f,
 /* HPCC and Rx-HPCC                                                    */
 /* ------------------------------------------------------------------ */
 
-/* Parameters (names as in seed 004 section 3.3 / Algorithm 1).  A zero in
+/* Parameters (names as in [HPCC] section 3.3 / Algorithm 1).  A zero in
  * a field marked "derived" asks for the derived default. */
 struct hpccd_hpcc_params {
-	double T_ns;            /* base RTT T; default 13000 (seed 004 section 5.1) */
+	double T_ns;            /* base RTT T; default 13000 ([HPCC] section 5.1) */
 	double eta;             /* target utilisation; default 0.95 */
 	uint32_t max_stage;     /* maxStage; default 5 */
 	uint32_t N_flows;       /* N for the W_AI rule of thumb; default 100 */
 	double w_ai_bytes;      /* derived: W_init (1 - eta) / N (section 3.3) */
 	uint64_t line_rate_bps; /* B_NIC; default 100 Gbit/s */
-	uint32_t mtu_bytes;     /* default 1000 (seed 004 section 5.1) */
+	uint32_t mtu_bytes;     /* default 1000 ([HPCC] section 5.1) */
 	double w_init_bytes;    /* derived: B_NIC x T (section 3.2) */
 	double w_min_bytes;     /* derived: mtu_bytes */
 	double w_max_bytes;     /* derived: w_init_bytes */
@@ -125,7 +125,7 @@ int hpccd_hpcc_new_ack(struct hpccd_hpcc *s, uint64_t seq, uint64_t snd_nxt,
 		       uint32_t path_id, int path_id_valid,
 		       const struct hpccd_int_rec *hops, uint32_t n_hops);
 
-/* NewINT (seed 000 lines 28-34) with decoded hops.  Returns 1 when a
+/* NewINT ([HPCC++2020] section 6.2, lines 28-34) with decoded hops.  Returns 1 when a
  * notification carrying W must be sent, 0 when not, negative errno. */
 int hpccd_hpcc_new_int(struct hpccd_hpcc *s, uint64_t now_ns,
 		       uint32_t path_id, int path_id_valid,
@@ -150,7 +150,7 @@ int hpccd_hpcc_new_int_wire(struct hpccd_hpcc *s, uint64_t now_ns,
 
 /* Pacing rate R = W / T (Algorithm 1 line 27), in bit/s. */
 double hpccd_hpcc_rate_bps(const struct hpccd_hpcc *s);
-/* Rx-HPCC: the receiver's current count of concurrent flows N (seed 002
+/* Rx-HPCC: the receiver's current count of concurrent flows N ([HPCC++2022]
  * section 6.3.2); W_AI adapts to W_init (1 - eta) / N while the last hop
  * is the bottleneck.  0 restores the configured W_AI. */
 void hpccd_hpcc_set_active_flows(struct hpccd_hpcc *s, uint32_t n);
@@ -178,7 +178,7 @@ int hpccd_hpcc_run(struct hpccd_hpcc *s, const struct hpccd_hpcc_event *ev,
 		   struct hpccd_hpcc_out *out, size_t n);
 
 /* ------------------------------------------------------------------ */
-/* DCTCP (seed 001)                                                    */
+/* DCTCP ([DCTCP])                                                    */
 /* ------------------------------------------------------------------ */
 
 enum hpccd_loss {
@@ -196,7 +196,7 @@ struct hpccd_dctcp_params {
 };
 
 #define HPCCD_DCTCP_SCF_SHIFT 16
-#define HPCCD_DCTCP_SCF (1u << HPCCD_DCTCP_SCF_SHIFT)  /* seed 001 section 4: SCF = 65536 */
+#define HPCCD_DCTCP_SCF (1u << HPCCD_DCTCP_SCF_SHIFT)  /* [DCTCP] section 4: SCF = 65536 */
 enum { HPCCD_CC_DCTCP_SCF = HPCCD_DCTCP_SCF };
 
 struct hpccd_dctcp {
@@ -264,7 +264,7 @@ int hpccd_dctcp_run(struct hpccd_dctcp *s, const struct hpccd_dctcp_event *ev,
 		    struct hpccd_dctcp_out *out, size_t n);
 
 /* ------------------------------------------------------------------ */
-/* LDCP (seed 003 section 2)                                           */
+/* LDCP ([LDCP] section 2)                                           */
 /* ------------------------------------------------------------------ */
 
 enum hpccd_ldcp_stage {
@@ -333,7 +333,7 @@ int hpccd_ldcp_run(struct hpccd_ldcp *s, const struct hpccd_ldcp_event *ev,
 /* ------------------------------------------------------------------ */
 
 /* Switch side (CP): RED-like marking of the egress queue, with the
- * thresholds scaled with the link bandwidth as seed 004 section 5.1 does:
+ * thresholds scaled with the link bandwidth as [HPCC] section 5.1 does:
  * Kmin = 100 KB x Bw / 25 Gbit/s, Kmax = 400 KB x Bw / 25 Gbit/s. */
 struct hpccd_dcqcn_ecn {
 	uint64_t kmin_bytes;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * hpccd INT hop record: the 8-byte per-switch record of the HPCC INT
- * padding (seed 004 section 4.1, Figure 7), shared by the BPF programs,
+ * padding ([HPCC] section 4.1, Figure 7), shared by the BPF programs,
  * the C fast path and (through its constants) the cffi cdef.
  *
  * Who may include this: everyone (BPF, C fast path, cffi).  It uses only
@@ -25,7 +25,7 @@
  *            it), in 80-byte units.  A gauge, not a counter: switches
  *            saturate it at HPCCD_INT_QLEN_MAX instead of wrapping.
  *
- *   All three are the port's state "when the packet is emitted" (seed 004
+ *   All three are the port's state "when the packet is emitted" ([HPCC]
  *   section 4.1); docs/switch.md and docs/lab.md say how each switch takes
  *   them.
  *
@@ -51,7 +51,7 @@
 
 #define HPCCD_INT_HOP_BYTES      8
 #define HPCCD_INT_MAX_HOPS       8   /* largest room a sender may reserve */
-#define HPCCD_INT_DEFAULT_HOPS   5   /* seed 004 section 4.1: "no more than 5 hops" */
+#define HPCCD_INT_DEFAULT_HOPS   5   /* [HPCC] section 4.1: "no more than 5 hops" */
 
 #define HPCCD_INT_SPEED_BITS     5
 #define HPCCD_INT_TS_BITS        24
@@ -68,8 +68,8 @@
 #define HPCCD_INT_QLEN_MAX       0x7fffULL        /* 2^15 - 1, saturating */
 #define HPCCD_INT_SPEED_MASK     0x1fULL
 
-#define HPCCD_INT_TX_UNIT        128   /* seed 004 section 4.1: txBytes in 128 B */
-#define HPCCD_INT_QLEN_UNIT      80    /* seed 004 section 4.1: qLen in 80 B */
+#define HPCCD_INT_TX_UNIT        128   /* [HPCC] section 4.1: txBytes in 128 B */
+#define HPCCD_INT_QLEN_UNIT      80    /* [HPCC] section 4.1: qLen in 80 B */
 
 /* Speed codes (B).  Values are in Mbit/s; the table itself lives in
  * cffi_build/cc/int_decode.c (hpccd_int_speed_mbps) and is mirrored by the
@@ -95,7 +95,7 @@ struct hpccd_int_rec {
 
 #ifndef HPCCD_CFFI_CDEF
 _Static_assert(sizeof(struct hpccd_int_hop_wire) == HPCCD_INT_HOP_BYTES,
-	       "INT hop record is 8 bytes on the wire (seed 004 section 4.1)");
+	       "INT hop record is 8 bytes on the wire ([HPCC] section 4.1)");
 _Static_assert(HPCCD_INT_SPEED_BITS + HPCCD_INT_TS_BITS + HPCCD_INT_TX_BITS +
 		       HPCCD_INT_QLEN_BITS == 64,
 	       "INT hop fields fill exactly 64 bits");

@@ -24,7 +24,7 @@
  *    that the verifier always knows their bounds;
  *  - loops have a constant bound (HPCCD_INT_MAX_HOPS, HPCCD_TAG_MAX_WORDS).
  *
- * Cursor contract (shared/STYLE.md): every hpccd__parse_<hdr>() starts at
+ * Cursor contract, the same for every parser here: every hpccd__parse_<hdr>() starts at
  * c->pos, checks bounds, moves c->pos past its header on success and
  * returns the next header's type (host order) or -1; on -1 the cursor is
  * left where it was.  hpccd__parse() is the exception: it returns an
@@ -590,7 +590,7 @@ static __always_inline int hpccd__stamp_hop(struct hpccd_int_hdr *ih, void *end,
  * it still holds exactly the word it wrote (old_hi, old_lo, network
  * order): the lab switch's departure stamp (ebpf/int_switch.bpf.c), which
  * replaces the values a record got at enqueue with the port's state when
- * the packet left the queue (seed 004 section 4.1: "when the packet is
+ * the packet left the queue ([HPCC] section 4.1: "when the packet is
  * emitted").  nHop, pathID and flags stay.  The L4 checksum is updated
  * incrementally as in hpccd__stamp_hop.  Returns 0 when rewritten, 1 when
  * the record differs from (old_hi, old_lo) (not this switch's record:

@@ -2,7 +2,7 @@
 /*
  * SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
  * 2012), the MAC of the integrity tag (docs/wire-format.md "Integrity
- * tag", seed 002 section 9.1).
+ * tag", [HPCC++2022] section 9.1).
  *
  * Who may include this: the BPF programs (after vmlinux.h) and userspace C.
  * Not the cffi cdef: everything here is static inline.  No libc, no BPF

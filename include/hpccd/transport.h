@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The native hpccd transport over AF_XDP (ARCHITECTURE.md, path 1;
+ * The native hpccd transport over AF_XDP (docs/architecture.md, "A packet";
  * docs/transport.md): one engine per interface queue, with its own UMEM
  * and AF_XDP socket (fill, completion, RX and TX rings) and one native
  * thread that the daemon starts and stops.  The thread is both ends of
@@ -91,7 +91,7 @@ enum hpccd_tp_int_mode {
 	HPCCD_TP_INT_EVERY = 0,         /* every data packet */
 	HPCCD_TP_INT_NTH = 1,           /* packets whose index % int_every == 0 */
 	HPCCD_TP_INT_NONE = 2,          /* none, and no probes */
-	HPCCD_TP_INT_PROBE = 3,         /* probe mode (seed 002 section 6.2.1): data
+	HPCCD_TP_INT_PROBE = 3,         /* probe mode ([HPCC++2022] section 6.2.1): data
 					 * packets carry none (room 0); one PROBE
 					 * with int_room records per RTT while data
 					 * is in flight; its PROBE_RESP feeds HPCC */

@@ -21,7 +21,7 @@
  *   Ethernet | IPv4 (DSCP = probe DSCP) | TCP (no flags) | INT header
  *            | room x hop | hpccd header (PROBE/PROBE_RESP) | tag
  *
- * The INT padding sits right after the L4 header, as in seed 004 section
+ * The INT padding sits right after the L4 header, as in [HPCC] section
  * 4.1 (after UDP, before the transport header), so that a switch finds it
  * at a fixed offset without parsing the transport.
  */
@@ -31,7 +31,7 @@
 #include "int_hop.h"
 
 #define HPCCD_UDP_PORT_DEFAULT   18471  /* configurable; unassigned by IANA */
-#define HPCCD_PROBE_DSCP_DEFAULT 45     /* TCP-side probes (seed 002 section 7.2) */
+#define HPCCD_PROBE_DSCP_DEFAULT 45     /* TCP-side probes ([HPCC++2022] section 7.2) */
 #define HPCCD_WIRE_VERSION       1
 
 /* ---- INT header (4 bytes), then `room` hop records of 8 bytes ----------- */
@@ -42,7 +42,7 @@
 #define HPCCD_INT_F_COLLECT      0x8      /* switches stamp hops (DATA, PROBE) */
 #define HPCCD_INT_F_OVERFLOW     0x4      /* a switch found the room full */
 #define HPCCD_INT_F_MASK         0xc
-#define HPCCD_INT_PATH_MASK      0x0fff   /* 12-bit pathID (seed 004 section 4.1) */
+#define HPCCD_INT_PATH_MASK      0x0fff   /* 12-bit pathID ([HPCC] section 4.1) */
 
 struct hpccd_int_hdr {
 	__u8 magic_ver;     /* HPCCD_INT_MAGIC << 4 | HPCCD_WIRE_VERSION */
@@ -63,9 +63,9 @@ enum hpccd_type {
 };
 
 /* flags */
-#define HPCCD_F_ECE        0x01  /* ECN-Echo (seed 001 section 3.2) */
+#define HPCCD_F_ECE        0x01  /* ECN-Echo ([DCTCP] section 3.2) */
 #define HPCCD_F_CWR        0x02  /* congestion window reduced (RFC 3168) */
-#define HPCCD_F_FIRST_RTT  0x04  /* LDCP fast-start packet (seed 003 section 2.3) */
+#define HPCCD_F_FIRST_RTT  0x04  /* LDCP fast-start packet ([LDCP] section 2.3) */
 #define HPCCD_F_FIN        0x08  /* last byte of the flow */
 #define HPCCD_F_RETX       0x10  /* retransmission */
 #define HPCCD_F_INT_ECHO   0x20  /* the INT padding echoes the data packet's */
@@ -94,14 +94,14 @@ struct hpccd_hdr {
 	__be32 ack_lo;
 	__be32 ts;          /* DATA/PROBE: sender clock, ns mod 2^32;
 			     * ACK/NACK/PROBE_RESP/NOTIFY: echo of the ts being answered */
-	__be32 aux;         /* ACK: packets acknowledged (n of seed 003 Eq. 2);
+	__be32 aux;         /* ACK: packets acknowledged (n of [LDCP] Eq. 2);
 			     * NACK: packets received beyond the gap;
 			     * others: 0 */
 };
 
 /* ---- bodies after the transport header ----------------------------------- */
 
-/* NOTIFY (Rx-HPCC, seed 002 section 6.3.2): the receiver's window, 24 bytes
+/* NOTIFY (Rx-HPCC, [HPCC++2022] section 6.3.2): the receiver's window, 24 bytes
  * plus a tag. */
 struct hpccd_notify {
 	__be32 w_bytes;     /* W computed at the receiver */
@@ -116,7 +116,7 @@ struct hpccd_notify {
 /* PROBE carries a zeroed tag slot (len = 8) so that the reflector writes
  * the tag of its PROBE_RESP in place and never grows the packet. */
 
-/* Integrity tag (seed 002 section 9.1, seed 000 section 9): SipHash-2-4
+/* Integrity tag ([HPCC++2022] section 9.1, [HPCC++2020] section 9): SipHash-2-4
  * with a 128-bit key from configuration, over the flow's 5-tuple (struct
  * hpccd_tag_input, below) followed by every byte from the INT header to the
  * byte before the tag.  Carried last in NOTIFY and PROBE_RESP. */

@@ -14,11 +14,11 @@ docs/wire-format.md "INT header" and "Checksums"):
 - a full room (nHop == room) sets OVERFLOW (once), is counted and passes;
   COLLECT clear, malformed hpccd packets and packets that are not hpccd's
   leave byte for byte unchanged;
-- WRED/ECN (seed 003 section 2.1) on the queue the packet finds:
+- WRED/ECN ([LDCP] section 2.1) on the queue the packet finds:
   kmin = kmax = 0 marks every ECN-capable packet CE with a correct IPv4
   checksum; q < kmin never marks; kmin <= q < kmax marks with probability
   (q - kmin) / (kmax - kmin) x pmax; ECN-incapable packets are never marked;
-- LDCP fast start (seed 003 section 2.3): an ECN-incapable packet of the
+- LDCP fast start ([LDCP] section 2.3): an ECN-incapable packet of the
   configured class is dropped (TC_ACT_SHOT) when q >= K, others pass;
 - counters: every packet in exactly one verdict slot of its port with its
   length, events in their slots; unconfigured interfaces count under port 0;
@@ -345,7 +345,7 @@ def test_vector_stamped(sw, cfg, v):
 
 
 def test_rx_bytes_mode_stamps_the_bytes_that_arrived(sw, cfg):
-    """HPCCD_SW_F_RX_BYTES (seed 004 section 3.4's HPCC-rxRate): the hop's
+    """HPCCD_SW_F_RX_BYTES ([HPCC] section 3.4's HPCC-rxRate): the hop's
     txBytes field counts every byte that arrived at the port before this
     packet, stamped or not, in 128-byte units; without the flag it is the
     queue's transmitted bytes (none on lo)."""

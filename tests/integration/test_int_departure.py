@@ -1,5 +1,5 @@
 """The lab switch's hop record is the egress port's state when the packet
-leaves the queue (seed 004 section 4.1: "when the packet is emitted").
+leaves the queue ([HPCC] section 4.1: "when the packet is emitted").
 
 A chain built by the lab builder (hpccd.lab), its slow port the queue:
 

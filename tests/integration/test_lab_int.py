@@ -11,7 +11,7 @@ patched).
 Invariants protected:
 - nHop equals the number of switches the lab's routes cross (the
   bundled two-tier tree has paths of 1, 2 and 3), and pathID the XOR of
-  their 12-bit ids (seed 004 section 4.1, docs/wire-format.md);
+  their 12-bit ids ([HPCC] section 4.1, docs/wire-format.md);
 - hop i is the i-th switch's: its speed code is B of that switch's egress
   port, its timestamp lies between the send and the receive time and does
   not decrease along the path; every egress port on the path counts one

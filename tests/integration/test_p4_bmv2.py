@@ -27,7 +27,7 @@ Invariants protected:
   clear and malformed hpccd packets leave with only the L2/L3 rewrite;
   counters: int_stamped / int_overflow per port, wire_errors per class;
 - the egress queue (port rate lowered so that a burst queues), stamped at
-  departure (seed 004 section 4.1, "when the packet is emitted"): packet k
+  departure ([HPCC] section 4.1, "when the packet is emitted"): packet k
   of the burst carries txBytes = the bytes sent up to and including it, and
   qLen = a whole number m_k of the later packets, the ones still queued
   behind it when it left (m_k <= n - 1 - k, m_(k+1) >= m_k - 1, and the

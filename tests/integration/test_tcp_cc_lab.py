@@ -11,8 +11,8 @@ test's own socket through TCP_INFO and through the CC's state map:
   window once older than stale_ns: fallback (FB_STALE); the heartbeat older
   than stale_ns (daemon gone): fallback (FB_NO_DAEMON); fresh again: HPCC.
 And "dctcp" without marks: ECN is negotiated (TCP_CONG_NEEDS_ECN), alpha
-starts at 1 and decays by exactly the seed's scaled integer update with
-g = 1/16 per observation window (seed 001 section 4), no reduction happens.
+starts at 1 and decays by exactly [DCTCP]'s scaled integer update with
+g = 1/16 per observation window ([DCTCP] section 4), no reduction happens.
 
 Part 2, the lab (hpccd.lab with its INT switch on every switch port):
     h1 ==(2 Gbit/s)== s1 --(1 Gbit/s, 500 KB bfifo)--> h2
@@ -311,7 +311,7 @@ def test_hpcc_state_map_follows_the_socket(tcp_cc, conns):
 # ---- part 1: dctcp without marks ---------------------------------------------------------
 
 def alpha_after(n: int, alpha: int = SCF) -> int:
-    """Seed 001 section 4 with M = 0, n times."""
+    """[DCTCP] section 4 with M = 0, n times."""
     for _ in range(n):
         if alpha >> G_SHIFT == 0:
             alpha = 0
@@ -321,7 +321,7 @@ def alpha_after(n: int, alpha: int = SCF) -> int:
 
 def test_dctcp_negotiates_ecn_and_alpha_decays_exactly(tcp_cc, netns_pair):
     c0 = read_counters(tcp_cc.map("dctcp", "hpccd_dctcp_cnt"), tcp_side.DCTCP_COUNTERS)
-    # Both ends run dctcp (seed 001 section 5): a listener that does not
+    # Both ends run dctcp ([DCTCP] section 5): a listener that does not
     # refuses ECN to a SYN that carries ECT (which TCP_CONG_NEEDS_ECN sets).
     conn = Conn(netns_pair, "dctcp", listener_cc="dctcp")
     try:
@@ -526,7 +526,7 @@ def fmt(r: dict) -> str:
 
 
 def test_dctcp_keeps_the_queue_near_k(chain):
-    """Threshold marking at K on the bottleneck (seed 001 section 3.1): dctcp
+    """Threshold marking at K on the bottleneck ([DCTCP] section 3.1): dctcp
     holds the queue around K, cubic (not ECN-capable: never marked) fills
     the buffer.  Twice, interleaved."""
     set_marking(chain, True)
@@ -534,7 +534,7 @@ def test_dctcp_keeps_the_queue_near_k(chain):
     runs = []
     for _ in range(2):
         runs.append(run_iperf(chain, "cubic"))
-        # Both ends must run dctcp from the SYN on (seed 001 section 5): the
+        # Both ends must run dctcp from the SYN on ([DCTCP] section 5): the
         # receiver's listener agrees to ECN for an ECT SYN only if its CC
         # needs ECN, and iperf3 sets -C after connect(), when the SYN has
         # left without asking for ECN.  So dctcp is both hosts' default.

@@ -1,4 +1,4 @@
-"""Probe mode of the native transport (seed 002 section 6.2.1) in the lab.
+"""Probe mode of the native transport ([HPCC++2022] section 6.2.1) in the lab.
 
 The bundled dumbbell (docs/lab.md): h1 -> s1 -> (1 Gbit/s, 500 KB) -> s2 ->
 r1, access links at 2 Gbit/s, the software INT switch on every port.  One

@@ -4,7 +4,7 @@ HPCC / Rx-HPCC: random hop counts (1-5, constant per trace), random port
 speeds, monotone ts/tx counters with zero increments allowed, random queue
 lengths, random seq/snd_nxt (or now_ns) progressions, occasional path_id
 changes, random parameters.  After every event, with the state before the
-event written Wc0, inc0, lastUpdateSeq0 (seed 004 Algorithm 1):
+event written Wc0, inc0, lastUpdateSeq0 ([HPCC] Algorithm 1):
 
   * every output is finite; w_min <= W <= w_max and w_min <= Wc <= w_max;
     U >= 0;
@@ -230,7 +230,7 @@ def check_event(f: Hpcc, e: dict, b: dict, flag: bool, reset: bool, prev_hops) -
     if cands[0][0] is not None:
         assert bneck in [i for i, _ in cands]               # the most loaded hop
 
-    # W_AI (Rx-HPCC: seed 002 section 6.3.2)
+    # W_AI (Rx-HPCC: [HPCC++2022] section 6.3.2)
     w_ai = f.w_ai
     if rx and f._s.active_flows and bneck == len(e["hops"]) - 1:
         assert w_ai == f.w_init * (1 - eta) / f._s.active_flows
@@ -270,7 +270,7 @@ def check_event(f: Hpcc, e: dict, b: dict, flag: bool, reset: bool, prev_hops) -
 
 
 def check_derived_params(f: Hpcc, p: dict) -> None:
-    """Section 3.2 / 3.3 and trace-format.md: W_init = line rate x T / 8e9
+    """Section 3.2 / 3.3 and docs/algorithms.md: W_init = line rate x T / 8e9
     (bytes), w_min = mtu, w_max = W_init, W_AI = W_init (1 - eta) / N with
     N = 100, each unless given; W = Wc = W_init and U = u_init at the start."""
     w_init = p["line_rate_bps"] * p["T_ns"] / 8e9
@@ -480,7 +480,7 @@ def test_dctcp_alpha_in_unit_interval_and_cwnd_at_least_one_mss(case):
         assert 0 <= f.alpha_scaled <= 65536
         assert f.cwnd >= mss
         if e.get("loss") == "rto":
-            # seed 001 section 3.4: at most the loss window (1 segment) on a timeout
+            # [DCTCP] section 3.4: at most the loss window (1 segment) on a timeout
             assert f.cwnd == mss
         outs.append({"cwnd_bytes": f.cwnd, "alpha": f.alpha})
     one = Dctcp(**params).run(Dctcp.events(evs))

@@ -5,7 +5,7 @@ Invariants protected:
   errors, for values the congestion-control core refuses (found by the core
   itself), and for the DCTCP rule;
 - DCTCP is never the policy toward an address not declared a DCTCP endpoint
-  (seed 001 section 4), however the prefixes nest;
+  ([DCTCP] section 4), however the prefixes nest;
 - per-peer policy is the most specific entry per key; parameters merge;
 - `hpccctl set` goes through the same validation and refuses keys that
   need a restart;
@@ -223,7 +223,7 @@ def test_dctcp_refused_where_a_nested_prefix_is_not_an_endpoint():
                       'dctcp_endpoint = false\n'
     e = _err(text)
     assert e.key == "peers[0].algorithm" and e.line == _line_of(text, "algorithm")
-    assert "10.111.0.128" in e.message and "seed 001 section 4" in e.message
+    assert "10.111.0.128" in e.message and "[DCTCP] section 4" in e.message
 
 
 def test_dctcp_refused_for_an_entry_without_endpoint():

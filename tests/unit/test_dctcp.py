@@ -1,7 +1,7 @@
-"""DCTCP (seed 001) through hpccd.cc: every expected value below is worked out
-by hand from the seed's equations, with the arithmetic next to it.
+"""DCTCP ([DCTCP]) through hpccd.cc: every expected value below is worked out
+by hand from [DCTCP]'s equations, with the arithmetic next to it.
 
-Seed 001 = DCTCP Internet-Draft (became RFC 8257):
+[DCTCP] = the DCTCP Internet-Draft that became RFC 8257 (docs/references.md):
   section 3.2  receiver DCTCP.CE state machine (Figure 1),
   section 3.3  sender estimator, steps 1-9, "once per window of data",
   section 3.4  loss handling ("same way as conventional TCP", RTO -> 1 SMSS),
@@ -19,7 +19,7 @@ import pytest
 
 from hpccd.cc import CCError, Dctcp, DctcpReceiver, ParamError
 
-SCF = 65536           # seed 001 section 4: scaling factor
+SCF = 65536           # [DCTCP] section 4: scaling factor
 MSS = 1000
 
 
@@ -47,17 +47,17 @@ def windows_marked(d: Dctcp, first: int, count: int) -> list[int]:
 
 def test_alpha_starts_at_one_scaled_as_scf():
     d = Dctcp()
-    # seed 3.3: DCTCP.Alpha initialised to 1; section 4: scaled by SCF = 65536
+    # [DCTCP] section 3.3: DCTCP.Alpha initialised to 1; section 4: scaled by SCF = 65536
     assert d.alpha_scaled == 65536
     assert d.alpha == 1.0
-    # seed 3.3: WindowEnd initialised to SND.UNA (= 0)
+    # [DCTCP] section 3.3: WindowEnd initialised to SND.UNA (= 0)
     assert d.window_end == 0
 
 
 def test_alpha_fully_marked_window_from_one_stays_exactly_scf():
     d = Dctcp()
     d.on_ack(1000, 10000, ece=True)
-    # seed 4: ScaledM = 65536 * 1000 / 1000 = 65536
+    # [DCTCP] section 4: ScaledM = 65536 * 1000 / 1000 = 65536
     #   (65536 >> 4) = 4096 != 0, so no reset to 0
     #   Alpha += (65536 >> 4) - (65536 >> 4) = 4096 - 4096 = 0  -> 65536
     assert d.alpha_scaled == 65536
@@ -66,7 +66,7 @@ def test_alpha_fully_marked_window_from_one_stays_exactly_scf():
 def test_alpha_unmarked_window_decreases_by_alpha_shifted_by_shf():
     d = Dctcp()
     d.on_ack(1000, 10000, ece=False)
-    # seed 4: ScaledM = 65536 * 0 / 1000 = 0
+    # [DCTCP] section 4: ScaledM = 65536 * 0 / 1000 = 0
     #   Alpha += (0 >> 4) - (65536 >> 4) = 0 - 4096  -> 61440
     assert d.alpha_scaled == 61440
     d.on_ack(11000, 20000, ece=False)
@@ -87,8 +87,8 @@ def test_alpha_half_marked_window_moves_one_sixteenth_towards_one_half():
     d.on_ack(4000, 4000, ece=False)       # 4000 <= WindowEnd: step 4 stops
     assert d.alpha_scaled == 65536
     d.on_ack(5000, 8000, ece=False)       # 5000 > 4000: window ends
-    # seed 3.3 steps 1-3: BytesAcked = 4 * 1000 = 4000, BytesMarked = 2000
-    # seed 4: ScaledM = 65536 * 2000 / 4000 = 32768
+    # [DCTCP] section 3.3 steps 1-3: BytesAcked = 4 * 1000 = 4000, BytesMarked = 2000
+    # [DCTCP] section 4: ScaledM = 65536 * 2000 / 4000 = 32768
     #   Alpha += (32768 >> 4) - (65536 >> 4) = 2048 - 4096 = -2048 -> 63488
     assert d.alpha_scaled == 63488
     assert d.alpha == 63488 / 65536
@@ -97,19 +97,19 @@ def test_alpha_half_marked_window_moves_one_sixteenth_towards_one_half():
 def test_alpha_uses_the_configured_gain_shift():
     d = Dctcp(g=1 / 8)            # SHF = 3
     d.on_ack(1000, 10000, ece=False)
-    # seed 4 with SHF = 3: Alpha += 0 - (65536 >> 3) = -8192  -> 57344
+    # [DCTCP] section 4 with SHF = 3: Alpha += 0 - (65536 >> 3) = -8192  -> 57344
     assert d.alpha_scaled == 57344
 
 
 def test_alpha_reaches_exactly_zero_after_140_unmarked_windows_and_stays_zero():
     d = Dctcp()
     seq = windows_unmarked(d, 1, 150)
-    # seed 4 with no marks: a' = a - (a >> 4), and a' = 0 once (a >> 4) == 0.
+    # [DCTCP] section 4 with no marks: a' = a - (a >> 4), and a' = 0 once (a >> 4) == 0.
     # First steps:  65536 - 4096 = 61440;  61440 - 3840 = 57600;
     #               57600 - 3600 = 54000;  54000 - 3375 = 50625;
     #               50625 - 3164 = 47461.
     assert seq[:5] == [61440, 57600, 54000, 50625, 47461]
-    # Iterating a -= a >> 4 (arithmetic on the seed recurrence, not on the
+    # Iterating a -= a >> 4 (arithmetic on [DCTCP] recurrence, not on the
     # code) takes alpha to 45 after 116 windows; from there
     #   45 -2 -> 43 -2 -> 41 ... -> 33 -2 -> 31  (a >> 4 == 2 while a >= 32)
     #   31 -1 -> 30 ... 16 -1 -> 15               (a >> 4 == 1 while a >= 16)
@@ -157,7 +157,7 @@ def test_acks_at_or_below_window_end_do_not_update_alpha_first_beyond_does():
     d.on_ack(11000, 16000, ece=False)     # 11000 > 10000: window ends
     # steps 1-3 over the window: BytesAcked = 4000 + 5000 + 1000 = 10000,
     #   BytesMarked = 4000 + 5000 = 9000
-    # seed 4: ScaledM = 65536 * 9000 / 10000 = 58982 (58982.4 truncated)
+    # [DCTCP] section 4: ScaledM = 65536 * 9000 / 10000 = 58982 (58982.4 truncated)
     #   Alpha += (58982 >> 4 = 3686) - (61440 >> 4 = 3840) = -154 -> 61286
     assert d.alpha_scaled == 61286
     # step 7: WindowEnd = SND.NXT reported with the ACK that ended the window
@@ -184,7 +184,7 @@ def test_ece_window_cuts_cwnd_by_alpha_over_two_in_integers():
     # CA byte counting: 1000 < cwnd 10000, no growth; alpha 61440; no ECE -> no cut
     assert (d.cwnd, d.alpha_scaled) == (10000, 61440)
     d.on_ack(3000, 4000, ece=True)
-    # seed 4: ScaledM = 65536 * 2000 / 2000 = 65536
+    # [DCTCP] section 4: ScaledM = 65536 * 2000 / 2000 = 65536
     #   Alpha = 61440 + 4096 - 3840 = 61696
     # step 9: cwnd * (1 - alpha/2); cut = (cwnd * alpha) >> 17
     #   = 10000 * 61696 >> 17 = 616960000 / 131072 = 4707.03 -> 4707
@@ -208,7 +208,7 @@ def test_cwnd_cut_at_most_once_per_window_of_data():
     d.on_ack(3000, 4000, ece=True)        # cut to 5293 (above); reduce_end = WindowEnd = 4000
     assert d.cwnd == 5293
     # A loss signal in the same window of data (SND.UNA 3500 < 4000) must
-    # not reduce again (seed 3.4: "only reduce the cwnd once per window of
+    # not reduce again ([DCTCP] section 3.4: "only reduce the cwnd once per window of
     # data across all loss signals").
     d.on_ack(3500, 30000, ece=True, loss="fast")
     assert d.cwnd == 5293
@@ -227,7 +227,7 @@ def test_marked_window_inside_a_loss_reduced_window_does_not_cut_again():
     d = Dctcp(ssthresh_bytes=1)
     d.on_ack(1000, 2000, ece=False)       # alpha 61440, WindowEnd 2000, cwnd 10000
     d.on_ack(1500, 20000, ece=False, loss="fast")
-    # seed 3.4 / RFC 5681 eq (4): FlightSize = 20000 - 1500 = 18500;
+    # [DCTCP] section 3.4 / RFC 5681 eq (4): FlightSize = 20000 - 1500 = 18500;
     #   ssthresh = max(18500/2, 2*1000) = 9250; cwnd = 9250; window of data ends at 20000
     assert (d.cwnd, d.ssthresh) == (9250, 9250)
     d.on_ack(3000, 20000, ece=True)       # 3000 > WindowEnd 2000: window ends, marked
@@ -251,7 +251,7 @@ def test_window_without_ece_does_not_cut_cwnd_even_with_alpha_above_zero():
     d.on_ack(1000, 2000, ece=False)
     d.on_ack(3000, 4000, ece=False)
     # alpha = 65536 - 4096 = 61440, then 61440 - 3840 = 57600 (> 0), but no
-    # byte of either window was marked: cwnd is not reduced (seed 3.3: DCTCP
+    # byte of either window was marked: cwnd is not reduced ([DCTCP] section 3.3: DCTCP
     # reacts to congestion indications).  CA byte counting: ca_acc = 1000 +
     # 2000 = 3000 < cwnd 10000, no growth either.
     assert d.alpha_scaled == 57600
@@ -307,7 +307,7 @@ def test_rto_sets_cwnd_to_one_segment_regardless_of_earlier_reduction():
     d = Dctcp()
     d.on_ack(1000, 9000, ece=False, loss="fast")    # cwnd 4000 (above)
     d.on_ack(2000, 12000, ece=False, loss="rto")
-    # seed 3.4: on timeout cwnd = loss window = 1 SMSS "regardless of previous
+    # [DCTCP] section 3.4: on timeout cwnd = loss window = 1 SMSS "regardless of previous
     # cwnd reductions in a given window of data" -> 1000
     # RFC 5681 eq (4): ssthresh = max((12000 - 2000)/2, 2000) = 5000
     assert (d.cwnd, d.ssthresh) == (1000, 5000)
@@ -327,7 +327,7 @@ def test_after_rto_sender_slow_starts_from_one_segment():
     # FlightSize 10000: ssthresh = 5000, cwnd = 1000
     assert (d.cwnd, d.ssthresh) == (1000, 5000)
     d.on_ack(1000, 10000, ece=False)
-    # seed 3.4 "same way as conventional TCP"; RFC 5681 3.1: cwnd (1000) <
+    # [DCTCP] section 3.4 "same way as conventional TCP"; RFC 5681 3.1: cwnd (1000) <
     # ssthresh (5000) -> slow start, cwnd += min(1000, SMSS) = 2000
     assert d.cwnd == 2000
 
@@ -335,7 +335,7 @@ def test_after_rto_sender_slow_starts_from_one_segment():
 def test_alpha_reset_on_loss_option_sets_alpha_to_one():
     d = Dctcp(alpha_reset_on_loss=1)
     d.on_ack(1000, 9000, ece=False, loss="fast")
-    # window ended first (alpha 61440), then the loss resets it (seed 4, "MAY")
+    # window ended first (alpha 61440), then the loss resets it ([DCTCP] section 4, "MAY")
     assert d.alpha_scaled == 65536
     d2 = Dctcp()
     d2.on_ack(1000, 9000, ece=False, loss="fast")
@@ -544,7 +544,7 @@ def test_batch_run_gives_hand_values():
 
 
 def test_ece_cut_never_raises_cwnd_after_a_timeout():
-    # seed 001 section 3.3: cwnd = cwnd (1 - alpha/2) never increases cwnd; the
+    # [DCTCP] section 3.3: cwnd = cwnd (1 - alpha/2) never increases cwnd; the
     # 2-SMSS floor of a cut must not lift the 1-SMSS loss window of an RTO.
     d = Dctcp()
     d.on_ack(0, 10000, ece=False, loss="rto")     # cwnd 1000, reduce_end 10000

@@ -1,4 +1,4 @@
-"""HPCC (seed 004 Algorithm 1) and Rx-HPCC (seed 000 section 6.2, seed 002
+"""HPCC ([HPCC] Algorithm 1) and Rx-HPCC ([HPCC++2020] section 6.2, [HPCC++2022]
 section 6.3.2) through the Python binding, with every expected value worked
 out by hand from the equations.
 
@@ -6,8 +6,8 @@ Round numbers used throughout unless a test says otherwise:
   T = 10000 ns, B = 100 Gbit/s = 1e11 / 8e9 = 12.5 bytes/ns, so B x T = 125000 B;
   W_init = B_NIC x T = 125000 B (section 3.2), eta = 0.95, W_AI = 80 B,
   maxStage = 5, mtu = 1000 B (w_min), w_max = W_init unless raised.
-"Line N" cites Algorithm 1 of seed 004 (lines 1-27) or NewINT of seed 000
-section 6.2 (lines 28-34).  Units as ../shared/trace-format.md: u' =
+"Line N" cites Algorithm 1 of [HPCC] (lines 1-27) or NewINT of [HPCC++2020]
+section 6.2 (lines 28-34).  Units as docs/replay.md: u' =
 min(qlen, L.qlen) / (B T) + txRate / B with txRate = delta tx / delta ts.
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ def state(f: Hpcc) -> tuple:
 def test_first_ack_only_records_L_and_sets_last_update_seq():
     f = hpcc(u_init=0.25)
     # A huge queue and counter values: nothing to take a delta against, so
-    # W, Wc, U and incStage keep their initial values (trace-format.md).
+    # W, Wc, U and incStage keep their initial values (docs/replay.md).
     updated = f.new_ack(1000, 50_000, [hop(1_000_000, q=500_000, tx=7_000_000)])
     assert updated is False
     assert state(f) == (W_INIT, W_INIT, 0.25, 0)
@@ -265,7 +265,7 @@ def test_five_additive_increases_then_one_multiplicative_step():
 
 
 # ---------------------------------------------------------------------------
-# Clamping and degenerate inputs (trace-format.md)
+# Clamping and degenerate inputs (docs/algorithms.md)
 # ---------------------------------------------------------------------------
 
 def test_w_clamped_to_w_min_and_wc_takes_the_clamped_value():
@@ -424,7 +424,7 @@ def test_hop_count_change_resets_the_records():
 
 
 # ---------------------------------------------------------------------------
-# INT hop wire word (include/hpccd/int_hop.h, seed 004 section 4.1)
+# INT hop wire word (include/hpccd/int_hop.h, [HPCC] section 4.1)
 # ---------------------------------------------------------------------------
 
 def test_hop_pack_layout_and_round_trip():
@@ -582,7 +582,8 @@ def test_wire_acks_without_hops_do_not_extend_the_unwrap_horizon():
 
 
 # ---------------------------------------------------------------------------
-# Rx-HPCC: NewINT (seed 000 lines 28-34) and N adaptation (seed 002 6.3.2)
+# Rx-HPCC: NewINT ([HPCC++2020] section 6.2, lines 28-34) and N adaptation
+# ([HPCC++2022] section 6.3.2)
 # ---------------------------------------------------------------------------
 
 def test_newint_notifies_only_strictly_after_T():
@@ -658,7 +659,7 @@ def test_rx_w_ai_from_N_in_the_multiplicative_step():
 
 
 # ---------------------------------------------------------------------------
-# Parameters (section 3.2, 3.3, 5.1; trace-format.md)
+# Parameters (section 3.2, 3.3, 5.1; docs/algorithms.md)
 # ---------------------------------------------------------------------------
 
 def test_parameter_defaults():

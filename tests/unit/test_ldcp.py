@@ -1,7 +1,7 @@
-"""LDCP (seed 003) through hpccd.cc: every expected value below is worked out
-by hand from the seed's equations, with the arithmetic next to it.
+"""LDCP ([LDCP]) through hpccd.cc: every expected value below is worked out
+by hand from [LDCP]'s equations, with the arithmetic next to it.
 
-Seed 003 = LDCP Internet-Draft (PFC-free low delay control protocol):
+[LDCP] = the LDCP Internet-Draft, PFC-Free Low Delay Control Protocol (docs/references.md):
   section 2.2  per-ACK window adjustment, Eq (1) (per-packet ACK) and Eq (2)
                (delayed ACK acknowledging n packets) for cw >= 1; below one
                packet: ECE=0 cw += gamma, ECE=1 cw = max(gamma, eta*cw), eta =
@@ -131,7 +131,7 @@ def test_cw_never_below_gamma_under_many_marked_acks_from_large_cw_with_beta_one
     # Eq (1) with beta = 1: 20 - 1 per ACK -> 19, 18, ..., 1
     assert seen == [float(x) for x in range(19, 0, -1)]
     f.on_ack(1, ece=True)
-    # cw = 1 >= 1: 1 - 1 = 0 < gamma: the seed's floor (gamma "is also the
+    # cw = 1 >= 1: 1 - 1 = 0 < gamma: [LDCP]'s floor (gamma "is also the
     # minimum window size", 2.2) -> 1/8
     assert f.cw == 0.125
     rng = random.Random(3)
@@ -333,7 +333,7 @@ def test_unknown_parameter_raises_param_error_naming_it():
 
 
 def test_upper_bounds_of_alpha_and_beta_are_accepted():
-    f = stable(4, alpha=1.0, beta=1.0)         # seed 2.2: 0 < alpha, beta <= 1
+    f = stable(4, alpha=1.0, beta=1.0)         # [LDCP] section 2.2: 0 < alpha, beta <= 1
     f.on_ack(1, ece=True)
     assert f.cw == 3.0                         # 4 - 1
 
@@ -382,7 +382,7 @@ def test_batch_run_gives_hand_values():
 
 
 def test_fractional_iw_rounds_up_so_last_first_rtt_packet_and_stage_end_agree():
-    # IW = BDP in whole packets (seed 003 section 2.3): 10.5 -> 11.  The last
+    # IW = BDP in whole packets ([LDCP] section 2.3): 10.5 -> 11.  The last
     # first-RTT packet (index 10) is ECN-capable (section 3.1) and fast start
     # ends exactly when those 11 packets are acknowledged.
     f = Ldcp(iw_pkts=10.5)

@@ -1,4 +1,4 @@
-"""hpccctl replay: the exchange format of ../shared/trace-format.md, exactly."""
+"""hpccctl replay: the trace format of docs/replay.md, exactly."""
 from __future__ import annotations
 
 import json
@@ -155,7 +155,7 @@ def test_demo_shows_hpcc_reacting_within_one_rtt_and_before_ecn_schemes():
     assert r.returncode == 0, r.stderr
     rows = {row["algo"]: row for row in json.loads(r.stdout)}
     assert set(rows) == {"hpcc", "rx-hpcc", "dctcp", "ldcp"}
-    # HPCC cuts within one T of the first queued byte (seed 004 section 5.2, incast)
+    # HPCC cuts within one T of the first queued byte ([HPCC] section 5.2, incast)
     assert rows["hpcc"]["first_cut_us"] is not None
     assert rows["hpcc"]["first_cut_us"] <= tracegen.T_NS / 1000
     # ECN schemes only learn once the queue passes K

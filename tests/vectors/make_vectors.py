@@ -317,7 +317,7 @@ def build() -> list[dict]:
           hdr=hdr_fields(DATA, 0, None, flow + 4, 0, 0, 0x4000, 0),
           payload=payload_bytes(16, 7))
 
-    # ---- LDCP (seed 003): first RTT not-ECT, stable ECT(0) ----
+    # ---- LDCP ([LDCP]): first RTT not-ECT, stable ECT(0) ----
     valid("ldcp_first_rtt",
           "LDCP fast start: FIRST_RTT (and SYN) set and the IP ECN field not-ECT (00); "
           "parsers must leave the ECN bits as they are",
@@ -514,7 +514,7 @@ def document() -> dict:
                  "frame without FCS. error: enum hpccd_wire_err (0 = valid). fields (valid "
                  "vectors only): ip = IPv4/L4 facts (ecn: 0 not-ECT, 2 ECT(0)); int.hops = "
                  "all room records as on the wire, the first nhop stamped, each the state of a "
-                 "switch's egress port when the packet left its queue (seed 004 section 4.1: "
+                 "switch's egress port when the packet left its queue ([HPCC] section 4.1: "
                  "TS the departure time, txBytes the bytes sent with the packet, qLen the "
                  "bytes left behind it); hdr.seq/ack = the "
                  "64-bit values of the hi/lo halves; payload_len/payload_hex = DATA payload "

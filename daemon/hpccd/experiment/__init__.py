@@ -1,4 +1,4 @@
-"""The experiment runner: the HPCC paper's micro-benchmarks (seed 004
+"""The experiment runner: the HPCC paper's micro-benchmarks ([HPCC]
 section 5.2) in the lab, every algorithm side by side on the same links in
 one run (docs/experiments.md).  ``hpccctl experiment NAME --algos ...``."""
 from __future__ import annotations

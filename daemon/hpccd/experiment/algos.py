@@ -5,8 +5,8 @@ Kernel TCP (flows of kernel_tcp, congestion control set per socket):
 ``cubic``, ``bbr``, and hpccd's BPF struct_ops ``tcp-dctcp`` and
 ``tcp-hpcc`` (registered by the daemon, docs/tcp-side.md).  Native hpccd
 transport flows (AF_XDP, docs/transport.md): ``hpcc`` (INT on every
-packet, sender-side Algorithm 1), ``hpcc-probe`` (a probe per RTT, seed
-002 section 6.2.1), ``rx-hpcc`` (receiver-computed window in NOTIFY),
+packet, sender-side Algorithm 1), ``hpcc-probe`` (a probe per RTT, [HPCC++2022]
+section 6.2.1), ``rx-hpcc`` (receiver-computed window in NOTIFY),
 ``dctcp``, ``ldcp``.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``fairness``: four flows join one bottleneck one by one and leave one by
-one (seed 004 section 5.2, Figure 9g/9h: one flow a second).
+one ([HPCC] section 5.2, Figure 9g/9h: one flow a second).
 
 Embedded topology (common.dumbbell): ``f1``..``f4`` -> ``r1``..``r4``
 over the s1 -> s2 link; each receiver has its own port of s2, whose

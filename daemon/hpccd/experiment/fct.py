@@ -1,4 +1,4 @@
-"""``fct``: flow completion time slowdown under realistic load (seed 004
+"""``fct``: flow completion time slowdown under realistic load ([HPCC]
 sections 5.1 and 5.2, Figure 10: WebSearch and FB_Hadoop at 30% and 50%
 average link load; slowdown p50 / p95 / p99 by flow size).
 
@@ -25,7 +25,7 @@ Each flow is a new flow of the algorithm under test:
   the count must equal the size.  net.ipv4.tcp_no_metrics_save is set in
   every host, so no flow inherits the ssthresh of an earlier one.
 
-Slowdown (seed 004 section 2.3, footnote 1: "a flow's actual FCT
+Slowdown ([HPCC] section 2.3, footnote 1: "a flow's actual FCT
 normalized by its ideal FCT when the network only has this flow"):
 FCT / ideal, where
 
@@ -39,7 +39,7 @@ FCT / ideal, where
 - wire bytes: the flow's payload plus the headers of the packets that
   carry it, without INT (kernel TCP: MSS = MTU - 52, 66 header bytes a
   segment; native: MTU - 64 payload bytes, 78 header bytes, INT room 0):
-  the INT padding is HPCC's overhead and counts against it, as in seed 004
+  the INT padding is HPCC's overhead and counts against it, as in [HPCC]
   section 5.3;
 - HTB bucket: the lab's links are token buckets of 100 us at R (docs/lab.md
   "HTB's bucket"), which let the first 12.5 KB of a flow that is alone
@@ -593,7 +593,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
             f"UDP base RTT {udp_rtt * 1e6:.0f} us\n"
             f"slowdown = FCT / ideal, ideal = the algorithm's idle one-packet FCT + max(0, wire "
             f"bytes - {bucket_b / 1e3:g} KB HTB bucket) / link "
-            f"rate (seed 004 footnote 1: the FCT when the network only has this flow; "
+            f"rate ([HPCC] section 2.3, footnote 1: the FCT when the network only has this flow; "
             f"docs/experiments.md)")
     for cdf, load in combos:
         mine = [r for r in rows if r["workload"] == cdf.name and r["load"] == load]

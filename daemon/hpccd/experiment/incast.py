@@ -1,5 +1,5 @@
 """``incast``: N senders start together toward the receiver of a long flow
-(seed 004 section 5.2, Figure 9c/9d: seven senders in the paper's testbed).
+([HPCC] section 5.2, Figure 9c/9d: seven senders in the paper's testbed).
 
 Set-up (embedded topology, :func:`topology`): N + 1 senders and one
 receiver on one switch, every link at the same rate (default 1 Gbit/s),

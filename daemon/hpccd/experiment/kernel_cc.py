@@ -7,7 +7,7 @@ first time an experiment needs one, and :meth:`KernelCc.session` prepares
 the lab for one algorithm's run:
 
 - ``tcp-dctcp``: DCTCP only works between DCTCP endpoints from the SYN on
-  (seed 001 section 4; the kernel accepts ECN on a SYN only when the
+  ([DCTCP] section 4; the kernel accepts ECN on a SYN only when the
   listening socket's congestion control needs it), so it is made the
   default congestion control of every host namespace for the run (servers
   started by tools such as iperf3 listen with it); restored after.

@@ -64,7 +64,7 @@ class TcpSink:
         self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if algo:
             # accepted connections inherit it: a DCTCP receiver's CE state
-            # machine lives in its congestion control (seed 001 section 3.2)
+            # machine lives in its congestion control ([DCTCP] section 3.2)
             self.ls.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, algo.encode())
         self.ls.bind(("0.0.0.0", port))
         self.ls.listen(256)

@@ -1,6 +1,6 @@
 """``long-short``: a long flow at line rate; a short flow joins on the same
 bottleneck and leaves; how fast does the long flow get its rate back?
-(seed 004 section 5.2, Figure 9a/9b: a 1 MB short flow.)
+([HPCC] section 5.2, Figure 9a/9b: a 1 MB short flow.)
 
 Embedded topology (common.dumbbell): ``l1`` -> ``r1`` (long) and ``x1``
 -> ``r2`` (short) share the s1 -> s2 link, the bottleneck; each receiver

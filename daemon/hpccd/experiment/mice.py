@@ -1,5 +1,5 @@
 """``mice``: 1 KB request/response mice through a link saturated by two
-elephants (seed 004 section 5.2, Figure 9e/9f).
+elephants ([HPCC] section 5.2, Figure 9e/9f).
 
 Embedded topology: elephants ``e1``, ``e2`` and the mice client ``m1`` on
 switch ``s1``, all toward ``r1``; every link at the same rate, so the port

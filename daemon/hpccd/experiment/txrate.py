@@ -1,6 +1,6 @@
 """``txrate-vs-rxrate``: HPCC computing its link load from the queue's
 transmit rate (Algorithm 1) against HPCC-rxRate, which uses the rate at
-which bytes arrive at the queue (seed 004 section 3.4, Figure 6: "using
+which bytes arrive at the queue ([HPCC] section 3.4, Figure 6: "using
 rxRate has oscillation before it finally converges ... using txRate
 gracefully converges").
 

@@ -1,6 +1,6 @@
 """Flow-size workloads of the ``fct`` experiment: empirical CDFs read from
-files, inverse-transform sampling, Poisson arrivals and size buckets (seed
-004 section 5.1, "Traffic loads": WebSearch and FB_Hadoop at 30% and 50%
+files, inverse-transform sampling, Poisson arrivals and size buckets ([HPCC]
+section 5.1, "Traffic loads": WebSearch and FB_Hadoop at 30% and 50%
 average link load).
 
 The published distributions are bundled with the package
@@ -47,7 +47,7 @@ __all__ = ["Cdf", "CdfError", "WorkloadMissing", "parse_cdf", "load_cdf", "cdf_d
 ENV_DIR = "HPCCD_CDF_DIR"
 BUNDLED_DIR = "workloads"        # in the hpccd package: NAME.cdf (pyproject.toml package-data)
 # Size buckets' upper edges, bytes: [0, 3 KB), [3 KB, 12 KB), ... [1 MB, inf).
-# 3 KB is seed 004's short-flow figure (section 5.2: "flows shorter than 3KB"),
+# 3 KB is [HPCC]'s short-flow figure (section 5.2: "flows shorter than 3KB"),
 # then factors of four up to 192 KB, and 1 MB (the long-short flow).
 DEFAULT_BUCKETS = (3_000, 12_000, 48_000, 192_000, 1_000_000)
 

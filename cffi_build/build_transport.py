@@ -21,12 +21,11 @@ from cffi_common import (CFLAGS, CFLAGS_NUMERIC, HERE, INCLUDE, build_and_instal
 
 # The engine: every C file of cffi_build/xsk/ (one concern each, tp.h).
 ENGINE_SOURCES = sorted(str(p) for p in (HERE / "xsk").glob("*.c"))
-SOURCES = [*ENGINE_SOURCES,
-           str(HERE / "cc" / "wire.c"),          # parser, tag
-           str(HERE / "cc" / "int_decode.c"),    # hop unpacking
-           str(HERE / "cc" / "hpcc.c"),          # HPCC, Rx-HPCC
-           str(HERE / "cc" / "dctcp.c"),
-           str(HERE / "cc" / "ldcp.c")]
+# ... with the whole core (cffi_build/cc/: the parser, the tag, hop
+# unpacking, every algorithm), whose declarations the cdef includes
+# through transport.h -> cc.h.
+CORE_SOURCES = sorted(str(p) for p in (HERE / "cc").glob("*.c"))
+SOURCES = [*ENGINE_SOURCES, *CORE_SOURCES]
 HEADERS = ["hpccd/transport.h"]
 
 ffibuilder = FFI()

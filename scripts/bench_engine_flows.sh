@@ -20,7 +20,7 @@ trap 'rm -rf "$(dirname "$EXE")"' EXIT
 SRCS=$(ls "$ROOT"/cffi_build/xsk/*.c | grep -v '/rings.c$')
 gcc -O2 -std=gnu11 -ffp-contract=off -fno-fast-math -I"$ROOT/include" -I"$ROOT/cffi_build/xsk" \
 	-o "$EXE" "$ROOT/tests/unit/engine/harness.c" "$ROOT/tests/unit/engine/fake_rings.c" $SRCS \
-	"$ROOT"/cffi_build/cc/{wire,int_decode,hpcc,dctcp,ldcp}.c -lxdp -lbpf -lisal -lm -lpthread
+	"$ROOT"/cffi_build/cc/*.c -lxdp -lbpf -lisal -lm -lpthread
 echo "engine CPU per data packet (both engines: sender and receiver), 20 ms simulated, $REPS runs each"
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 base=""

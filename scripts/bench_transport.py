@@ -96,19 +96,21 @@ def run_transport(tx, rx, peer: str, nbytes: int, algo: str) -> dict:
             "cpu_s_per_gb": (c1 - c0) / (nbytes / 1e9), "busy": busy(m0, m1)}
 
 
-def run_cli(pair, nbytes: int, algo: str, settings: dict) -> dict:
+def run_cli(pair, nbytes: int, algo: str, settings: dict, xdp_mode: str) -> dict:
     """hpccctl recv in b, hpccctl send in a: the user's way to measure."""
     m0 = machine_cpu()
     recv = pair.popen("b", [*HPCCCTL, "recv", "--iface", pair.vb, "--count", "1", "--json",
                             "--ack-every", str(settings["ack_every"]),
-                            "--frame-bytes", str(settings["config"]["frame_size"])],
+                            "--frame-bytes", str(settings["config"]["frame_size"]),
+                            "--xdp-mode", xdp_mode],
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                       env={**os.environ, "PYTHONPATH": str(ROOT / "daemon")})
     time.sleep(1.0)                         # its engine up and its XDP attached
     send = subprocess.run(
         ["ip", "netns", "exec", pair.a, *HPCCCTL, "send", pair.ip_b, "--iface", pair.va,
          "--bytes", str(nbytes), "--algo", algo, "--int", "none", "--line-rate-mbps",
-         "100000", "--frame-bytes", str(settings["config"]["frame_size"]), "--json"],
+         "100000", "--frame-bytes", str(settings["config"]["frame_size"]),
+         "--xdp-mode", xdp_mode, "--json"],
         capture_output=True, text=True, timeout=180,
         env={**os.environ, "PYTHONPATH": str(ROOT / "daemon")})
     out, err = recv.communicate(timeout=60)
@@ -194,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--algo", default="dctcp", choices=("hpcc", "dctcp", "ldcp", "rx-hpcc"))
     ap.add_argument("--raw-frames", type=int, default=1_000_000)
     ap.add_argument("--no-cli", action="store_true", help="skip the hpccctl runs")
+    ap.add_argument("--xdp-mode", default="generic", choices=("generic", "native"),
+                    help="xdp_host's attach mode (native on a veth turns the peer's TSO "
+                         "off, so iperf3 is then measured without it)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -211,20 +216,25 @@ def main(argv: list[str] | None = None) -> int:
             set_mtu(pair, mtu)
             rows: dict[str, list[dict]] = {k: [] for k in kinds}
             if not args.json:
-                print(f"== veth MTU {mtu}; engines: {settings} ==", flush=True)
+                print(f"== veth MTU {mtu}, xdp_host {args.xdp_mode}; engines: {settings} ==",
+                      flush=True)
             for i in range(args.reps):
                 for kind in kinds:
                     if kind == "transport":
-                        rx = Transport(pair.vb, netns=pair.b, **settings)
-                        tx = Transport(pair.va, netns=pair.a, **settings)
+                        rx = Transport(pair.vb, netns=pair.b, xdp_mode=args.xdp_mode,
+                                       **settings)
+                        tx = Transport(pair.va, netns=pair.a, xdp_mode=args.xdp_mode,
+                                       **settings)
                         try:
                             r = run_transport(tx, rx, pair.ip_b, args.bytes, args.algo)
                         finally:
                             tx.close()
                             rx.close()
                     elif kind == "raw":
-                        rx = Transport(pair.vb, netns=pair.b, raw=True, **settings)
-                        tx = Transport(pair.va, netns=pair.a, **settings)
+                        rx = Transport(pair.vb, netns=pair.b, raw=True,
+                                       xdp_mode=args.xdp_mode, **settings)
+                        tx = Transport(pair.va, netns=pair.a, xdp_mode=args.xdp_mode,
+                                       **settings)
                         try:
                             r = run_raw(tx, rx, pair.ip_b, args.raw_frames, tx.mtu_default)
                         finally:
@@ -233,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                     elif kind == "iperf3":
                         r = run_iperf3(pair, args.seconds)
                     else:
-                        r = run_cli(pair, args.bytes, args.algo, settings)
+                        r = run_cli(pair, args.bytes, args.algo, settings, args.xdp_mode)
                     rows[kind].append(r)
                     if not args.json:
                         print(f"rep {i + 1} {fmt(kind, r)}", flush=True)

@@ -83,12 +83,15 @@ TCP_HDR, TCP_MSS_LESS = 14 + 20 + 20 + 12, 20 + 20 + 12       # Ethernet, IPv4, 
 NATIVE_HDR, NATIVE_MSS_LESS = 14 + 20 + 8 + 4 + 32, 20 + 8 + 4 + 32   # ... UDP, INT hdr, hpccd
 LAG_OK_S = 0.002          # arrivals later than this at p99: the hosts did not keep the schedule
 TX_POLL_S = 0.02          # native flows: finished ones collected this often
-# Idle flows (the base RTT) this far apart, about one such flow's FCT: they
-# barely overlap (and 100-byte flows do not queue behind each other), and the
-# hosts' threads stay awake as they are under load.  3 ms apart, each found
-# them asleep, and the least of 50 was slower than many a flow under load
-# (slowdowns down to 0.74).
-IDLE_GAP_S = 0.0001
+# Idle flows (the base RTT) this far apart: a little more than one such
+# flow's FCT, so that they do not overlap, and close enough that the hosts'
+# threads stay awake as they are under load.  3 ms apart, each found them
+# asleep, and the least of 50 was slower than many a flow under load
+# (slowdowns down to 0.74).  0.1 ms apart, kernel TCP's idle flows (FCT
+# 0.15-0.9 ms, all from one sender process) overlapped 3 to 8 deep: its
+# base came out at 91-421 us from run to run and loaded flows at 0.33x it.
+# 0.4 ms: cubic's base 147-160 us, HPCC's 74-84 us, in six runs.
+IDLE_GAP_S = 0.0004
 GIL_SWITCH_S = 0.0002     # the runner's GIL switch interval while native flows are opened
 
 

@@ -53,6 +53,7 @@ from . import __version__, bpf, bpf_counters
 from . import config as config_mod
 from .component import AttachedInterface, Component, ComponentError, DaemonContext, load_class
 from .config import Config, ConfigError
+from .cli_errors import permission_denied, privilege_hint, run_main
 from .control import ControlError, ControlServer
 from .flows import FlowTable
 from .sdnotify import Notifier
@@ -68,6 +69,7 @@ TC_PROG = "hpccd_tc_tracker"
 TC_HANDLE, TC_PRIO = 1, 1
 ADDR_REFRESH_S = 2.0
 EXIT_CONFIG = 2
+BPF_OBJECTS = ("xdp_host.bpf.o", "tc_tracker.bpf.o")
 
 
 class DaemonError(RuntimeError):
@@ -83,13 +85,19 @@ def find_bpf_dir(cfg: Config) -> pathlib.Path:
         cands.append(os.environ["HPCCD_BPF_DIR"])
     cands += [str(pathlib.Path(__file__).resolve().parents[2] / "build" / "ebpf"),
               "/usr/lib/hpccd/bpf", "/usr/local/lib/hpccd/bpf"]
+    if cfg.bpf_dir:                     # said: only there, never a fallback
+        p = pathlib.Path(cfg.bpf_dir)
+        missing = [n for n in BPF_OBJECTS if not (p / n).is_file()]
+        if missing:
+            why = "no such directory" if not p.is_dir() else f"no {' or '.join(missing)} there"
+            raise ConfigError(cfg.file, cfg.where(("daemon", "bpf_dir")), "daemon.bpf_dir",
+                              f"{cfg.bpf_dir}: {why} (make bpf builds the objects; an empty "
+                              f"bpf_dir searches the usual places)")
+        return p
     for c in cands:
         p = pathlib.Path(c)
-        if (p / "xdp_host.bpf.o").is_file() and (p / "tc_tracker.bpf.o").is_file():
+        if all((p / n).is_file() for n in BPF_OBJECTS):
             return p
-    if cfg.bpf_dir:
-        raise DaemonError(f"daemon.bpf_dir: {cfg.bpf_dir} has no xdp_host.bpf.o and "
-                          f"tc_tracker.bpf.o (make bpf builds them)")
     raise DaemonError(f"no BPF objects found in {', '.join(cands)} (make bpf builds them; "
                       f"daemon.bpf_dir says where they are)")
 
@@ -166,6 +174,9 @@ class Daemon:
         self.notifier.status("starting: removing stale attachments")
         cleanup(cfg, classes)
         self.tag_key = cfg.read_key()
+        exposed = cfg.key_file_warning()
+        if exposed:
+            log.warning("%s", exposed)
         if self.tag_key is None:
             log.warning("transport.integrity_key_file is not set: probes are dropped and "
                         "counted by the XDP program rather than answered (docs/configuration.md)")
@@ -252,7 +263,8 @@ class Daemon:
                 comp.stop()
             except Exception as e:
                 problems.append(f"component {name}: stop: {e}")
-                log.exception("component %s: stop failed", name)
+                log.error("component %s: stop failed: %s", name, e)
+                log.debug("component %s: stop failed", name, exc_info=True)
         self.components.clear()
         for f in self.flows.snapshot():
             try:
@@ -662,6 +674,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run_main("hpccd", _main, argv)
+
+
+def _start_error(e: BaseException) -> str:
+    """One line for a failed start: what failed and, when the kernel said no,
+    what the daemon needs."""
+    msg = str(e) or type(e).__name__
+    if permission_denied(e):             # before a libbpf log, if one follows
+        first, nl, rest = msg.partition("\n")
+        msg = f"{first}; {privilege_hint('hpccd')}{nl}{rest}"
+    return msg
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging("info")
     if args.cleanup:
@@ -672,6 +698,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hpccd: configuration refused: {e}", file=sys.stderr)
         return EXIT_CONFIG
     if args.check:
+        try:
+            if cfg.bpf_dir:
+                find_bpf_dir(cfg)
+            cfg.read_key()
+        except ConfigError as e:
+            print(f"hpccd: configuration refused: {e}", file=sys.stderr)
+            return EXIT_CONFIG
+        exposed = cfg.key_file_warning()
+        if exposed:
+            print(f"hpccd: warning: {exposed}", file=sys.stderr)
         print(f"{args.config}: ok")
         return 0
     _setup_logging(cfg.log_level)
@@ -683,18 +719,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             d.start()
         except Exception as e:                      # whatever failed: undo, say why, exit
-            if not isinstance(e, (DaemonError, ComponentError, ControlError, ConfigError,
-                                  OSError)):
-                log.exception("start failed")
-            log.error("start failed: %s", e)
+            log.error("start failed: %s", _start_error(e))
+            log.debug("start failed", exc_info=True)   # log_level = "debug": where
             notifier.status(f"start failed: {e}")
             code = EXIT_CONFIG if isinstance(e, ConfigError) else 1
         else:
             d.run()
             log.info("stopping")
             notifier.stopping("stopping: detaching programs")
-    except BaseException:
-        log.exception("fatal error")
+    except BaseException as e:
+        log.error("fatal error: %s", _start_error(e))
+        log.debug("fatal error", exc_info=True)
         code = 1
         raise
     finally:

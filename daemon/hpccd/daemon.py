@@ -69,11 +69,17 @@ TC_PROG = "hpccd_tc_tracker"
 TC_HANDLE, TC_PRIO = 1, 1
 ADDR_REFRESH_S = 2.0
 EXIT_CONFIG = 2
+EXIT_NO_INTERFACE = 3       # a configured interface does not exist: not retried either
 BPF_OBJECTS = ("xdp_host.bpf.o", "tc_tracker.bpf.o")
+TCP_SIDE_OBJECTS = ("tcp_hpcc.bpf.o", "tcp_dctcp.bpf.o")    # hpccd.tcp_side.CC_NAMES
 
 
 class DaemonError(RuntimeError):
     """The daemon cannot start (the message says what and where)."""
+
+
+class NoInterfaceError(DaemonError):
+    """A configured interface is not in the daemon's network namespace."""
 
 
 def find_bpf_dir(cfg: Config) -> pathlib.Path:
@@ -85,9 +91,10 @@ def find_bpf_dir(cfg: Config) -> pathlib.Path:
         cands.append(os.environ["HPCCD_BPF_DIR"])
     cands += [str(pathlib.Path(__file__).resolve().parents[2] / "build" / "ebpf"),
               "/usr/lib/hpccd/bpf", "/usr/local/lib/hpccd/bpf"]
+    need = BPF_OBJECTS + (TCP_SIDE_OBJECTS if "tcp_side" in cfg.components else ())
     if cfg.bpf_dir:                     # said: only there, never a fallback
         p = pathlib.Path(cfg.bpf_dir)
-        missing = [n for n in BPF_OBJECTS if not (p / n).is_file()]
+        missing = [n for n in need if not (p / n).is_file()]
         if missing:
             why = "no such directory" if not p.is_dir() else f"no {' or '.join(missing)} there"
             raise ConfigError(cfg.file, cfg.where(("daemon", "bpf_dir")), "daemon.bpf_dir",
@@ -96,9 +103,9 @@ def find_bpf_dir(cfg: Config) -> pathlib.Path:
         return p
     for c in cands:
         p = pathlib.Path(c)
-        if all((p / n).is_file() for n in BPF_OBJECTS):
+        if all((p / n).is_file() for n in need):
             return p
-    raise DaemonError(f"no BPF objects found in {', '.join(cands)} (make bpf builds them; "
+    raise DaemonError(f"no {', '.join(need)} found together in {', '.join(cands)} (make bpf builds them; "
                       f"daemon.bpf_dir says where they are)")
 
 
@@ -185,7 +192,7 @@ class Daemon:
         for i, itf in enumerate(cfg.interfaces):
             self.interfaces[itf.name] = self._attach(i, itf, bpf_dir)
         self._ctx = DaemonContext(cfg, self.flows, self.interfaces, self.tag_key,
-                                  logging.getLogger("hpccd.component"))
+                                  logging.getLogger("hpccd.component"), bpf_dir=bpf_dir)
         for name, cls in classes.items():
             self.notifier.status(f"starting: component {name}")
             comp = cls(self._ctx)
@@ -211,8 +218,8 @@ class Daemon:
         try:
             ifindex = socket.if_nametoindex(itf.name)
         except OSError:
-            raise DaemonError(f"{_interface_desc(cfg, i)}: no interface {itf.name!r} in this "
-                              f"network namespace") from None
+            raise NoInterfaceError(f"{_interface_desc(cfg, i)}: no interface {itf.name!r} in "
+                                   f"this network namespace") from None
         mode = itf.xdp_mode
         if mode == "auto":
             mode = "skb" if _link_kind(ifindex) == "veth" else "native"
@@ -722,7 +729,8 @@ def _main(argv: list[str] | None) -> int:
             log.error("start failed: %s", _start_error(e))
             log.debug("start failed", exc_info=True)   # log_level = "debug": where
             notifier.status(f"start failed: {e}")
-            code = EXIT_CONFIG if isinstance(e, ConfigError) else 1
+            code = (EXIT_CONFIG if isinstance(e, ConfigError) else
+                    EXIT_NO_INTERFACE if isinstance(e, NoInterfaceError) else 1)
         else:
             d.run()
             log.info("stopping")

@@ -5,6 +5,8 @@
 #   bash scripts/run.sh test    set up, then run the whole test suite
 #   bash scripts/run.sh setup   set up only
 #   bash scripts/run.sh bench   set up, then the C benchmarks (callgrind)
+#   bash scripts/run.sh install     build tools, then install hpccd on this host
+#   bash scripts/run.sh uninstall   remove what install placed (docs/install.md)
 #
 # Set-up is idempotent: Debian packages are installed only when missing,
 # the virtualenv (.venv) is refreshed only when pyproject.toml changed, and
@@ -41,6 +43,9 @@ P4_APT_PACKAGES=(
 	libboost-program-options1.74.0 libstdc++6 libgcc-s1 libc6
 )
 P4TOOLS_DIR=build/p4tools    # where the archive is unpacked (build/ is ignored by git)
+
+# install: the virtualenv of Debian's own python3 (scripts/install.sh), with headers.
+INSTALL_APT_PACKAGES=(python3 python3-venv python3-dev)
 
 log() { printf '[hpccd setup] %s\n' "$*" >&2; }
 
@@ -170,8 +175,10 @@ setup) setup ;;
 demo)  setup; exec .venv/bin/hpccctl demo "$@" ;;
 test)  setup; p4tools_env; exec .venv/bin/python -m pytest "$@" ;;
 bench) setup; exec bash scripts/bench_cc.sh "$@" ;;
+install)   need_root; apt_setup "${INSTALL_APT_PACKAGES[@]}"; exec bash scripts/install.sh install ;;
+uninstall) need_root; exec bash scripts/install.sh uninstall ;;
 *)
-	sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

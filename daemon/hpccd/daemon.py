@@ -85,11 +85,11 @@ class NoInterfaceError(DaemonError):
 def find_bpf_dir(cfg: Config) -> pathlib.Path:
     """Where xdp_host.bpf.o and tc_tracker.bpf.o are: daemon.bpf_dir, else
     $HPCCD_BPF_DIR, else build/ebpf of the source tree this package runs
-    from, else /usr/lib/hpccd/bpf."""
+    from, else the installed package's bpf/ folder, else /usr/lib/hpccd/bpf."""
     cands = [cfg.bpf_dir] if cfg.bpf_dir else []
     if os.environ.get("HPCCD_BPF_DIR"):
         cands.append(os.environ["HPCCD_BPF_DIR"])
-    cands += [str(pathlib.Path(__file__).resolve().parents[2] / "build" / "ebpf"),
+    cands += [bpf.SOURCE_OBJ_DIR, bpf.PACKAGE_OBJ_DIR,
               "/usr/lib/hpccd/bpf", "/usr/local/lib/hpccd/bpf"]
     need = BPF_OBJECTS + (TCP_SIDE_OBJECTS if "tcp_side" in cfg.components else ())
     if cfg.bpf_dir:                     # said: only there, never a fallback

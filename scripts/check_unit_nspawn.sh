@@ -7,7 +7,9 @@
 #   sudo bash scripts/check_unit_nspawn.sh [TREE]     (default /var/tmp/hpccd-nspawn)
 #
 # HPCCD_UNIT=FILE checks another unit file instead of systemd/hpccd.service (e.g.
-# an older one, to see a check fail).
+# an older one, to see a check fail).  HPCCD_DEB=FILE installs that Debian
+# package (scripts/build_deb.sh) in the tree with apt instead, and checks its
+# programs and unit.
 #
 # Checks, each printed as "ok: ..." or "FAIL: ..." (exit status 1 on a failure):
 #   - systemd-analyze verify of the installed unit inside the container;
@@ -54,8 +56,20 @@ if [ ! -x "$R/usr/bin/python3" ]; then
 		|| { echo "debootstrap failed: $TREE/debootstrap.log" >&2; exit 1; }
 fi
 
+mkdir -p "$R/etc/hpccd" "$R$ROOT" "$R/etc/systemd/system/multi-user.target.wants"
+if [ -n "${HPCCD_DEB:-}" ]; then
+	log "installing $HPCCD_DEB into $R with apt"
+	rm -f "$R/etc/systemd/system/hpccd.service" "$R/usr/bin/hpccd" "$R/usr/bin/hpccctl"
+	rm -rf "$R/usr/lib/hpccd"
+	cp "$HPCCD_DEB" "$R/tmp/hpccd.deb"
+	cp /etc/apt/sources.list.d/debian.sources "$R/etc/apt/sources.list.d/" 2>/dev/null || true
+	chroot "$R" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends /tmp/hpccd.deb' \
+		>"$TREE/apt.log" 2>&1 || { echo "apt-get install of $HPCCD_DEB failed: $TREE/apt.log" >&2; exit 1; }
+	rm -f "$R/tmp/hpccd.deb"
+else
 log "installing the checkout's hpccd, the unit, the BPF objects and a configuration into $R"
-mkdir -p "$R/usr/lib/hpccd/bpf" "$R/etc/hpccd" "$R$ROOT" "$R/etc/systemd/system/multi-user.target.wants"
+dpkg --root="$R" -s hpccd >/dev/null 2>&1 && chroot "$R" dpkg --purge hpccd >/dev/null
+mkdir -p "$R/usr/lib/hpccd/bpf"
 cp "$ROOT"/build/ebpf/{xdp_host,tc_tracker,tcp_hpcc,tcp_dctcp}.bpf.o "$R/usr/lib/hpccd/bpf/"
 for p in hpccd:hpccd.daemon hpccctl:hpccd.cli; do
 	cat >"$R/usr/bin/${p%%:*}" <<-EOF
@@ -69,6 +83,7 @@ for p in hpccd:hpccd.daemon hpccctl:hpccd.cli; do
 	chmod 755 "$R/usr/bin/${p%%:*}"
 done
 cp "${HPCCD_UNIT:-$ROOT/systemd/hpccd.service}" "$R/etc/systemd/system/hpccd.service"
+fi
 rm -f "$R/etc/systemd/system/multi-user.target.wants/hpccd.service"    # started by the checks
 # Test scaffolding: an address on the container's veth end before hpccd starts.
 cat >"$R/etc/systemd/system/test-host0.service" <<'EOF'
@@ -136,8 +151,9 @@ done
 in_c() { nsenter -t "$leader" -a "$@"; }
 show() { in_c systemctl show -p "$1" --value hpccd; }
 
-out=$(in_c systemd-analyze verify --man=no /etc/systemd/system/hpccd.service 2>&1) && [ -z "$out" ] \
-	&& ok "systemd-analyze verify: no warning" || fail "systemd-analyze verify: $out"
+unit_path=$(in_c systemctl show -p FragmentPath --value hpccd)
+out=$(in_c systemd-analyze verify --man=no "$unit_path" 2>&1) && [ -z "$out" ] \
+	&& ok "systemd-analyze verify $unit_path: no warning" || fail "systemd-analyze verify: $out"
 
 # 1. start and stop under the sandbox
 if in_c systemctl start hpccd && [ "$(show ActiveState)" = active ]; then

@@ -7,6 +7,7 @@
 #   bash scripts/run.sh bench   set up, then the C benchmarks (callgrind)
 #   bash scripts/run.sh install     build tools, then install hpccd on this host
 #   bash scripts/run.sh uninstall   remove what install placed (docs/install.md)
+#   bash scripts/run.sh deb         set up, then build the Debian package (build/deb/)
 #
 # Set-up is idempotent: Debian packages are installed only when missing,
 # the virtualenv (.venv) is refreshed only when pyproject.toml changed, and
@@ -31,6 +32,7 @@ APT_PACKAGES=(
 	systemd                                    # systemd-analyze verify of the unit file
 	zlib1g-dev                                 # crc32 of the transport (-lz)
 	libclang-rt-14-dev                         # libFuzzer + sanitizer runtimes (fuzz/)
+	debhelper dh-python python3-cffi python3-all-dev dpkg-dev fakeroot   # the Debian package
 )
 
 # Run-time needs of a p4c/BMv2 build (Debian 12), installed only with
@@ -177,8 +179,9 @@ test)  setup; p4tools_env; exec .venv/bin/python -m pytest "$@" ;;
 bench) setup; exec bash scripts/bench_cc.sh "$@" ;;
 install)   need_root; apt_setup "${INSTALL_APT_PACKAGES[@]}"; exec bash scripts/install.sh install ;;
 uninstall) need_root; exec bash scripts/install.sh uninstall ;;
+deb)   setup; exec bash scripts/build_deb.sh ;;
 *)
-	sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -148,3 +148,50 @@ def test_install_refuses_to_replace_a_file_not_its_own(scratch):
     assert f"{unit} exists and is not from this installer: not replacing it" in r.stderr
     assert unit.read_text() == "# somebody else's\n"
     assert tree(d) == before
+
+
+def test_debian_package_ships_programs_unit_objects_and_docs():
+    """scripts/build_deb.sh (debhelper, pybuild, dpkg-buildpackage) on a copy of
+    the checkout: the package holds the programs, the compiled modules, every
+    BPF object and the link the example configuration names, the unit (not
+    started at installation), the example and the docs uncompressed (the unit
+    names them), and depends on Debian's Python packages.  Running it under
+    systemd: scripts/check_unit_nspawn.sh with HPCCD_DEB."""
+    for tool in ("dpkg-buildpackage", "dh", "dh_python3"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (scripts/run.sh setup installs it)")
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "build_deb.sh")], capture_output=True,
+                       text=True, timeout=900, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    debs = [p for p in (ROOT / "build" / "deb").glob("hpccd_*.deb")]
+    assert len(debs) == 1
+    deb = debs[0]
+    assert str(deb.relative_to(ROOT)) in r.stdout.split()
+    listing = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True,
+                             check=True).stdout
+    paths = {ln.split()[5].lstrip(".") for ln in listing.splitlines()}
+    links = {ln.split()[5].lstrip("."): ln.split()[7] for ln in listing.splitlines()
+             if ln.startswith("l")}
+    pkg = "/usr/lib/python3/dist-packages/hpccd"
+    assert {"/usr/bin/hpccd", "/usr/bin/hpccctl", "/lib/systemd/system/hpccd.service",
+            "/usr/share/doc/hpccd/examples/hpccd.toml", "/usr/share/doc/hpccd/README.md",
+            "/usr/share/doc/hpccd/configuration.md", "/usr/share/doc/hpccd/metrics.md",
+            f"{pkg}/__init__.py", f"{pkg}/daemon.py"} <= paths
+    for mod in ("_cc", "_bpf", "_transport"):
+        assert any(p.startswith(f"{pkg}/{mod}.") and p.endswith(".so") for p in paths), mod
+    built = {p.name for p in (ROOT / "build" / "ebpf").glob("*.bpf.o")}
+    assert built and {p.rsplit("/", 1)[1] for p in paths if p.startswith(f"{pkg}/bpf/")
+                      and p.endswith(".o")} == built
+    assert links["/usr/lib/hpccd/bpf"] == "../python3/dist-packages/hpccd/bpf"
+    info = subprocess.run(["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True,
+                          text=True, check=True).stdout
+    for dep in ("python3-pyroute2", "python3-prometheus-client", "python3-cffi-backend",
+                "libbpf1", "libxdp1", "procps"):
+        assert dep in info, info
+    # not enabled or started by the maintainer scripts: no configuration yet
+    scripts = subprocess.run(["dpkg-deb", "-I", str(deb), "postinst"], capture_output=True,
+                             text=True).stdout
+    assert "deb-systemd-helper" in scripts                 # dh_installsystemd did run
+    assert "deb-systemd-invoke" not in scripts             # nothing started
+    # enabled only again on upgrade if the admin had enabled it
+    assert "deb-systemd-helper enable" not in scripts.split("was-enabled", 1)[0]

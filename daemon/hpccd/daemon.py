@@ -105,8 +105,8 @@ def find_bpf_dir(cfg: Config) -> pathlib.Path:
         p = pathlib.Path(c)
         if all((p / n).is_file() for n in need):
             return p
-    raise DaemonError(f"no {', '.join(need)} found together in {', '.join(cands)} (make bpf builds them; "
-                      f"daemon.bpf_dir says where they are)")
+    raise DaemonError(f"no {', '.join(need)} found together in {', '.join(cands)} (make bpf "
+                      f"builds them; daemon.bpf_dir says where they are)")
 
 
 def _link_kind(ifindex: int) -> str:
@@ -673,7 +673,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"configuration file (default {config_mod.DEFAULT_PATH})")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--check", action="store_true",
-                   help="validate the configuration and exit (status 2 if refused)")
+                   help="validate the configuration (also the objects in daemon.bpf_dir "
+                        "and the key file) and exit (status 2 if refused)")
     g.add_argument("--cleanup", action="store_true",
                    help="remove what a dead daemon left attached, then exit")
     p.add_argument("--version", action="version", version=f"hpccd {__version__}")

@@ -200,7 +200,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         print(f"hpccctl send: --int {args.int_mode!r}: every, none, probe or a number",
               file=sys.stderr)
         return 2
-    if int_mode == "probe" and args.key is None:
+    if int_mode == "probe" and not any(args.key or b""):        # none, or all zero
         print("hpccctl send: --int probe needs --key (the same on both ends): the receiver's "
               "XDP program answers only probes whose tag verifies with its key, so without "
               "one every probe is dropped and HPCC gets no feedback", file=sys.stderr)

@@ -11,6 +11,7 @@
 #   lib/hpccd/bpf              -> the package's BPF objects (daemon.bpf_dir)
 #   bin/hpccd, bin/hpccctl     -> the virtualenv's programs
 #   share/doc/hpccd/           README.md, CHANGELOG.md and docs/*.md
+#   share/man/man8/hpccd.8, share/man/man1/hpccctl.1   (hpccd.manpage)
 # and the unit in UNITDIR (default /etc/systemd/system/hpccd.service, its paths
 # pointed at PREFIX) and an example configuration in
 # SYSCONFDIR/hpccd/hpccd.toml.example (SYSCONFDIR default /etc).  Your own
@@ -78,10 +79,14 @@ do_install() {
 	link "$VENV/bin/hpccd" "$PREFIX/bin/hpccd"
 	link "$VENV/bin/hpccctl" "$PREFIX/bin/hpccctl"
 	local f tmp
+	tmp=$(mktemp)
+	"$VENV/bin/python" -m hpccd.manpage hpccd >"$tmp"
+	put "$tmp" "$PREFIX/share/man/man8/hpccd.8"
+	"$VENV/bin/python" -m hpccd.manpage hpccctl >"$tmp"
+	put "$tmp" "$PREFIX/share/man/man1/hpccctl.1"
 	for f in "$ROOT"/README.md "$ROOT"/CHANGELOG.md "$ROOT"/docs/*.md; do
 		put "$f" "$DOC/$(basename "$f")"
 	done
-	tmp=$(mktemp)
 	sed -e "s|/usr/bin/hpccd|$PREFIX/bin/hpccd|g" -e "s|/usr/share/doc/hpccd|$DOC|g" \
 		-e "s|/usr/lib/hpccd/bpf|$LIB/bpf|g" -e "s|/etc/hpccd/|$SYSCONFDIR/hpccd/|g" \
 		"$ROOT/systemd/hpccd.service" >"$tmp"

@@ -121,6 +121,9 @@ def test_install_then_uninstall_leaves_nothing(scratch):
         v = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)],
                            capture_output=True, text=True, timeout=60)
         assert v.returncode == 0 and v.stdout + v.stderr == "", v.stdout + v.stderr
+    for man in ("man8/hpccd.8", "man1/hpccctl.1"):
+        text = (usr / "share" / "man" / man).read_text()
+        assert text.startswith(".TH ") and ".SH COMMANDS" in text or man.startswith("man8")
     docs = usr / "share" / "doc" / "hpccd"
     assert {"README.md", "configuration.md", "metrics.md", "install.md"} <= \
         {p.name for p in docs.iterdir()}
@@ -176,6 +179,7 @@ def test_debian_package_ships_programs_unit_objects_and_docs():
     assert {"/usr/bin/hpccd", "/usr/bin/hpccctl", "/lib/systemd/system/hpccd.service",
             "/usr/share/doc/hpccd/examples/hpccd.toml", "/usr/share/doc/hpccd/README.md",
             "/usr/share/doc/hpccd/configuration.md", "/usr/share/doc/hpccd/metrics.md",
+            "/usr/share/man/man8/hpccd.8.gz", "/usr/share/man/man1/hpccctl.1.gz",
             f"{pkg}/__init__.py", f"{pkg}/daemon.py"} <= paths
     for mod in ("_cc", "_bpf", "_transport"):
         assert any(p.startswith(f"{pkg}/{mod}.") and p.endswith(".so") for p in paths), mod

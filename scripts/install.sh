@@ -12,6 +12,7 @@
 #   bin/hpccd, bin/hpccctl     -> the virtualenv's programs
 #   share/doc/hpccd/           README.md, CHANGELOG.md and docs/*.md
 #   share/man/man8/hpccd.8, share/man/man1/hpccctl.1   (hpccd.manpage)
+#   share/bash-completion/completions/hpccctl, hpccd   (hpccd.completion)
 # and the unit in UNITDIR (default /etc/systemd/system/hpccd.service, its paths
 # pointed at PREFIX) and an example configuration in
 # SYSCONFDIR/hpccd/hpccd.toml.example (SYSCONFDIR default /etc).  Your own
@@ -84,6 +85,9 @@ do_install() {
 	put "$tmp" "$PREFIX/share/man/man8/hpccd.8"
 	"$VENV/bin/python" -m hpccd.manpage hpccctl >"$tmp"
 	put "$tmp" "$PREFIX/share/man/man1/hpccctl.1"
+	"$VENV/bin/python" -m hpccd.completion >"$tmp"
+	put "$tmp" "$PREFIX/share/bash-completion/completions/hpccctl"
+	link hpccctl "$PREFIX/share/bash-completion/completions/hpccd"
 	for f in "$ROOT"/README.md "$ROOT"/CHANGELOG.md "$ROOT"/docs/*.md; do
 		put "$f" "$DOC/$(basename "$f")"
 	done

@@ -124,6 +124,10 @@ def test_install_then_uninstall_leaves_nothing(scratch):
     for man in ("man8/hpccd.8", "man1/hpccctl.1"):
         text = (usr / "share" / "man" / man).read_text()
         assert text.startswith(".TH ") and ".SH COMMANDS" in text or man.startswith("man8")
+    comp = usr / "share" / "bash-completion" / "completions"
+    assert "complete -o filenames -F _hpccd_complete hpccd hpccctl" in \
+        (comp / "hpccctl").read_text()
+    assert (comp / "hpccd").resolve() == (comp / "hpccctl").resolve()
     docs = usr / "share" / "doc" / "hpccd"
     assert {"README.md", "configuration.md", "metrics.md", "install.md"} <= \
         {p.name for p in docs.iterdir()}
@@ -180,6 +184,7 @@ def test_debian_package_ships_programs_unit_objects_and_docs():
             "/usr/share/doc/hpccd/examples/hpccd.toml", "/usr/share/doc/hpccd/README.md",
             "/usr/share/doc/hpccd/configuration.md", "/usr/share/doc/hpccd/metrics.md",
             "/usr/share/man/man8/hpccd.8.gz", "/usr/share/man/man1/hpccctl.1.gz",
+            "/usr/share/bash-completion/completions/hpccctl",
             f"{pkg}/__init__.py", f"{pkg}/daemon.py"} <= paths
     for mod in ("_cc", "_bpf", "_transport"):
         assert any(p.startswith(f"{pkg}/{mod}.") and p.endswith(".so") for p in paths), mod
@@ -187,6 +192,7 @@ def test_debian_package_ships_programs_unit_objects_and_docs():
     assert built and {p.rsplit("/", 1)[1] for p in paths if p.startswith(f"{pkg}/bpf/")
                       and p.endswith(".o")} == built
     assert links["/usr/lib/hpccd/bpf"] == "../python3/dist-packages/hpccd/bpf"
+    assert links["/usr/share/bash-completion/completions/hpccd"] == "hpccctl"
     info = subprocess.run(["dpkg-deb", "-f", str(deb), "Depends"], capture_output=True,
                           text=True, check=True).stdout
     for dep in ("python3-pyroute2", "python3-prometheus-client", "python3-cffi-backend",

@@ -70,10 +70,15 @@ BPFFS = "/sys/fs/bpf"
 PIN_DIR = BPFFS + "/hpccd"
 LOG_SIZE = 1 << 20            # bytes of libbpf messages kept per load (the tail)
 # Where `make bpf` puts the objects (ebpf/x.bpf.c -> build/ebpf/x.bpf.o);
-# HPCCD_BPF_DIR overrides it (an installed daemon, a test's own build).
-OBJ_DIR = os.environ.get("HPCCD_BPF_DIR") or os.path.join(
+# in an installed package (pip install ., setup.py) they are its bpf/ folder;
+# HPCCD_BPF_DIR overrides both (a test's own build).
+SOURCE_OBJ_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     "build", "ebpf")
+PACKAGE_OBJ_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bpf")
+OBJ_DIR = os.environ.get("HPCCD_BPF_DIR") or (
+    PACKAGE_OBJ_DIR if os.path.isdir(PACKAGE_OBJ_DIR) and not os.path.isdir(SOURCE_OBJ_DIR)
+    else SOURCE_OBJ_DIR)
 
 _XDP_MODES = {"native": lib.HPCCD_BPF_XDP_DRV_MODE, "drv": lib.HPCCD_BPF_XDP_DRV_MODE,
               "skb": lib.HPCCD_BPF_XDP_SKB_MODE, "generic": lib.HPCCD_BPF_XDP_SKB_MODE}

@@ -130,9 +130,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     return args.func(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .cli_errors import run_main
+
+    return run_main("hpccctl", _main, argv)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
+import pathlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ class DaemonContext:
     tag_key: bytes | None
     log: logging.Logger
     netns: str | None = None            # reserved: the daemon runs in its own netns
+    bpf_dir: "pathlib.Path | None" = None   # daemon.bpf_dir as found (daemon.find_bpf_dir)
 
 
 class Component:

@@ -188,6 +188,25 @@ class Config:
     def where(self, path: tuple) -> int | None:
         return Validator(self.text, self.file).index.line(path)
 
+    def key_file_warning(self) -> str | None:
+        """Why ``integrity_key_file`` is not private (another user may read or
+        replace it, and with it forge tags), or None."""
+        if not self.integrity_key_file:
+            return None
+        try:
+            st = os.stat(self.integrity_key_file)
+        except OSError:
+            return None                 # read_key says why it cannot be read
+        mode = st.st_mode & 0o777
+        if not mode & 0o066:
+            return None
+        who = "every user" if mode & 0o006 else "its group"
+        line = self.where(("transport", "integrity_key_file"))
+        at = f"{self.file}:{line}: " if line else ""
+        return (f"{at}transport.integrity_key_file: {self.integrity_key_file} is readable or "
+                f"writable by {who} (mode {mode:04o}): whoever reads it can forge tags; "
+                f"chmod 600 {self.integrity_key_file}")
+
 
 def _fail_at(cfg: Config, path: tuple, msg: str):
     raise ConfigError(cfg.file, cfg.where(path), key_name(path), msg)

@@ -67,6 +67,12 @@ class ControlServer:
         self._conns: dict[int, _Conn] = {}
 
     def open(self) -> None:
+        try:
+            self._open()
+        except OSError as e:
+            raise ControlError(f"control socket {self.path}: {e.strerror or e}") from e
+
+    def _open(self) -> None:
         d = os.path.dirname(self.path)
         os.makedirs(d, mode=0o750, exist_ok=True)
         if os.path.exists(self.path):
@@ -214,6 +220,10 @@ def request(path: str, cmd: str, args: dict | None = None, timeout: float = 5.0)
         try:
             s.connect(path)
         except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM):
+                raise ControlError(
+                    f"cannot reach the daemon at {path}: {e.strerror} (the control socket "
+                    f"is for root and the daemon's group: run as root)") from None
             raise ControlError(f"cannot reach the daemon at {path}: {e.strerror} "
                                f"(is hpccd running? --socket or daemon.control_socket)") from None
         buf = bytearray()

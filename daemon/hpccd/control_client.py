@@ -91,10 +91,25 @@ def _print_status(st: dict, out: TextIO) -> None:
                  "addresses", "queues")), file=out)
     if st["components"]:
         print(file=out)
-        print(table([(n, v.get("healthy"), ", ".join(f"{k}={_cell(x)}" for k, x in v.items()
-                                                      if k != "healthy"))
-                     for n, v in st["components"].items()],
-                    ("component", "healthy", "status")), file=out)
+        nested = []                 # (component, key, value): lists and tables, own lines
+        rows = []
+        for n, v in st["components"].items():
+            flat = []
+            for k, x in v.items():
+                if k == "healthy":
+                    continue
+                if isinstance(x, (dict, list)):
+                    nested.append((n, k, x))
+                else:
+                    flat.append(f"{k}={_cell(x)}")
+            rows.append((n, v.get("healthy"), ", ".join(flat) or "-"))
+        print(table(rows, ("component", "healthy", "status")), file=out)
+        for n, k, x in nested:
+            items = list(x.items()) if isinstance(x, dict) else list(enumerate(x))
+            if not items:
+                print(f"  {n} {k}: none", file=out)
+            for i, item in items:
+                print(f"  {n} {k}[{i}]: {_fields(item)}", file=out)
 
 
 def _print_flows(rows: list[dict], out: TextIO) -> None:
@@ -111,11 +126,45 @@ def _print_flows(rows: list[dict], out: TextIO) -> None:
                  "U/alpha", "rtt us", "sent", "retx", "age s")), file=out)
 
 
+def _fields(v: Any) -> str:
+    """A nested status value on one line: k=v, ... (dicts within, recursively)."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fields(x) if isinstance(x, (dict, list)) else _cell(x)}"
+                         for k, x in v.items()) or "-"
+    if isinstance(v, list):
+        return "[" + "; ".join(_fields(x) for x in v) + "]"
+    return _cell(v)
+
+
+def _plain(v: float) -> str:
+    """A float in full, without an exponent: 12500, 1000000000, 0.0001."""
+    if v != v or v in (float("inf"), float("-inf")):
+        return str(v)
+    if v.is_integer():
+        return str(int(v))
+    return f"{v:.9f}".rstrip("0").rstrip(".") if abs(v) >= 1e-9 else "0"
+
+
+def _date(wall: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(wall))
+
+
 def _print_flow(f: dict, out: TextIO) -> None:
     extra = f.pop("extra", {}) or {}
-    w = max(len(k) for k in [*f, *extra])
-    for k, v in [*f.items(), *extra.items()]:
-        print(f"{k.ljust(w)}  {_cell(v)}", file=out)
+    # The daemon's clocks: started/updated are its monotonic clock, started_wall
+    # the wall clock at start; shown as dates (--json keeps the numbers).
+    mono0, wall0, upd = f.pop("started", None), f.pop("started_wall", None), f.pop("updated", None)
+    shown: dict[str, Any] = {}
+    if wall0 is not None:
+        shown["started"] = _date(wall0)
+        if upd and mono0 is not None:
+            shown["updated"] = _date(wall0 + (upd - mono0))
+    for k, v in f.items():
+        shown[k] = _plain(v) if isinstance(v, float) else v
+    w = max(len(k) for k in [*shown, *extra])
+    for k, v in [*shown.items(), *extra.items()]:
+        print(f"{k.ljust(w)}  {_fields(v) if isinstance(v, (dict, list)) else _cell(v)}",
+              file=out)
 
 
 def _print_probes(p: dict, out: TextIO) -> None:
@@ -181,7 +230,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                           description="State of the running hpccd: its programs as the "
                                       "kernel reports them, components, flows, last reload."),
            "status")
-    common(sub.add_parser("flows", help="the daemon's flows, one per line"), "flows")
+    common(sub.add_parser("flows", help="the daemon's flows, one per line",
+                          description="The running daemon's flows, one per line: id (for "
+                                      "'hpccctl flow ID'), kind (native: AF_XDP transport; "
+                                      "tcp: kernel TCP on the TCP side), role, algorithm, "
+                                      "peer ([[peers]] name), local and remote address, "
+                                      "window, pacing rate, U (HPCC) or alpha (DCTCP), last "
+                                      "RTT, bytes sent, retransmitted packets, age. "
+                                      "docs/metrics.md says what each value is."),
+           "flows")
     f = sub.add_parser("flow", help="every field of one flow")
     f.add_argument("id", type=int, metavar="ID", help="flow id (hpccctl flows)")
     common(f, "flow")
@@ -194,4 +251,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("param", metavar="PARAM", help="TABLE.KEY, or peers.NAME.KEY")
     s.add_argument("value", metavar="VALUE", help="a TOML value: 0.9, 5, true, dctcp")
     common(s, "set")
-    common(sub.add_parser("probes", help="probe counts per flow and XDP reflections"), "probes")
+    common(sub.add_parser("probes", help="probe counts per flow and XDP reflections",
+                          description="The running daemon's probes: its probe mode and "
+                                      "timeout; per flow the probes sent, answered and lost "
+                                      "and the last probe RTT; per interface what the XDP "
+                                      "program did with probes (answered in XDP, dropped "
+                                      "for a bad or missing tag, ...)."),
+           "probes")

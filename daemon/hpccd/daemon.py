@@ -53,6 +53,7 @@ from . import __version__, bpf, bpf_counters
 from . import config as config_mod
 from .component import AttachedInterface, Component, ComponentError, DaemonContext, load_class
 from .config import Config, ConfigError
+from .cli_errors import permission_denied, privilege_hint, run_main
 from .control import ControlError, ControlServer
 from .flows import FlowTable
 from .sdnotify import Notifier
@@ -68,30 +69,44 @@ TC_PROG = "hpccd_tc_tracker"
 TC_HANDLE, TC_PRIO = 1, 1
 ADDR_REFRESH_S = 2.0
 EXIT_CONFIG = 2
+EXIT_NO_INTERFACE = 3       # a configured interface does not exist: not retried either
+BPF_OBJECTS = ("xdp_host.bpf.o", "tc_tracker.bpf.o")
+TCP_SIDE_OBJECTS = ("tcp_hpcc.bpf.o", "tcp_dctcp.bpf.o")    # hpccd.tcp_side.CC_NAMES
 
 
 class DaemonError(RuntimeError):
     """The daemon cannot start (the message says what and where)."""
 
 
+class NoInterfaceError(DaemonError):
+    """A configured interface is not in the daemon's network namespace."""
+
+
 def find_bpf_dir(cfg: Config) -> pathlib.Path:
     """Where xdp_host.bpf.o and tc_tracker.bpf.o are: daemon.bpf_dir, else
     $HPCCD_BPF_DIR, else build/ebpf of the source tree this package runs
-    from, else /usr/lib/hpccd/bpf."""
+    from, else the installed package's bpf/ folder, else /usr/lib/hpccd/bpf."""
     cands = [cfg.bpf_dir] if cfg.bpf_dir else []
     if os.environ.get("HPCCD_BPF_DIR"):
         cands.append(os.environ["HPCCD_BPF_DIR"])
-    cands += [str(pathlib.Path(__file__).resolve().parents[2] / "build" / "ebpf"),
+    cands += [bpf.SOURCE_OBJ_DIR, bpf.PACKAGE_OBJ_DIR,
               "/usr/lib/hpccd/bpf", "/usr/local/lib/hpccd/bpf"]
+    need = BPF_OBJECTS + (TCP_SIDE_OBJECTS if "tcp_side" in cfg.components else ())
+    if cfg.bpf_dir:                     # said: only there, never a fallback
+        p = pathlib.Path(cfg.bpf_dir)
+        missing = [n for n in need if not (p / n).is_file()]
+        if missing:
+            why = "no such directory" if not p.is_dir() else f"no {' or '.join(missing)} there"
+            raise ConfigError(cfg.file, cfg.where(("daemon", "bpf_dir")), "daemon.bpf_dir",
+                              f"{cfg.bpf_dir}: {why} (make bpf builds the objects; an empty "
+                              f"bpf_dir searches the usual places)")
+        return p
     for c in cands:
         p = pathlib.Path(c)
-        if (p / "xdp_host.bpf.o").is_file() and (p / "tc_tracker.bpf.o").is_file():
+        if all((p / n).is_file() for n in need):
             return p
-    if cfg.bpf_dir:
-        raise DaemonError(f"daemon.bpf_dir: {cfg.bpf_dir} has no xdp_host.bpf.o and "
-                          f"tc_tracker.bpf.o (make bpf builds them)")
-    raise DaemonError(f"no BPF objects found in {', '.join(cands)} (make bpf builds them; "
-                      f"daemon.bpf_dir says where they are)")
+    raise DaemonError(f"no {', '.join(need)} found together in {', '.join(cands)} (make bpf "
+                      f"builds them; daemon.bpf_dir says where they are)")
 
 
 def _link_kind(ifindex: int) -> str:
@@ -166,6 +181,9 @@ class Daemon:
         self.notifier.status("starting: removing stale attachments")
         cleanup(cfg, classes)
         self.tag_key = cfg.read_key()
+        exposed = cfg.key_file_warning()
+        if exposed:
+            log.warning("%s", exposed)
         if self.tag_key is None:
             log.warning("transport.integrity_key_file is not set: probes are dropped and "
                         "counted by the XDP program rather than answered (docs/configuration.md)")
@@ -174,7 +192,7 @@ class Daemon:
         for i, itf in enumerate(cfg.interfaces):
             self.interfaces[itf.name] = self._attach(i, itf, bpf_dir)
         self._ctx = DaemonContext(cfg, self.flows, self.interfaces, self.tag_key,
-                                  logging.getLogger("hpccd.component"))
+                                  logging.getLogger("hpccd.component"), bpf_dir=bpf_dir)
         for name, cls in classes.items():
             self.notifier.status(f"starting: component {name}")
             comp = cls(self._ctx)
@@ -200,8 +218,8 @@ class Daemon:
         try:
             ifindex = socket.if_nametoindex(itf.name)
         except OSError:
-            raise DaemonError(f"{_interface_desc(cfg, i)}: no interface {itf.name!r} in this "
-                              f"network namespace") from None
+            raise NoInterfaceError(f"{_interface_desc(cfg, i)}: no interface {itf.name!r} in "
+                                   f"this network namespace") from None
         mode = itf.xdp_mode
         if mode == "auto":
             mode = "skb" if _link_kind(ifindex) == "veth" else "native"
@@ -253,7 +271,8 @@ class Daemon:
                 comp.stop()
             except Exception as e:
                 problems.append(f"component {name}: stop: {e}")
-                log.exception("component %s: stop failed", name)
+                log.error("component %s: stop failed: %s", name, e)
+                log.debug("component %s: stop failed", name, exc_info=True)
         self.components.clear()
         for f in self.flows.snapshot():
             try:
@@ -655,7 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"configuration file (default {config_mod.DEFAULT_PATH})")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--check", action="store_true",
-                   help="validate the configuration and exit (status 2 if refused)")
+                   help="validate the configuration (also the objects in daemon.bpf_dir "
+                        "and the key file) and exit (status 2 if refused)")
     g.add_argument("--cleanup", action="store_true",
                    help="remove what a dead daemon left attached, then exit")
     p.add_argument("--version", action="version", version=f"hpccd {__version__}")
@@ -663,6 +683,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run_main("hpccd", _main, argv)
+
+
+def _start_error(e: BaseException) -> str:
+    """One line for a failed start: what failed and, when the kernel said no,
+    what the daemon needs."""
+    msg = str(e) or type(e).__name__
+    if permission_denied(e):             # before a libbpf log, if one follows
+        first, nl, rest = msg.partition("\n")
+        msg = f"{first}; {privilege_hint('hpccd')}{nl}{rest}"
+    return msg
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging("info")
     if args.cleanup:
@@ -673,6 +707,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hpccd: configuration refused: {e}", file=sys.stderr)
         return EXIT_CONFIG
     if args.check:
+        try:
+            if cfg.bpf_dir:
+                find_bpf_dir(cfg)
+            cfg.read_key()
+        except ConfigError as e:
+            print(f"hpccd: configuration refused: {e}", file=sys.stderr)
+            return EXIT_CONFIG
+        exposed = cfg.key_file_warning()
+        if exposed:
+            print(f"hpccd: warning: {exposed}", file=sys.stderr)
         print(f"{args.config}: ok")
         return 0
     _setup_logging(cfg.log_level)
@@ -684,18 +728,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             d.start()
         except Exception as e:                      # whatever failed: undo, say why, exit
-            if not isinstance(e, (DaemonError, ComponentError, ControlError, ConfigError,
-                                  OSError)):
-                log.exception("start failed")
-            log.error("start failed: %s", e)
+            log.error("start failed: %s", _start_error(e))
+            log.debug("start failed", exc_info=True)   # log_level = "debug": where
             notifier.status(f"start failed: {e}")
-            code = EXIT_CONFIG if isinstance(e, ConfigError) else 1
+            code = (EXIT_CONFIG if isinstance(e, ConfigError) else
+                    EXIT_NO_INTERFACE if isinstance(e, NoInterfaceError) else 1)
         else:
             d.run()
             log.info("stopping")
             notifier.stopping("stopping: detaching programs")
-    except BaseException:
-        log.exception("fatal error")
+    except BaseException as e:
+        log.error("fatal error: %s", _start_error(e))
+        log.debug("fatal error", exc_info=True)
         code = 1
         raise
     finally:

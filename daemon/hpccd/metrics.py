@@ -24,6 +24,7 @@ Grafana dashboard are checked against it.
 from __future__ import annotations
 
 import contextlib
+import socket
 import logging
 from typing import Any, Iterator, NamedTuple
 
@@ -319,12 +320,32 @@ def make_registry(state: Any, process: bool = True) -> CollectorRegistry:
 
 def serve(address: str, registry: CollectorRegistry):
     """Start the HTTP exporter on HOST:PORT; returns (server, thread).
-    ``server.shutdown(); server.server_close()`` stops it."""
-    from prometheus_client import start_http_server
+    ``server.shutdown(); server.server_close()`` stops it.
+
+    Built here from client_python's WSGI app rather than with its
+    ``start_http_server``, which returns the server only from 0.17 on:
+    Debian 12's python3-prometheus-client is 0.16."""
+    import socketserver
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from prometheus_client import make_wsgi_app
 
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
-    server, thread = start_http_server(int(port), addr=host, registry=registry)
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format, *args):      # noqa: A002 (the base's name)
+            pass
+
+    server = make_server(host, int(port), make_wsgi_app(registry), Server,
+                         handler_class=Quiet)
+    thread = threading.Thread(target=server.serve_forever, name="hpccd-metrics", daemon=True)
+    thread.start()
     return server, thread
 
 

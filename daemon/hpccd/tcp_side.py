@@ -224,8 +224,13 @@ class TcpCc:
         return self._lock_fd >= 0
 
     def _lock(self, wait_s: float) -> None:
-        os.makedirs(os.path.dirname(self.lock_file), mode=0o755, exist_ok=True)
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.makedirs(os.path.dirname(self.lock_file), mode=0o755, exist_ok=True)
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise TcpSideError(f"lock of the TCP congestion controls {self.lock_file}: "
+                               f"{e.strerror} (systemd/hpccd.service gives the daemon "
+                               f"/run/hpccd as a RuntimeDirectory)") from e
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -680,6 +685,7 @@ if _Component is not None:
             params = dict(getattr(self.ctx.config, "params", {}).get("hpcc", {}))
             self.side = TcpSide(ifc.tc_map("hpccd_tcp_flows"), ifc.xdp_map("hpccd_telem"),
                                 hpcc_params=params, netns=self.ctx.netns,
+                                cc_obj_dir=getattr(self.ctx, "bpf_dir", None),
                                 probe_dscp=getattr(self.ctx.config, "probe_dscp",
                                                    PROBE_DSCP_DEFAULT))
             self.side.on_int = self.ctx.flows.observe_hop

@@ -343,6 +343,7 @@ def workdir(built):
     # Short: the control socket path must fit in 107 bytes.
     d = pathlib.Path(tempfile.mkdtemp(prefix="hpccd-t-"))
     (d / "tag.key").write_text(os.urandom(16).hex() + "\n")
+    (d / "tag.key").chmod(0o600)                # else hpccd warns about it
     (d / "hpccd_testcomp.py").write_text(FAKE_COMPONENT)
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -668,11 +669,12 @@ def test_watchdog_pings_at_half_the_interval(netns_pair, workdir, daemons):
 def test_start_failures_exit_without_ready_and_leave_nothing(netns_pair, workdir, daemons):
     pair = netns_pair
     cfg = workdir / "hpccd.toml"
-    # an interface that is not in the namespace: exit 1, its line in the message
+    # an interface that is not in the namespace: exit 3 (the unit does not retry it),
+    # its line in the message
     text = config_text("nosuchif0", workdir, component=False)
     cfg.write_text(text)
     h = daemons()
-    assert h.proc.wait(WAIT_S) == 1
+    assert h.proc.wait(WAIT_S) == 3
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if "nosuchif0" in ln)
     assert f"{cfg}:{line}: interfaces[0].name: no interface 'nosuchif0'" in h.log()
     msgs = h.notify.drain()
@@ -704,3 +706,32 @@ def test_start_failures_exit_without_ready_and_leave_nothing(netns_pair, workdir
     assert attached(pair) == {"xdp": None, "native": None, "tc": [], "clsact": False}
     assert prog_gone(start["xdp"])
     assert not (workdir / "ctl.sock").exists()
+
+
+def test_tcp_side_loads_its_objects_from_daemon_bpf_dir(netns_pair, workdir, daemons):
+    """daemon.bpf_dir is where tcp_side's struct_ops objects come from too: a
+    folder whose tcp_hpcc.bpf.o is not an object fails the start naming that
+    file (before, tcp_side loaded build/ebpf's whatever bpf_dir said); one
+    without the tcp objects is refused as a configuration (exit 2)."""
+    d = workdir / "objs"
+    d.mkdir()
+    for n in ("xdp_host.bpf.o", "tc_tracker.bpf.o", "tcp_dctcp.bpf.o"):
+        shutil.copy(ROOT / "build" / "ebpf" / n, d / n)
+    cfg = workdir / "hpccd.toml"
+    text = config_text(netns_pair.va, workdir, component=False).replace(
+        str(ROOT / "build" / "ebpf"), str(d)).replace(
+        "[[interfaces]]", 'components = ["tcp_side"]\n\n[[interfaces]]')
+    cfg.write_text(text)
+    h = daemons()
+    assert h.proc.wait(WAIT_S) == 2
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith("bpf_dir"))
+    assert f"{cfg}:{line}: daemon.bpf_dir: {d}: no tcp_hpcc.bpf.o there" in h.log()
+    (d / "tcp_hpcc.bpf.o").write_bytes(b"not an ELF object\n" * 8)
+    h = daemons()
+    assert h.proc.wait(WAIT_S) == 1
+    log = h.log()
+    if "another process owns the TCP congestion controls" in log:
+        pytest.skip("another daemon on this host owns the TCP congestion controls")
+    assert f"start failed: open BPF object {d / 'tcp_hpcc.bpf.o'}" in log, log
+    assert "Traceback" not in log
+    assert attached(netns_pair) == {"xdp": None, "native": None, "tc": [], "clsact": False}

@@ -2,18 +2,25 @@
 
 Invariants protected: `systemd-analyze verify` accepts the unit without a
 single warning; Type=notify with NotifyAccess=main and a watchdog;
-Restart=on-failure but not for a refused configuration (exit 2);
+Restart=on-failure but not for a refused configuration (exit 2) or a missing
+interface (exit 3);
 ExecStopPost cleans up; the capability set is exactly the one documented
-(and exercised by tests/integration/test_daemon.py); the runtime directory
-is not /run/hpccd, which holds the lab's state files.
+(and exercised by tests/integration/test_daemon.py); the runtime directories
+hold the control socket and the TCP CC lock (writable under ProtectSystem=strict) and
+are preserved at stop.
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 import subprocess
 
 import pytest
+
+from hpccd.config import DEFAULT_CONTROL_SOCKET
+from hpccd.daemon import EXIT_CONFIG, EXIT_NO_INTERFACE
+from hpccd.tcp_side import LOCK_FILE
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "hpccd.service"
@@ -39,7 +46,7 @@ def test_lifecycle_settings():
     s = unit_settings()
     assert s["Type"] == ["notify"] and s["NotifyAccess"] == ["main"]
     assert s["WatchdogSec"] and s["Restart"] == ["on-failure"]
-    assert s["RestartPreventExitStatus"] == ["2"]
+    assert s["RestartPreventExitStatus"][0].split() == [str(EXIT_CONFIG), str(EXIT_NO_INTERFACE)]
     assert "--cleanup" in s["ExecStopPost"][0]
     assert s["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
     assert unit_capabilities() == CAPS
@@ -48,7 +55,12 @@ def test_lifecycle_settings():
     assert "bpf" in s["SystemCallFilter"][0].split()
     assert "AF_XDP" in s["RestrictAddressFamilies"][0].split()
     rd = s["RuntimeDirectory"][0].split()
-    assert "hpccd" not in rd                       # /run/hpccd is the lab's
+    # the control socket's folder, and the one of the TCP CC lock (tcp_side.LOCK_FILE),
+    # which must outlive the service: another daemon may hold the lock, the lab's files
+    # are there
+    assert rd == ["hpccd-daemon", os.path.basename(os.path.dirname(LOCK_FILE))]
+    assert os.path.dirname(DEFAULT_CONTROL_SOCKET) == "/run/hpccd-daemon"
+    assert s["RuntimeDirectoryPreserve"] == ["yes"]
     assert s["LimitMEMLOCK"] == ["infinity"]      # UMEM without CAP_IPC_LOCK
 
 

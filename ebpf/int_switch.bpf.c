@@ -198,6 +198,7 @@
 
 #define HPCCD_TC_ACT_OK        0        /* linux/pkt_cls.h: vmlinux.h has no macros */
 #define HPCCD_TC_ACT_SHOT      2
+#define HPCCD_TC_ACT_UNSPEC    (-1)     /* the next filter of the hook runs */
 #define HPCCD_IP_ECN_MASK      0x03
 #define HPCCD_IP_ECN_CE        0x03
 #define HPCCD_CHECKSUM_PARTIAL 3        /* linux/skbuff.h */
@@ -597,7 +598,8 @@ int BPF_PROG(hpccd_int_deq, struct Qdisc *q, const struct netdev_queue *txq, int
  * there (HPCCD_SW_INT_DEP_MISMATCH) is a stale one: its packet never left
  * (the bfifo dropped it) and another packet, possibly of another port or
  * direction, now has its sk_buff address.  The entry is deleted in every
- * case.  Never drops, never redirects. */
+ * case.  Never drops, never redirects, and lets the hook's next filter run
+ * (TC_ACT_UNSPEC): a test's lab_loss at priority 2 still sees the packet. */
 SEC("tc")
 int int_sw_depart(struct __sk_buff *skb)
 {
@@ -614,7 +616,7 @@ int int_sw_depart(struct __sk_buff *skb)
 	key = skb_key(bpf_cast_to_kern_ctx(skb));
 	e = bpf_map_lookup_elem(&hpccd_sw_dep, &key);
 	if (!e)
-		return HPCCD_TC_ACT_OK;
+		return HPCCD_TC_ACT_UNSPEC;
 	d = *e;
 	bpf_map_delete_elem(&hpccd_sw_dep, &key);
 	port = d.port < HPCCD_SW_PORTS_MAX ? d.port : 0;
@@ -629,7 +631,15 @@ int int_sw_depart(struct __sk_buff *skb)
 	if ((kind == PKT_HPCCD_UDP || kind == PKT_TCP_PROBE) && p.int_pos && p.l4_end) {
 		c.pos = p.int_pos;
 		c.end = end;
-		if (hpccd__parse(&c, p.l4_end, &v) == HPCCD_E_OK && v.int_hdr) {
+		/* Only a packet still collecting: an entry whose packet an
+		 * XDP program took before this hook (a host's xdp_host) stays
+		 * behind, and the same sk_buff may come back as the answer
+		 * (a PROBE_RESP reflected with XDP_TX carries the records as
+		 * they were, so the stale entry's record matches): rewriting
+		 * it would break the answer's tag.  Answers have COLLECT
+		 * cleared. */
+		if (hpccd__parse(&c, p.l4_end, &v) == HPCCD_E_OK && v.int_hdr &&
+		    (v.int_flags & HPCCD_INT_F_COLLECT)) {
 			if (!checksum_partial(skb)) {
 				if (kind == PKT_TCP_PROBE) {
 					struct tcphdr *th = p.l4;
@@ -667,7 +677,7 @@ out:
 		count(port, HPCCD_SW_INT_DEP_MISMATCH, 1, bytes);
 	else
 		count(port, d.deq_ns ? HPCCD_SW_INT_DEPARTED : HPCCD_SW_INT_DEP_NO_DEQ, 1, bytes);
-	return HPCCD_TC_ACT_OK;
+	return HPCCD_TC_ACT_UNSPEC;
 }
 
 SEC("tc")

@@ -69,6 +69,10 @@ from conftest import lab_ctx, transport_engines  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
 LOSS_OBJ = ROOT / "build" / "ebpf" / "lab_loss.bpf.o"
+# lab_loss's tc ingress filter (handle, priority): after the lab's own
+# departure program there (int_sw_depart, handle 1 priority 1), which lets
+# the next filter run
+LOSS_TC = (2, 2)
 HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
 LINE = 2_000_000_000
 T_NS = 300_000
@@ -120,7 +124,7 @@ class LinkLoss:
                     "<IIII", int(p_enter * (U32 - 1)), int(p_exit * (U32 - 1)),
                     int(p_bad * (U32 - 1)), 0))
                 with bpf.in_netns(lab.netns(sw)):
-                    bpf.tc_attach(port, obj.program("hpccd_lab_loss"), "ingress")
+                    bpf.tc_attach(port, obj.program("hpccd_lab_loss"), "ingress", *LOSS_TC)
                 self.objs[-1] = (sw, port, obj, True)
         except BaseException:
             self.close()
@@ -135,7 +139,7 @@ class LinkLoss:
             try:
                 if attached:
                     with bpf.in_netns(self.lab.netns(sw)):
-                        bpf.tc_detach(port, "ingress")
+                        bpf.tc_detach(port, "ingress", *LOSS_TC)
             finally:
                 obj.close()
         self.objs = []

@@ -57,6 +57,10 @@ from conftest import lab_ctx, transport_engines  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
 LOSS_OBJ = ROOT / "build" / "ebpf" / "lab_loss.bpf.o"
+# lab_loss's tc ingress filter (handle, priority): after the lab's own
+# departure program there (int_sw_depart, handle 1 priority 1), which lets
+# the next filter run
+LOSS_TC = (2, 2)
 LINE = 2_000_000_000            # the hosts' links (B_NIC)
 BOTTLENECK_BPS = 1_000_000_000
 T_NS = 300_000                  # T above the lab's loaded RTT (docs/transport.md)
@@ -92,7 +96,7 @@ class Loss:
             obj.load()
             obj.map("hpccd_loss_cfg").update(0, struct.pack("<II", int(p * 2 ** 32), 0))
             with bpf.in_netns(lab.netns(sw)):
-                bpf.tc_attach(port, obj.program("hpccd_lab_loss"), "ingress")
+                bpf.tc_attach(port, obj.program("hpccd_lab_loss"), "ingress", *LOSS_TC)
             self.objs.append((sw, port, obj))
 
     def counts(self) -> tuple[int, int]:
@@ -107,7 +111,7 @@ class Loss:
         for sw, port, obj in self.objs:
             try:
                 with bpf.in_netns(self.lab.netns(sw)):
-                    bpf.tc_detach(port, "ingress")
+                    bpf.tc_detach(port, "ingress", *LOSS_TC)
             finally:
                 obj.close()
 

@@ -220,23 +220,17 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
             for i in range(args.reps):
                 for kind in kinds:
-                    if kind == "transport":
-                        rx = Transport(pair.vb, netns=pair.b, xdp_mode=args.xdp_mode,
-                                       **settings)
-                        tx = Transport(pair.va, netns=pair.a, xdp_mode=args.xdp_mode,
-                                       **settings)
-                        try:
-                            r = run_transport(tx, rx, pair.ip_b, args.bytes, args.algo)
-                        finally:
-                            tx.close()
-                            rx.close()
-                    elif kind == "raw":
-                        rx = Transport(pair.vb, netns=pair.b, raw=True,
+                    if kind in ("transport", "raw"):
+                        # a fresh pair of engines a -> b; the raw ceiling's
+                        # receiver counts frames without parsing them
+                        rx = Transport(pair.vb, netns=pair.b, raw=kind == "raw",
                                        xdp_mode=args.xdp_mode, **settings)
                         tx = Transport(pair.va, netns=pair.a, xdp_mode=args.xdp_mode,
                                        **settings)
                         try:
-                            r = run_raw(tx, rx, pair.ip_b, args.raw_frames, tx.mtu_default)
+                            r = (run_transport(tx, rx, pair.ip_b, args.bytes, args.algo)
+                                 if kind == "transport" else
+                                 run_raw(tx, rx, pair.ip_b, args.raw_frames, tx.mtu_default))
                         finally:
                             tx.close()
                             rx.close()

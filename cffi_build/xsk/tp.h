@@ -341,8 +341,31 @@ void reap_completions(struct hpccd_tp *t);
 void tx_kick(struct hpccd_tp *t, int locked);
 int tx_submit(struct hpccd_tp *t);
 void tx_flush(struct hpccd_tp *t);
-uint8_t *tx_get(struct hpccd_tp *t, uint64_t *addr);
-void tx_put(struct hpccd_tp *t, uint64_t addr, uint32_t len);
+
+/* A TX frame to build into (its UMEM address in *addr), or NULL.  Inline:
+ * once per packet, and the same over the real rings and the tests' fake
+ * ones (tests/unit/engine/fake_rings.c), which differ below it. */
+static inline uint8_t *tx_get(struct hpccd_tp *t, uint64_t *addr)
+{
+	if (!t->n_tx_free)
+		reap_completions(t);
+	if (!t->n_tx_free) {
+		t->st.tx_no_frame++;
+		t->starved = 1;
+		return NULL;
+	}
+	*addr = t->tx_free[--t->n_tx_free] + HEADROOM;
+	return xsk_umem__get_data(t->area, *addr);
+}
+
+/* Queue a built frame for the TX ring; a full batch is flushed. */
+static inline void tx_put(struct hpccd_tp *t, uint64_t addr, uint32_t len)
+{
+	t->txq[t->n_txq].addr = addr;
+	t->txq[t->n_txq].len = len;
+	if (++t->n_txq == TX_BATCH)
+		tx_flush(t);
+}
 
 /* frame.c */
 uint64_t csum_partial(const uint8_t *p, size_t len, uint64_t sum);

@@ -45,22 +45,3 @@ void tx_flush(struct hpccd_tp *t)
 {
 	tx_submit(t);
 }
-
-uint8_t *tx_get(struct hpccd_tp *t, uint64_t *addr)
-{
-	if (!t->n_tx_free) {
-		t->st.tx_no_frame++;
-		t->starved = 1;
-		return NULL;
-	}
-	*addr = t->tx_free[--t->n_tx_free] + HEADROOM;
-	return xsk_umem__get_data(t->area, *addr);
-}
-
-void tx_put(struct hpccd_tp *t, uint64_t addr, uint32_t len)
-{
-	t->txq[t->n_txq].addr = addr;
-	t->txq[t->n_txq].len = len;
-	if (++t->n_txq == TX_BATCH)
-		tx_flush(t);
-}

@@ -185,7 +185,11 @@ def test_fct_under_poisson_load_hpcc_and_cubic(tmp_path):
             b = by[name]
             assert b["n"] > 50, (r["algo"], b)
             assert 1.0 <= b["p50"] <= b["p95"] <= b["p99"], (r["algo"], b)
-            assert b["min"] >= 0.8, (r["algo"], b)
+            # the base RTT is the least idle one-packet FCT: a loaded flow
+            # may beat it (warm threads); by how much was measured in 8 runs
+            # on this VM: HPCC's smallest slowdown 0.87-1.07, cubic's
+            # 0.68-0.93.  A base wrong by 1.7x or more still fails.
+            assert b["min"] >= 0.6, (r["algo"], b)
         # a loaded flow may beat the least of the idle ones (warm threads,
         # connection state): cubic's small flows did, 1-3 % of them
         assert r["below_1"] <= max(2, r["flows"] // 20), r["below_1"]

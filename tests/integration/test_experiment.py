@@ -188,15 +188,14 @@ def test_fct_under_poisson_load_hpcc_and_cubic(tmp_path):
             b = by[name]
             assert b["n"] > 50, (r["algo"], b)
             assert 1.0 <= b["p50"] <= b["p95"] <= b["p99"], (r["algo"], b)
-            # the base RTT is the least idle one-packet FCT: a loaded flow
-            # may beat it (warm threads); by how much was measured in 8 runs
-            # on this VM: HPCC's smallest slowdown 0.87-1.07, cubic's
-            # 0.68-0.93.  A base wrong by 1.7x or more still fails.
+            # the base is the least one-packet FCT, idle or in the run: a
+            # multi-packet flow beats base + serialisation only by noise
             assert b["min"] >= 0.6, (r["algo"], b)
-        # a loaded flow may beat the least of the idle ones (warm threads,
-        # connection state): cubic's small flows did, 1-3 % of them
         assert r["below_1"] <= max(2, r["flows"] // 20), r["below_1"]
-        assert r["base_rtt_s"] > 0 and r["q_p50"] <= r["q_p95"] <= r["q_p99"]
+        # a flow of the run may set the base, but not far below the idle
+        # flows (a timing error would): measured 0.55-1.0 of them
+        assert 0.4 * r["base_idle_s"] <= r["base_rtt_s"] <= r["base_idle_s"], r
+        assert r["q_p50"] <= r["q_p95"] <= r["q_p99"]
         assert r["capped"] > 0
     assert {"fct.png", "slowdown_buckets.csv", "fct_bimodal_test_30.csv",
             "queue_bimodal_test_30_hpcc.csv", "queue_bimodal_test_30_cubic.csv"} <= \

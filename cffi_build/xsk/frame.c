@@ -112,6 +112,38 @@ void finish_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len)
 	fill_l3_csums(f, len);
 }
 
+/* finish_frame for a packet of `len` bytes in pieces (multi-buffer): f
+ * holds its first `len0` bytes, rest[i] the next rest_len[i].  Every piece
+ * but the last has an even length, so that the UDP checksum sums them one
+ * after the other (the UDP header starts at an even offset). */
+void finish_frame_pieces(struct hpccd_tp *t, uint8_t *f, uint32_t len0, uint8_t *const *rest,
+			 const uint32_t *rest_len, uint32_t n_rest, uint32_t len)
+{
+	uint8_t *ip = f + ETH_HLEN_, ph[12];
+	uint32_t udp_len = len - ETH_HLEN_ - IP_HLEN, i;
+	uint64_t sum;
+	uint16_t c;
+
+	put16(f + 16, (uint16_t)(len - ETH_HLEN_));
+	put16(f + 18, t->ip_id++);
+	put16(f + 38, (uint16_t)udp_len);
+	memset(ip + 10, 0, 2);
+	c = (uint16_t)~csum_fold(csum_partial(ip, IP_HLEN, 0));
+	memcpy(ip + 10, &c, 2);
+	memset(ip + IP_HLEN + 6, 0, 2);
+	memcpy(ph, ip + 12, 8);
+	ph[8] = 0;
+	ph[9] = IPPROTO_UDP;
+	put16(ph + 10, (uint16_t)udp_len);
+	sum = csum_partial(ip + IP_HLEN, len0 - ETH_HLEN_ - IP_HLEN, csum_partial(ph, 12, 0));
+	for (i = 0; i < n_rest; i++)
+		sum = csum_partial(rest[i], rest_len[i], sum);
+	c = (uint16_t)~csum_fold(sum);
+	if (c == 0)
+		c = 0xffff;
+	memcpy(ip + IP_HLEN + 6, &c, 2);
+}
+
 /* INT header: nHop 0, `room` records reserved (zeroed), COLLECT iff room. */
 uint32_t put_int(uint8_t *p, uint32_t room)
 {

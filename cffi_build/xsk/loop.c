@@ -65,9 +65,53 @@ int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 	return 0;
 }
 
-static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
+/* One RX descriptor: a whole frame, or a piece of a multi-buffer packet
+ * (XDP_PKT_CONTD on every piece but the last).  Pieces are copied into
+ * t->mb as they come (a packet may straddle two ring batches) and their
+ * frames go back at once; the packet is parsed there when its last piece
+ * came (what the receiver holds out of order from t->mb it copies:
+ * receiver.c).  A packet of more than MB_FRAGS pieces or MB_BYTES is
+ * dropped and counted (rx_mb_bad): the sender's MTU is wrong. */
+void rx_desc(struct hpccd_tp *t, uint64_t addr, uint32_t len, uint32_t options, uint64_t now)
 {
 	const uint64_t mask = ~(uint64_t)(t->cfg.frame_size - 1);
+	uint64_t chunk = xsk_umem__extract_addr(addr) & mask;
+	uint8_t *p = xsk_umem__get_data(t->area, xsk_umem__add_offset_to_addr(addr));
+
+	if (t->cfg.flags & HPCCD_TP_F_RAW) {
+		t->st.rx_frames += !(options & XDP_PKT_CONTD);   /* raw.c: count, nothing else */
+		t->st.rx_bytes += len;
+		t->rx_free[t->n_rx_free++] = chunk;
+		return;
+	}
+	if (!(options & XDP_PKT_CONTD) && !t->mb_n) {
+		if (!rx_frame(t, p, len, now))
+			t->rx_free[t->n_rx_free++] = chunk;
+		return;
+	}
+	if (t->mb_n == MB_FRAGS || len > MB_BYTES - t->mb_len || !t->mb) {
+		t->mb_bad = 1;
+	} else {
+		memcpy(t->mb + t->mb_len, p, len);
+		t->mb_len += len;
+	}
+	t->mb_n++;
+	t->rx_free[t->n_rx_free++] = chunk;
+	if (options & XDP_PKT_CONTD)
+		return;
+	if (t->mb_bad) {
+		t->st.rx_frames++;
+		t->st.rx_bytes += t->mb_len;
+		t->st.rx_mb_bad++;
+	} else {
+		t->st.rx_mb_pkts++;
+		(void)rx_frame(t, t->mb, t->mb_len, now);
+	}
+	t->mb_len = t->mb_n = t->mb_bad = 0;
+}
+
+static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
+{
 	uint32_t total = 0, round, idx, n, i;
 
 	for (round = 0; round < RX_ROUNDS; round++) {
@@ -76,14 +120,8 @@ static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
 			break;
 		for (i = 0; i < n; i++) {
 			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&t->rx, idx + i);
-			uint64_t a = xsk_umem__add_offset_to_addr(d->addr);
 
-			if (t->cfg.flags & HPCCD_TP_F_RAW) {
-				t->st.rx_frames++;          /* raw.c: count, nothing else */
-				t->st.rx_bytes += d->len;
-				t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
-			} else if (!rx_frame(t, xsk_umem__get_data(t->area, a), d->len, now))
-				t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
+			rx_desc(t, d->addr, d->len, d->options, now);
 		}
 		xsk_ring_cons__release(&t->rx, n);
 		rx_refill(t);

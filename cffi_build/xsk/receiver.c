@@ -157,14 +157,19 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
  * what the receiver can take, not by drops.  0: none (rx_window 0). */
 static uint64_t rx_window_end(const struct hpccd_tp *t, const struct tp_rx *r)
 {
-	uint32_t live = t->rx_live ? t->rx_live : 1, frames;
+	uint32_t live = t->rx_live ? t->rx_live : 1, frames, one, pieces;
 
 	if (!t->cfg.rx_window || !r->mss)
 		return 0;
 	frames = t->cfg.rx_window / live;
 	if (frames < 2)
 		frames = 2;
-	return r->rcv_nxt + (uint64_t)frames * r->mss;
+	/* a multi-buffer packet takes a frame (an RX descriptor) per piece:
+	 * the window is in frames, so in payload per piece (256 bytes are
+	 * more than any packet's headers) */
+	one = t->cfg.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM;
+	pieces = (r->mss + 256 + one - 1) / one;
+	return r->rcv_nxt + (uint64_t)frames * r->mss / pieces;
 }
 
 /* Feedback frame of receiver flow r: ACK / NACK (with the INT echo when
@@ -308,10 +313,24 @@ static int rx_hold(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f,
 		r->st.dup_pkts++;        /* held already (a retransmission) */
 		return 0;
 	}
+	if (f == t->mb) {
+		/* a multi-buffer packet, gathered in t->mb (loop.c): its
+		 * frames went back already, its payload is copied; bounded
+		 * as the frames are, by the bytes of half the RX frames */
+		if (t->rx_held_heap + wi->payload_len >
+		    (uint64_t)t->cfg.rx_frames / 2 * t->cfg.frame_size ||
+		    !(h->heap = malloc(wi->payload_len))) {
+			t->st.rx_hold_full++;
+			return 0;
+		}
+		memcpy(h->heap, f + wi->body_off, wi->payload_len);
+		t->rx_held_heap += wi->payload_len;
+	} else {
+		h->addr = (uint64_t)(f - (uint8_t *)t->area) + wi->body_off;
+		h->chunk = (uint64_t)(f - (uint8_t *)t->area) & mask;
+	}
 	h->seq = seq;
 	h->len = wi->payload_len;
-	h->addr = (uint64_t)(f - (uint8_t *)t->area) + wi->body_off;
-	h->chunk = (uint64_t)(f - (uint8_t *)t->area) & mask;
 	if (seq + h->len > r->hold_hi)
 		r->hold_hi = seq + h->len;
 	r->hold_n++;
@@ -322,7 +341,13 @@ static int rx_hold(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f,
 
 static void hold_free(struct hpccd_tp *t, struct tp_rx *r, struct tp_hold *h)
 {
-	t->rx_free[t->n_rx_free++] = h->chunk;
+	if (h->heap) {
+		t->rx_held_heap -= h->len;
+		free(h->heap);
+		h->heap = NULL;
+	} else {
+		t->rx_free[t->n_rx_free++] = h->chunk;
+	}
 	h->len = 0;
 	r->hold_n--;
 	t->rx_held--;
@@ -342,7 +367,8 @@ static uint32_t rx_drain(struct hpccd_tp *t, struct tp_rx *r)
 		{
 			uint32_t skip = (uint32_t)(r->rcv_nxt - h->seq);
 
-			rx_deliver(t, r, (const uint8_t *)t->area + h->addr + skip, h->len - skip);
+			rx_deliver(t, r, (h->heap ? h->heap : (const uint8_t *)t->area + h->addr) +
+				   skip, h->len - skip);
 			r->rcv_nxt = h->seq + h->len;
 		}
 		hold_free(t, r, h);

@@ -147,3 +147,56 @@ def test_admission_caps_unfinished_flows_per_peer(harness):
     res = run(harness, "admit", 71, flows=20, rx_peer_max=8)
     assert res["max_rx_live"] == 8 and res["rx_peer_full"] > 0, res
     assert res["rx_flows"] == 20 and res["done_exact"] == 20, res
+
+
+# ---- multi-buffer packets (a socket bound with XDP_USE_SG) ----------------------------
+# A flow whose MTU is larger than a frame sends each packet as up to 16 TX
+# frames (XDP_PKT_CONTD on all but the last); the receiver gets it as the
+# kernel splits it, a frame's room after the XDP headroom a piece (4096-byte
+# frames: 3838 bytes), gathers and parses it.
+
+def test_jumbo_packets_travel_as_pieces_and_arrive_exact(harness):
+    res = run(harness, "transfer", 91, mtu=9000, bytes=20_000_000)
+    assert exact(res), res
+    # 20 MB in packets of 8,936 payload bytes (78 header bytes without
+    # INT), all multi-buffer but the last (1,232 bytes)
+    assert res["pkts"] == -(-20_000_000 // (9000 + 14 - 78)), res
+    assert res["tx_mb_pkts"] == res["rx_mb_pkts"] == res["pkts"] - 1, res
+    assert res["retx"] == 0 and res["ring_drops"] == 0, res
+
+
+@pytest.mark.parametrize("seed", [92, 93])
+def test_jumbo_selective_repeat_holds_copies_and_frees_them(harness, seed):
+    res = run(harness, "transfer", seed, mtu=9000, loss=0.01)
+    assert exact(res), res
+    assert res["held"] > 0 and res["go_backs"] == 0, res
+    assert res["retx"] <= 1.3 * res["lost"], res
+    assert res["rx_held_heap"] == 0, res          # every copy freed
+
+
+def test_jumbo_receive_window_counts_frames_not_packets(harness):
+    """A packet of 9,000 bytes takes three RX frames: the window (in frames
+    of the 512-frame ring) must give a third of the packets, or a fast
+    sender overruns the ring."""
+    kw = dict(budget=1, frames=512, bytes=5_000_000, rate_gbps=100, mtu=9000)
+    on = run(harness, "transfer", 94, **kw)
+    off = run(harness, "transfer", 94, window="off", **kw)
+    assert exact(on) and exact(off), (on, off)
+    assert on["ring_drops"] == 0 and on["retx"] == 0, on
+    assert off["ring_drops"] > 50, off
+
+
+def test_largest_mtu_is_sixteen_frames(harness):
+    res = run(harness, "transfer", 95, mtu=16 * 3838 - 14, bytes=2_000_000)
+    assert exact(res) and res["tx_mb_pkts"] >= res["pkts"] - 1, res
+    r = subprocess.run([str(harness), "transfer", "96", f"mtu={16 * 3838 - 13}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "mtu" in r.stderr.lower(), r.stderr
+
+
+def test_without_multi_buffer_the_mtu_is_one_frame(harness):
+    res = run(harness, "transfer", 97, mtu=3838 - 14, sg="off", bytes=2_000_000)
+    assert exact(res) and res["tx_mb_pkts"] == 0, res
+    r = subprocess.run([str(harness), "transfer", "98", "mtu=3825", "sg=off"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "mtu" in r.stderr.lower(), r.stderr

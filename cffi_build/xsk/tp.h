@@ -149,6 +149,7 @@ struct tp_flow {
 	uint64_t snd_una, snd_nxt, snd_max;
 	uint64_t rwnd_end;               /* the receiver's window edge; 0: none */
 	uint64_t rto_probe_end;          /* after a timeout, one packet until an ACK; 0: none */
+	uint32_t rto_ts;                 /* the clock (ts) when the last timeout fired */
 	/* selective repeat: the newest SACK blocks (held by the receiver past
 	 * snd_una, ascending) and where the repair of their holes stands */
 	struct { uint64_t start, end; } sack[HPCCD_SACK_MAX_BLOCKS];

@@ -200,3 +200,21 @@ def test_without_multi_buffer_the_mtu_is_one_frame(harness):
     r = subprocess.run([str(harness), "transfer", "98", "mtu=3825", "sg=off"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 3 and "mtu" in r.stderr.lower(), r.stderr
+
+
+@pytest.mark.parametrize("ack_every", [1, 4])
+def test_a_stalled_receiver_costs_one_packet_per_timeout(harness, ack_every):
+    """The receiver's thread held off its CPU for 5 ms (five RTOs of 1 ms)
+    while data is in flight: the sender times out, resends one packet, and
+    the first ACK after the stall echoes the clock of a packet sent before
+    the timeout (RFC 3522's Eifel detection): the timeout was spurious and
+    sending carries on.  Judged by the ACK number alone (beyond the one
+    resent packet), an ACK per packet never showed it, and each such
+    timeout resent the whole window: 34 packets each on a loaded veth."""
+    res = run(harness, "transfer", 99, stall_us=5000, stall_at=2_000_000,
+              ack_every=ack_every, bytes=10_000_000)
+    assert exact(res), res
+    assert res["rtos"] >= 1 and res["ring_drops"] == 0, res
+    assert res["rtos_spurious"] >= 1, res
+    # one packet per timeout (backed off: fewer than five)
+    assert res["retx"] <= res["rtos"], res

@@ -272,6 +272,8 @@ static uint32_t algo_of(const char *s)
 	return HPCCD_ALGO_DCTCP;
 }
 
+static uint64_t stall_ns, stall_at, stall_from;
+
 /* Runs until every flow of A is done or failed, or `limit_ns` passed. */
 static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 {
@@ -281,7 +283,12 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 		link_deliver(&ab, &ring_b);
 		link_deliver(&ba, &ring_a);
 		engine_turn(A, &ring_a, UINT32_MAX);
-		engine_turn(B, &ring_b, budget_b);
+		/* stall: B's thread held off its CPU for stall_ns once A has
+		 * sent stall_at bytes (its ring keeps what comes meanwhile) */
+		if (stall_ns && !stall_from && A->st.tx_bytes >= stall_at)
+			stall_from = sim_now;
+		if (!stall_from || sim_now >= stall_from + stall_ns)
+			engine_turn(B, &ring_b, budget_b);
 		if (hook && hook())
 			hook = NULL;
 		if (B->rx_live > max_rx_live)
@@ -412,6 +419,8 @@ int main(int argc, char **argv)
 	/* multi-buffer packets, as a socket bound with XDP_USE_SG takes them */
 	A->sg = B->sg = strcmp(arg(argc, argv, "sg", "on"), "off") != 0;
 	flow_mtu = (uint32_t)strtoul(arg(argc, argv, "mtu", "1500"), NULL, 0);
+	stall_ns = strtoull(arg(argc, argv, "stall_us", "0"), NULL, 0) * 1000;
+	stall_at = strtoull(arg(argc, argv, "stall_at", "1000000"), NULL, 0);
 	ab.loss = ba.loss = atof(arg(argc, argv, "loss", "0"));
 	ab.reorder = atof(arg(argc, argv, "reorder", "0"));
 	ab.delay_ns = ba.delay_ns = 10000;

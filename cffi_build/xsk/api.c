@@ -130,7 +130,8 @@ int tp__state_init(struct hpccd_tp *t)
 	t->free_slot = malloc(sizeof(int32_t) * c->max_flows);
 	t->delack = malloc(sizeof(int32_t) * c->rx_flows);
 	t->peers = calloc(c->rx_flows, sizeof(*t->peers));
-	t->mb = malloc(MB_BYTES);
+	t->mb_buf = malloc(MB_BYTES + HEADROOM);
+	t->mb = t->mb_buf ? t->mb_buf + HEADROOM : NULL;
 	if (!t->mb || !t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
 	    !t->free_slot || !t->peers ||
 	    list_init(&t->ready, c->max_flows) ||
@@ -178,7 +179,7 @@ void tp__state_free(struct hpccd_tp *t)
 		for (i = 0; i < t->cfg.rx_flows; i++)
 			rx_release(t, &t->rxt[i]);
 	}
-	free(t->mb);
+	free(t->mb_buf);
 	free(t->flows);
 	free(t->rxt);
 	free(t->rx_free);

@@ -275,7 +275,10 @@ struct hpccd_tp {
 	struct txd txq[TX_BATCH + MB_FRAGS];
 	uint32_t n_txq;
 	int sg;                          /* bound with XDP_USE_SG: multi-buffer packets */
-	uint8_t *mb;                     /* [MB_BYTES] a multi-buffer packet being gathered */
+	uint8_t *mb;                     /* [MB_BYTES] a multi-buffer packet being gathered,
+					  * HEADROOM (2) bytes into mb_buf as frames are
+					  * into their chunks: the parser reads in place */
+	uint8_t *mb_buf;
 	uint32_t mb_len, mb_n, mb_bad;
 	uint64_t mb_chunk[MB_FRAGS];     /* its frames, back to the fill ring when parsed */
 	int starved;

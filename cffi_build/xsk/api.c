@@ -130,9 +130,7 @@ int tp__state_init(struct hpccd_tp *t)
 	t->free_slot = malloc(sizeof(int32_t) * c->max_flows);
 	t->delack = malloc(sizeof(int32_t) * c->rx_flows);
 	t->peers = calloc(c->rx_flows, sizeof(*t->peers));
-	t->mb_buf = malloc(MB_BYTES + HEADROOM);
-	t->mb = t->mb_buf ? t->mb_buf + HEADROOM : NULL;
-	if (!t->mb || !t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
+	if ( !t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
 	    !t->free_slot || !t->peers ||
 	    list_init(&t->ready, c->max_flows) ||
 	    wheel_init(&t->pace, PACE_SHIFT, PACE_SLOTS, c->max_flows) ||
@@ -179,7 +177,6 @@ void tp__state_free(struct hpccd_tp *t)
 		for (i = 0; i < t->cfg.rx_flows; i++)
 			rx_release(t, &t->rxt[i]);
 	}
-	free(t->mb_buf);
 	free(t->flows);
 	free(t->rxt);
 	free(t->rx_free);
@@ -360,7 +357,7 @@ static uint32_t tp_mtu_max(const struct hpccd_tp *t)
 {
 	uint32_t one = t->cfg.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM;
 
-	/* multi-buffer: MB_FRAGS pieces of a frame each, within t->mb */
+	/* multi-buffer: MB_FRAGS pieces of a frame each, at most MB_BYTES */
 	if (t->sg)
 		return MB_FRAGS * one < MB_BYTES ? MB_FRAGS * one - ETH_HLEN_ : MB_BYTES - ETH_HLEN_;
 	return one - ETH_HLEN_;

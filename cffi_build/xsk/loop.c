@@ -38,6 +38,10 @@ int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 		return 0;
 	}
 	t->st.by_type[wi.hdr_type]++;
+	if (t->pc.n && wi.hdr_type != HPCCD_T_DATA) {
+		t->st.bad_body++;    /* feedback and probes are small: never in pieces */
+		return 0;
+	}
 	switch (wi.hdr_type) {
 	case HPCCD_T_DATA:
 		if (wi.dport != t->cfg.udp_port)
@@ -66,17 +70,21 @@ int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 }
 
 /* One RX descriptor: a whole frame, or a piece of a multi-buffer packet
- * (XDP_PKT_CONTD on every piece but the last).  Pieces are copied into
- * t->mb as they come (a packet may straddle two ring batches) and their
- * frames go back at once; the packet is parsed there when its last piece
- * came (what the receiver holds out of order from t->mb it copies:
- * receiver.c).  A packet of more than MB_FRAGS pieces or MB_BYTES is
- * dropped and counted (rx_mb_bad): the sender's MTU is wrong. */
+ * (XDP_PKT_CONTD on every piece but the last).  Pieces are noted as they
+ * come (a packet may straddle two ring batches) and read in place when the
+ * last one came: the parser sees the first piece (every header is in it)
+ * with the packet's whole length, the receiver reads the payload across
+ * the pieces (t->pc; what it holds out of order it copies); then their
+ * frames go back.  A packet of more than MB_FRAGS pieces or MB_BYTES, or
+ * whose first piece is too short for the headers, is dropped and counted
+ * (rx_mb_bad). */
 void rx_desc(struct hpccd_tp *t, uint64_t addr, uint32_t len, uint32_t options, uint64_t now)
 {
 	const uint64_t mask = ~(uint64_t)(t->cfg.frame_size - 1);
 	uint64_t chunk = xsk_umem__extract_addr(addr) & mask;
 	uint8_t *p = xsk_umem__get_data(t->area, xsk_umem__add_offset_to_addr(addr));
+	struct tp_pieces *pc = &t->pc;
+	uint32_t i;
 
 	if (t->cfg.flags & HPCCD_TP_F_RAW) {
 		t->st.rx_frames += !(options & XDP_PKT_CONTD);   /* raw.c: count, nothing else */
@@ -84,19 +92,22 @@ void rx_desc(struct hpccd_tp *t, uint64_t addr, uint32_t len, uint32_t options, 
 		t->rx_free[t->n_rx_free++] = chunk;
 		return;
 	}
-	if (!(options & XDP_PKT_CONTD) && !t->mb_n) {
+	if (!(options & XDP_PKT_CONTD) && !t->mb_open) {
 		if (!rx_frame(t, p, len, now))
 			t->rx_free[t->n_rx_free++] = chunk;
 		return;
 	}
-	if (t->mb_n == MB_FRAGS || len > MB_BYTES - t->mb_len || !t->mb) {
+	if (pc->n == MB_FRAGS || len > MB_BYTES - t->mb_len ||
+	    (!t->mb_open && len < MB_FIRST_MIN)) {
 		t->mb_bad = 1;
+		t->rx_free[t->n_rx_free++] = chunk;
 	} else {
-		memcpy(t->mb + t->mb_len, p, len);
+		pc->p[pc->n] = p;
+		pc->len[pc->n] = len;
+		t->mb_chunk[pc->n++] = chunk;
 		t->mb_len += len;
 	}
-	t->mb_n++;
-	t->rx_free[t->n_rx_free++] = chunk;
+	t->mb_open = 1;
 	if (options & XDP_PKT_CONTD)
 		return;
 	if (t->mb_bad) {
@@ -105,9 +116,12 @@ void rx_desc(struct hpccd_tp *t, uint64_t addr, uint32_t len, uint32_t options, 
 		t->st.rx_mb_bad++;
 	} else {
 		t->st.rx_mb_pkts++;
-		(void)rx_frame(t, t->mb, t->mb_len, now);
+		(void)rx_frame(t, (uint8_t *)pc->p[0], t->mb_len, now);
 	}
-	t->mb_len = t->mb_n = t->mb_bad = 0;
+	for (i = 0; i < pc->n; i++)
+		t->rx_free[t->n_rx_free++] = t->mb_chunk[i];
+	pc->n = 0;
+	t->mb_len = t->mb_bad = t->mb_open = 0;
 }
 
 static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)

@@ -257,6 +257,13 @@ struct txd {
  * parses it there. */
 #define MB_FRAGS 16
 #define MB_BYTES 65536
+#define MB_FIRST_MIN 512            /* a first piece holds every header (<= 230 bytes) */
+
+struct tp_pieces {
+	const uint8_t *p[MB_FRAGS];
+	uint32_t len[MB_FRAGS];
+	uint32_t n;                      /* 0: the packet is one frame */
+};
 
 struct hpccd_tp {
 	struct xsk_umem *umem;
@@ -275,12 +282,12 @@ struct hpccd_tp {
 	struct txd txq[TX_BATCH + MB_FRAGS];
 	uint32_t n_txq;
 	int sg;                          /* bound with XDP_USE_SG: multi-buffer packets */
-	uint8_t *mb;                     /* [MB_BYTES] a multi-buffer packet being gathered,
-					  * HEADROOM (2) bytes into mb_buf as frames are
-					  * into their chunks: the parser reads in place */
-	uint8_t *mb_buf;
-	uint32_t mb_len, mb_n, mb_bad;
-	uint64_t mb_chunk[MB_FRAGS];     /* its frames, back to the fill ring when parsed */
+	/* a multi-buffer packet as its pieces come (it may straddle two ring
+	 * batches), read where the kernel wrote them: the parser reads the
+	 * headers in the first piece, the receiver the payload across all */
+	struct tp_pieces pc;
+	uint32_t mb_len, mb_bad, mb_open;   /* bytes so far; dropped; pieces coming */
+	uint64_t mb_chunk[MB_FRAGS];     /* their frames, back to the fill ring when done */
 	int starved;
 	uint16_t ip_id;
 

@@ -174,6 +174,21 @@ def test_jumbo_selective_repeat_holds_copies_and_frees_them(harness, seed):
     assert res["rx_held_heap"] == 0, res          # every copy freed
 
 
+@pytest.mark.parametrize("piece", [1001, 600])
+def test_jumbo_pieces_of_any_size_check_and_deliver_exact(harness, piece):
+    """The receiver reads a multi-buffer packet where its pieces are: the
+    UDP checksum and the stream run across pieces of odd sizes too."""
+    res = run(harness, "transfer", 90, mtu=9000, bytes=5_000_000, piece=piece, loss=0.01)
+    assert exact(res), res
+    assert res["bad_csum"] == 0 and res["rx_mb_bad"] == 0 and res["held"] > 0, res
+    assert res["rx_mb_pkts"] >= res["pkts"] - res["retx"] - 1 - res["lost"], res
+
+
+def test_jumbo_first_piece_too_short_for_the_headers_is_dropped(harness):
+    res = run(harness, "transfer", 89, mtu=9000, bytes=200_000, piece=300)
+    assert res["state"] == FAILED and res["rx_mb_bad"] > 0 and res["rx_mb_pkts"] == 0, res
+
+
 def test_jumbo_receive_window_counts_frames_not_packets(harness):
     """A packet of 9,000 bytes takes three RX frames: the window (in frames
     of the 512-frame ring) must give a third of the packets, or a fast

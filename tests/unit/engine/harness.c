@@ -427,6 +427,9 @@ int main(int argc, char **argv)
 	ring_a.cap = A->ring;            /* the RX rings the engines were sized for */
 	ring_b.cap = B->ring;
 	ring_a.one = ring_b.one = c.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM;
+	/* piece=N: the receiver gets multi-buffer packets in pieces of N bytes
+	 * (odd ones too: the checksum over pieces must not care) */
+	ring_b.one = (uint32_t)strtoul(arg(argc, argv, "piece", "0"), NULL, 0) ?: ring_b.one;
 	budget = (uint32_t)strtoul(arg(argc, argv, "budget", "4294967295"), NULL, 0);
 	bytes = strtoull(arg(argc, argv, "bytes", "20000000"), NULL, 0);
 	nflows = (uint32_t)strtoul(arg(argc, argv, "flows", "1"), NULL, 0);
@@ -478,7 +481,7 @@ int main(int argc, char **argv)
 	       "\"rx_hold_full\": %llu, \"rx_flows\": %d, \"rx_bytes\": %llu, \"rx_crc\": %u, "
 	       "\"want_crc\": %u, \"held\": %llu, \"ooo\": %llu, \"rx_held_now\": %u, "
 	       "\"rx_free\": %u, \"rx_frames\": %u, \"tx_mb_pkts\": %llu, \"rx_mb_pkts\": %llu, "
-	       "\"rx_held_heap\": %llu}\n",
+	       "\"rx_held_heap\": %llu, \"bad_csum\": %llu, \"rx_mb_bad\": %llu}\n",
 	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
 	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
 	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
@@ -491,7 +494,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)(n ? rs[0].held_pkts : 0),
 	       (unsigned long long)(n ? rs[0].ooo_pkts : 0), B->rx_held, B->n_rx_free,
 	       c.rx_frames, (unsigned long long)A->st.tx_mb_pkts,
-	       (unsigned long long)B->st.rx_mb_pkts, (unsigned long long)B->rx_held_heap);
+	       (unsigned long long)B->st.rx_mb_pkts, (unsigned long long)B->rx_held_heap,
+	       (unsigned long long)B->st.bad_csum, (unsigned long long)B->st.rx_mb_bad);
 	engine_free(A);
 	engine_free(B);
 	return 0;

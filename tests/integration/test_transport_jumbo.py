@@ -139,3 +139,27 @@ def test_jumbo_selective_repeat_under_loss_through_a_switch():
     assert dropped > 20, dropped
     assert got.stats["held_pkts"] > 0, got.stats
     assert res.stats["retx_pkts"] <= 1.3 * dropped + 5, (res.stats["retx_pkts"], dropped)
+
+
+@pytest.mark.parametrize("mtu", [9000, 16 * 3838 - 14])
+def test_jumbo_packets_carry_int_through_the_switch(mtu):
+    """The lab's INT switch stamps multi-buffer packets (it makes them
+    linear: up to 9,216 bytes it did, and 61 KB packets crossed unstamped,
+    HPCC running blind at line rate), and HPCC reacts to their INT."""
+    from hpccd.topology import Topology
+
+    with lab_ctx(Topology.loads(JUMBO_LAB.replace("mtu = 9000", f"mtu = {mtu}"))) as lab:
+        with transport_engines(lab) as make:
+            rx, tx = make("r1"), make("h1")
+            flow = tx.open_flow(lab.address("r1"), 20_000_000, algo="hpcc", int_mode="every",
+                                line_rate_bps=2_000_000_000, hpcc={"T_ns": 300_000},
+                                timeout_s=20)
+            try:
+                res = flow.wait(60)
+                got = rx.wait_rx_flow(flow.flow_id, timeout=10.0)
+            finally:
+                flow.close()
+    assert res.done and got.bytes == 20_000_000, (res, got)
+    assert res.stats["mss"] + res.stats["hdr_bytes"] - 14 == mtu, res.stats
+    assert got.stats["int_pkts"] == got.stats["pkts"] > 0, got.stats
+    assert res.stats["cc_updates"] > 100, res.stats

@@ -115,15 +115,18 @@ def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo",
 
 
 def dumbbell(name: str, subnet: str, senders: list[str], receivers: list[str], rate_mbps: int,
-             buffer_bytes: int, k_bytes: int, edge_mbps: int | None = None) -> str:
+             buffer_bytes: int, k_bytes: int, edge_mbps: int | None = None,
+             mtu: int | None = None) -> str:
     """A dumbbell topology: `senders` on switch s1, `receivers` on s2, the
     s1 - s2 link at `rate_mbps` (the bottleneck) and the hosts' links at
-    `edge_mbps` (default the same); DCTCP threshold marking at K on s1.
-    Each receiver has a port of s2 to itself, so s2's sampler gives each
-    receiver's throughput at fine grain."""
+    `edge_mbps` (default the same); DCTCP threshold marking at K on s1;
+    every link's MTU `mtu` (default the topology's, 1500).  Each receiver
+    has a port of s2 to itself, so s2's sampler gives each receiver's
+    throughput at fine grain."""
     edge = edge_mbps or rate_mbps
     lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
-             "[defaults]", f"rate_mbps = {edge}", f"buffer_bytes = {buffer_bytes}", "",
+             "[defaults]", f"rate_mbps = {edge}", f"buffer_bytes = {buffer_bytes}",
+             *([f"mtu = {mtu}"] if mtu else []), "",
              "[[switches]]", 'name = "s1"', "id = 0x0D1", *_marking(k_bytes), "",
              "[[switches]]", 'name = "s2"', "id = 0x0D2", ""]
     for h in senders + receivers:

@@ -146,7 +146,7 @@ class Config:
     integrity_key_file: str             # "" = none (probes are then dropped, counted)
     frame_bytes: int
     ack_every: int                      # native receivers: an ACK every m packets
-    rx_notify: bool                     # native receivers: Rx-HPCC NOTIFY once per T
+    rx_notify: bool                     # native receivers: Rx-HPCC windows in ACKs, once per T
     probe_mode: str
     inband_every: int
     probe_timeout_us: int

@@ -277,7 +277,7 @@ struct hpccd_view {
 					  * or tag slot (PROBE) when len is
 					  * exactly the table's (ACK / NACK:
 					  * at least the trailer), else NULL */
-	struct hpccd_fb_trailer *trailer; /* ACK / NACK with len >= 16, else NULL */
+	struct hpccd_fb_trailer *trailer; /* ACK / NACK with 16 <= len <= 96, else NULL */
 	struct hpccd_rxwin *rxwin;       /* its window block (HPCCD_FB_F_WINDOW
 					  * and len >= 32), else NULL */
 	__u32 body_len;                  /* bytes after the header in the L4
@@ -390,19 +390,19 @@ static __always_inline int hpccd__parse(struct hpccd_cursor *c, void *l4_end,
 			return HPCCD_E_LEN;
 		v->tag = (struct hpccd_tag *)body;
 	} else if ((type == HPCCD_T_ACK || type == HPCCD_T_NACK) &&
-		   v->len >= HPCCD_FB_TRAILER_BYTES) {
+		   v->len >= HPCCD_FB_TRAILER_BYTES && v->len <= HPCCD_FB_BODY_MAX) {
 		/* The feedback trailer is the body's last 16 bytes, the
 		 * window block the 16 before it when the trailer says so. */
 		struct hpccd_fb_trailer *tr;
 		__u32 toff = v->len - HPCCD_FB_TRAILER_BYTES;
 
-		if (toff > 0xffff)
-			return HPCCD_E_LEN;
+		if (toff > HPCCD_FB_BODY_MAX)
+			return HPCCD_E_LEN;      /* cannot happen: for the verifier */
 		tr = (struct hpccd_fb_trailer *)(body + toff);
 		if ((void *)(tr + 1) > c->end)
 			return HPCCD_E_LEN;
 		v->trailer = tr;
-		v->tag = &tr->tag;
+		v->tag = (struct hpccd_tag *)&tr->tag_hi;
 		if ((HPCCD_NTOHL(tr->fb_flags) & HPCCD_FB_F_WINDOW) &&
 		    toff >= HPCCD_RXWIN_BYTES)
 			v->rxwin = (struct hpccd_rxwin *)((void *)tr - HPCCD_RXWIN_BYTES);

@@ -155,7 +155,8 @@ struct hpccd_fb_trailer {
 	__be32 fb_seq;      /* per receiver flow, +1 per ACK or NACK sent:
 			     * the sender takes only increasing ones (replay) */
 	__be32 fb_flags;    /* HPCCD_FB_F_*; other bits zero, ignored */
-	struct hpccd_tag tag; /* over everything before it (prefix: reversed) */
+	__be32 tag_hi;      /* the tag (struct hpccd_tag) over everything */
+	__be32 tag_lo;      /*   before it, the prefix reversed */
 };
 
 /* The 5-tuple prefix of the tagged message, as the SENDER of the data (or
@@ -198,6 +199,10 @@ enum hpccd_wire_err {
 #define HPCCD_TAG_INPUT_BYTES   16
 #define HPCCD_FB_TRAILER_BYTES  16
 #define HPCCD_RXWIN_BYTES       16
+/* Longest ACK / NACK body with a trailer: 4 SACK blocks, window, trailer.
+ * A longer body has no trailer (hpccd never sends one: never applied). */
+#define HPCCD_FB_BODY_MAX       (HPCCD_SACK_MAX_BLOCKS * HPCCD_SACK_BLOCK_BYTES + \
+				 HPCCD_RXWIN_BYTES + HPCCD_FB_TRAILER_BYTES)
 
 #ifndef HPCCD_CFFI_CDEF
 _Static_assert(sizeof(struct hpccd_int_hdr) == HPCCD_INT_HDR_BYTES, "INT header is 4 bytes");

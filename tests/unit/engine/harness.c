@@ -489,6 +489,7 @@ static int restart_hook(void)
 			}
 			B->rx_live = 0;
 			memset(B->peers, 0, sizeof(*B->peers) * B->cfg.rx_flows);
+			memset(B->rxw_hops, 0, sizeof(B->rxw_hops));
 			return 1;
 		}
 	}
@@ -505,26 +506,36 @@ static int cmp_u32(const void *a, const void *b)
 /* bneck: `nflows` flows of `bytes` each, started together, through the
  * switch port; feedback frames B -> A per DATA frame, the port's
  * utilisation while it was busy and its queue at departures. */
-static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint64_t gbps, uint64_t buf_kb,
-		 uint64_t seed)
+static uint32_t max_n;                   /* the largest N B's last hop counted */
+
+static int n_hook(void)
 {
-	uint64_t t0, data = 0, wins = 0, acks = 0, nacks = 0, exact = 0, qsum = 0;
+	if (B->rxw_hops[0].live > max_n)
+		max_n = B->rxw_hops[0].live;
+	return 0;
+}
+
+static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows2, uint32_t algo2,
+		 uint64_t gbps, uint64_t buf_kb, uint64_t seed)
+{
+	uint64_t t0, data = 0, wins = 0, acks = 0, nacks = 0, exact = 0, qsum = 0, wins2 = 0;
 	uint32_t ids[64], i, n;
 	static struct hpccd_tp_rx_stats rs[64];
 	struct hpccd_tp_flow_stats fs;
 	double util;
 
-	if (nflows > 64)
-		nflows = 64;
+	if (nflows + nflows2 > 64)
+		return 2;
 	bn.bps = gbps * 1000000000ull;
 	bn.buf = buf_kb * 1000;
 	bn.qs = malloc(sizeof(*bn.qs) << 22);
 	flow_int_mode = HPCCD_TP_INT_EVERY;
-	for (i = 0; i < nflows; i++)
-		ids[i] = open_flow(bytes, algo, HPCCD_TP_SR, seed + i, (uint16_t)(40000 + i));
+	for (i = 0; i < nflows + nflows2; i++)
+		ids[i] = open_flow(bytes, i < nflows ? algo : algo2, HPCCD_TP_SR, seed + i,
+				   (uint16_t)(40000 + i));
 	t0 = sim_now;
-	run(3000000000ull, UINT32_MAX, NULL);
-	for (i = 0; i < nflows; i++) {
+	run(3000000000ull, UINT32_MAX, n_hook);
+	for (i = 0; i < nflows + nflows2; i++) {
 		hpccd_tp__flow_stats(A, ids[i], &fs);
 		data += fs.pkts;
 		acks += fs.acks;
@@ -532,9 +543,12 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint64_t gbps, 
 		wins += fs.rx_windows;
 	}
 	n = (uint32_t)hpccd_tp__rx_flows(B, rs, 64);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		exact += rs[i].done && rs[i].bytes == bytes &&
 			 rs[i].crc32 == hpccd_tp_pattern_crc32(seed + (rs[i].sport - 40000), bytes);
+		if (rs[i].sport - 40000u >= nflows)
+			wins2 += rs[i].windows_sent;   /* to flows of algo2 */
+	}
 	n = (uint32_t)(bn.nqs < (1u << 22) ? bn.nqs : (1u << 22));
 	for (i = 0; i < n; i++)
 		qsum += bn.qs[i];
@@ -544,14 +558,16 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint64_t gbps, 
 	printf("{\"algo\": \"%s\", \"flows\": %u, \"done_exact\": %llu, \"data_frames\": %llu, "
 	       "\"feedback_frames\": %llu, \"fb_per_data\": %.4f, \"acks\": %llu, \"nacks\": %llu, "
 	       "\"windows\": %llu, \"util\": %.4f, \"q_mean_kb\": %.2f, \"q_p50_kb\": %.2f, "
-	       "\"q_p99_kb\": %.2f, \"q_max_kb\": %.2f, \"port_drops\": %llu, \"ms\": %.3f}\n",
+	       "\"q_p99_kb\": %.2f, \"q_max_kb\": %.2f, \"port_drops\": %llu, \"ms\": %.3f, "
+	       "\"flows2\": %u, \"windows_to_flows2\": %llu, \"max_n\": %u}\n",
 	       tp_cc_ops_of(algo)->name, nflows, (unsigned long long)exact,
 	       (unsigned long long)data, (unsigned long long)ba.sent,
 	       data ? (double)ba.sent / (double)data : 0.0, (unsigned long long)acks,
 	       (unsigned long long)nacks, (unsigned long long)wins, util,
 	       n ? (double)qsum / n / 1e3 : 0.0, n ? bn.qs[n / 2] / 1e3 : 0.0,
 	       n ? bn.qs[(uint64_t)n * 99 / 100] / 1e3 : 0.0, n ? bn.qs[n - 1] / 1e3 : 0.0,
-	       (unsigned long long)bn.drops, (double)(sim_now - t0) / 1e6);
+	       (unsigned long long)bn.drops, (double)(sim_now - t0) / 1e6, nflows2,
+	       (unsigned long long)wins2, max_n);
 	return 0;
 }
 
@@ -626,6 +642,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(scenario, "bneck"))
 		return bneck(nflows, bytes, algo_of(arg(argc, argv, "algo", "hpcc")),
+			     (uint32_t)strtoul(arg(argc, argv, "flows2", "0"), NULL, 0),
+			     algo_of(arg(argc, argv, "algo2", "hpcc")),
 			     strtoull(arg(argc, argv, "bneck_gbps", "10"), NULL, 0),
 			     strtoull(arg(argc, argv, "buf_kb", "1000"), NULL, 0), seed);
 	if (!strcmp(scenario, "admit")) {

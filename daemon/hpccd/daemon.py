@@ -542,7 +542,7 @@ class Daemon:
         xdp = {}
         names = ("tx_probe_resp_udp", "tx_probe_resp_tcp", "tcp_resp_stored", "drop_no_key",
                  "drop_tag_slot", "drop_tcp_probe_off", "drop_tcp_resp_tag",
-                 "drop_tcp_resp_full")
+                 "drop_tcp_resp_full", "drop_probe_rate")
         for att in self.interfaces.values():
             vals = bpf_counters.read(att.xdp.map("hpccd_xdp_cnt"))
             xdp[att.name] = {s.name: vals[s.index][0] for s in bpf_counters.XDP_SLOTS

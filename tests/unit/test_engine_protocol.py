@@ -50,22 +50,15 @@ DONE, FAILED = 2, 3          # enum hpccd_tp_state
 def harness(tmp_path_factory) -> pathlib.Path:
     """The harness, built with the transport module's own flags and sources
     (cffi_build/build_transport.py), rings.c replaced by the fake."""
-    sys.path.insert(0, str(ROOT / "cffi_build"))
+    sys.path.insert(0, str(HERE))
     try:
-        bt = importlib.import_module("build_transport")
-        common = importlib.import_module("cffi_common")
+        build = importlib.import_module("harness_build")
     finally:
         sys.path.pop(0)
-    sources = [s for s in bt.SOURCES if not s.endswith("/xsk/rings.c")]
-    assert len(sources) == len(bt.SOURCES) - 1, "rings.c is where the fake goes"
-    exe = tmp_path_factory.mktemp("engine") / "harness"
-    libs = [f"-l{lib}" for lib in ("xdp", "bpf", "isal", "m", "pthread")]
-    r = subprocess.run(["gcc", *common.CFLAGS, *common.CFLAGS_NUMERIC, f"-I{ROOT / 'include'}",
-                        f"-I{ROOT / 'cffi_build' / 'xsk'}", "-o", str(exe),
-                        str(HERE / "harness.c"), str(HERE / "fake_rings.c"), *sources, *libs],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return exe
+    try:
+        return build.build(tmp_path_factory.mktemp("engine") / "harness")
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 def run(exe: pathlib.Path, scenario: str, seed: int, **kw) -> dict:

@@ -43,13 +43,14 @@ def run(exe: pathlib.Path, *args: str) -> dict:
     return json.loads(r.stdout)
 
 
-def tag_cost(exe: pathlib.Path, tmp: pathlib.Path) -> dict | None:
+def tag_cost(exe: pathlib.Path, tmp: pathlib.Path, *args: str) -> dict | None:
+    """Instructions per ACK of the tag and of the feedback paths, one harness run
+    (`args`) under callgrind; None without valgrind."""
     if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
         return None
     out = tmp / "callgrind.out"
     r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe),
-                        "transfer", "1", "bytes=2000000"], capture_output=True, text=True,
-                       timeout=600)
+                        *args], capture_output=True, text=True, timeout=600)
     if r.returncode:
         raise SystemExit(f"callgrind: {r.stderr[-2000:]}")
     acks = json.loads(r.stdout)["acks"]
@@ -92,13 +93,20 @@ def main(argv: list[str] | None = None) -> int:
                         f"{r['fb_per_data']:.3f}", r["windows"], f"{r['util']:.3f}",
                         r["q_p50_kb"], r["q_p99_kb"], r["q_max_kb"], r["ms"])
                 print("  ".join(f"{v:>9}" for v in vals))
-        c = tag_cost(exe, tmp)
-        if c is None:
-            print("\n(valgrind not installed: no instruction counts)")
-        elif "error" in c:
-            print(f"\ntag cost: {c['error']}")
-        else:
-            print(f"\nintegrity tag, instructions per ACK (callgrind, {c['acks']} ACKs, m = 1):\n"
+        for what, args in (("ACK without INT echo (dctcp, 2 MB)",
+                             ("transfer", "1", "bytes=2000000")),
+                            ("ACK with the INT echo of a 5-hop room (hpcc, 2 MB)",
+                             ("bneck", "1", "algo=hpcc", "flows=1", "bytes=2000000",
+                              f"T_us={a.T_us}"))):
+            c = tag_cost(exe, tmp, *args)
+            if c is None:
+                print("\n(valgrind not installed: no instruction counts)")
+                break
+            if "error" in c:
+                print(f"\ntag cost: {c['error']}")
+                continue
+            print(f"\nintegrity tag, instructions per ACK, {what} (callgrind, {c['acks']} "
+                  f"ACKs, m = 1):\n"
                   f"  receiver: hpccd_wire_tag {c['hpccd_wire_tag']:.0f} of send_feedback "
                   f"{c['send_feedback']:.0f}\n"
                   f"  sender:   hpccd_wire_tag_verify {c['hpccd_wire_tag_verify']:.0f} of "

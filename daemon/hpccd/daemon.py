@@ -227,7 +227,8 @@ class Daemon:
                  | (HPCCD_CFG_TCP_SIDE if cfg.tcp_side else 0))
         xdp = bpf.BpfObject.open(bpf_dir / "xdp_host.bpf.o", rodata={
             "hpccd_cfg_udp_port": cfg.udp_port, "hpccd_cfg_probe_dscp": cfg.probe_dscp,
-            "hpccd_cfg_flags": flags})
+            "hpccd_cfg_flags": flags, "hpccd_cfg_probe_rate": cfg.reflect_rate,
+            "hpccd_cfg_probe_burst": cfg.reflect_burst})
         tc = None
         try:
             xdp.load()

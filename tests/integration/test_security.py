@@ -422,7 +422,7 @@ def test_umem_too_small_refused_and_exhaustion_survived(lab, engines):
 
 def test_flood_of_new_flows_and_probes_from_one_peer(lab, engines):
     rx = engines("r1", tag_key=K1, config={"rx_peer_max": 64})
-    tx = engines("h1")
+    tx = engines("h1", tag_key=K1)             # ACKs are tagged: both ends hold the key
     r1 = lab.address("r1")
     flow = tx.open_flow(r1, 30_000_000, algo="hpcc", line_rate_bps=400_000_000,
                         hpcc={"T_ns": T_NS}, timeout_s=20)
@@ -465,7 +465,7 @@ def test_flood_of_new_flows_and_probes_from_one_peer(lab, engines):
         assert len(from_h2) == 64 and st["rx_peer_full"] >= 1000 - 64 - 5
         assert _xdp_slot(rx, "tx_probe_resp_udp") >= probes * 0.9
         # another peer can still open a flow
-        tx3 = engines("h3")
+        tx3 = engines("h3", tag_key=K1)
         f3 = tx3.open_flow(r1, 1_000_000, algo="dctcp", line_rate_bps=LINE)
         f3.wait(30)
         assert _rx_done(rx, f3.flow_id).crc32 == pattern_crc32(f3.seed, 1_000_000)

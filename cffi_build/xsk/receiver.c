@@ -528,10 +528,8 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		 * carries W leaves when NewINT commits, once per T; the
 		 * delayed ACK below (at most T after the last one) covers
 		 * packets without INT */
-		if (w_now) {
-			rx_ack_now(t, r, now);
-			r->delack_armed = 0;
-		}
+		if (w_now)
+			rx_ack_now(t, r, now);   /* disarms the delayed ACK */
 	} else {
 		/* ACKs: the DCTCP.CE machine ([DCTCP] section 3.2) with factor
 		 * m; a CE change acknowledges at once, in two ACKs when

@@ -12,12 +12,21 @@ and once with Rx-HPCC (the receiver's W in one ACK per T), same seed, same
 port, same T.  The simulated clock makes the figures independent of the
 machine's load; they are the protocol's, not the host's CPU's.
 
+--lab runs the same comparison with real packets instead: one flow of each
+algorithm through the bundled dumbbell's 1 Gbit/s bottleneck (software INT
+switch, real queue; root), interleaved --reps times, an ACK per packet for
+sender HPCC (the paper's NIC), and reports the feedback per data packet the
+sender received, the bottleneck's utilisation and queue over the flow's steady
+state and the machine's CPU (figures of the shared two cores as much as of
+the algorithms: say what else ran).
+
 With valgrind installed, the instructions the tag costs per ACK are counted
 with callgrind over one transfer: hpccd_wire_tag at the receiver,
 hpccd_wire_tag_verify at the sender, against the whole of send_feedback and
 on_feedback.
 
     .venv/bin/python scripts/bench_feedback.py [--flows 4] [--bytes 2000000]
+    sudo .venv/bin/python scripts/bench_feedback.py --lab [--reps 3]
 """
 from __future__ import annotations
 
@@ -67,6 +76,38 @@ def tag_cost(exe: pathlib.Path, tmp: pathlib.Path, *args: str) -> dict | None:
     return {"acks": acks, **{k: incl[k] / acks for k in need}}
 
 
+def lab_runs(reps: int, nbytes: int) -> None:
+    """Hpcc and rx-hpcc, one flow each per repetition, through the dumbbell."""
+    import statistics
+
+    sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
+    import test_transport as tt                      # its measurement, one definition
+    from conftest import lab_ctx, transport_engines
+
+    runs: dict[str, list[dict]] = {"hpcc": [], "rx-hpcc": []}
+    with lab_ctx("dumbbell") as lab:
+        lab.probe("h1", "r1")
+        for i in range(reps):
+            for algo in runs:
+                with transport_engines(lab, ack_every=1,
+                                       rx_hpcc={"T_ns": tt.T_NS, "line_rate_bps": tt.LINE}) as eng:
+                    r = tt._run_hpcc_one_flow(lab, eng, nbytes, algo=algo)
+                runs[algo].append(r)
+                print(f"rep {i + 1} {algo:8s}: feedback/data {r['feedback'] / r['pkts']:.3f} "
+                      f"({r['feedback']} for {r['pkts']}; windows {r['rx_windows']}), "
+                      f"utilisation {r['util']:.4f}, queue p50/p99/max {r['q50']}/{r['q99']}/"
+                      f"{r['qmax']} B, machine CPU {r['cpu_busy']:.0%}, srtt "
+                      f"{r['srtt_us']:.0f} us", flush=True)
+    print(f"\ndumbbell, 1 Gbit/s bottleneck, T = {tt.T_NS // 1000} us, {nbytes} bytes, "
+          f"{reps} runs each (medians)")
+    print("algo     | feedback/data | utilisation | queue p50 / p99 B | machine CPU")
+    for algo, rs in runs.items():
+        med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
+        print(f"{algo:8s} | {statistics.median(r['feedback'] / r['pkts'] for r in rs):13.3f} | "
+              f"{med('util'):11.4f} | {med('q50'):.0f} / {med('q99'):.0f} | "
+              f"{med('cpu_busy'):.0%}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flows", type=int, default=4)
@@ -74,7 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gbps", type=int, default=10, help="the switch port's rate")
     ap.add_argument("--T-us", type=float, default=30.0, help="T of both algorithms")
     ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--lab", action="store_true",
+                    help="real packets through the bundled dumbbell instead (root)")
+    ap.add_argument("--reps", type=int, default=3, help="--lab: repetitions")
+    ap.add_argument("--lab-bytes", type=int, default=100_000_000, help="--lab: flow size")
     a = ap.parse_args(argv)
+    if a.lab:
+        lab_runs(a.reps, a.lab_bytes)
+        return 0
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         exe = harness_build.build(tmp / "harness")

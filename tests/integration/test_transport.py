@@ -251,8 +251,10 @@ def test_one_percent_loss_byte_exact(dumbbell, engines, algo):
 
 # ---- the bottleneck: utilisation and queue -------------------------------------------------
 
-def _run_hpcc_one_flow(lab, engines, nbytes: int) -> dict:
-    rx = engines("r1", notify=False)
+def _run_hpcc_one_flow(lab, engines, nbytes: int, algo: str = "hpcc") -> dict:
+    """One flow of `algo` (hpcc, or rx-hpcc: then the receiver computes W) through
+    the 1 Gbit/s bottleneck: utilisation, queue, and the feedback it took."""
+    rx = engines("r1", notify=algo == "rx-hpcc")
     tx = engines("h1")
     sw = lab.int_switch
     sampler = sw.sampler("s1")
@@ -266,7 +268,7 @@ def _run_hpcc_one_flow(lab, engines, nbytes: int) -> dict:
     # every 200 ms during the flow cost 1-1.5 % of the link.
     c0 = _cpu()
     try:
-        flow = tx.open_flow(lab.address("r1"), nbytes, algo="hpcc", line_rate_bps=LINE,
+        flow = tx.open_flow(lab.address("r1"), nbytes, algo=algo, line_rate_bps=LINE,
                             hpcc={"T_ns": T_NS})
         res = flow.wait(60, poll=0.2)
         c1 = _cpu()
@@ -295,7 +297,9 @@ def _run_hpcc_one_flow(lab, engines, nbytes: int) -> dict:
             "srtt_us": st["srtt_ns"] / 1e3, "W": st["window_bytes"], "U": st["U"],
             "wnd_limited": st["wnd_limited_ns"] / max(1, st["fct_ns"]),
             "pace_lost": st["pace_lost_ns"] / max(1, st["fct_ns"]),
-            "timer_late_us": timer_late_ns / 1e3}
+            "timer_late_us": timer_late_ns / 1e3, "pkts": st["pkts"],
+            "feedback": st["acks"] + st["nacks"] + st["bad_tags"] + st["fb_replayed"],
+            "rx_windows": st["rx_windows"]}
 
 
 def test_hpcc_one_flow_fills_bottleneck_with_empty_queue(dumbbell, engines):

@@ -199,10 +199,15 @@ def test_rx_hpcc_carries_w_in_one_ack_per_T(harness):
 
 def test_rx_hpcc_windows_only_for_flows_that_ask_and_N_counts_them(harness):
     """Three Rx-HPCC flows and two sender-HPCC flows share the receiver's last
-    hop: N (the receiver's count for W_AI) is 3, the HPCC flows get no window
-    in their ACKs, and every flow completes exactly."""
+    hop: N (the receiver's count for W_AI) is 3, and with the last hop the
+    bottleneck W_AI is W_init (1 - eta) / 3 ([HPCC++2020] section 6.2: 625
+    bytes at 10 Gbit/s, T = 30 us, eta 0.95, against the configured 18.75 of
+    N = 100); the HPCC flows get no window in their ACKs, and every flow
+    completes exactly."""
     res = run(harness, "bneck", 2, algo="rx-hpcc", flows=3, algo2="hpcc", flows2=2,
               bytes=1_000_000, bneck_gbps=10, T_us=30)
     assert res["done_exact"] == 5, res
     assert res["max_n"] == 3, res
+    assert res["w_ai_want"] == pytest.approx(37_500 * 0.05 / 3), res
+    assert res["w_ai_at_max_n"] == pytest.approx(res["w_ai_want"]), res
     assert res["windows_to_flows2"] == 0 and res["windows"] > 0, res

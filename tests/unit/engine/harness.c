@@ -507,11 +507,29 @@ static int cmp_u32(const void *a, const void *b)
  * switch port; feedback frames B -> A per DATA frame, the port's
  * utilisation while it was busy and its queue at departures. */
 static uint32_t max_n;                   /* the largest N B's last hop counted */
+static double w_ai_at_max_n, w_ai_want;  /* an Rx-HPCC flow's W_AI then; W_init (1-eta)/N */
+static uint32_t rx_flows_want;           /* the Rx-HPCC flows bneck opened */
 
 static int n_hook(void)
 {
-	if (B->rxw_hops[0].live > max_n)
-		max_n = B->rxw_hops[0].live;
+	uint32_t i, n = B->rxw_hops[0].live;
+
+	if (n > max_n)
+		max_n = n;
+	if (!n || n != rx_flows_want || w_ai_want)
+		return 0;
+	/* an Rx-HPCC flow that ran NewINT with this N since (its W_AI is set
+	 * at each NewINT after the first) */
+	for (i = 0; i < B->cfg.rx_flows; i++) {
+		const struct tp_rx *r = &B->rxt[i];
+
+		if (r->used == 1 && r->rxwin && r->rxh.active_flows == n && r->rxh.n_events > 2 &&
+		    r->rxh.w_ai != r->rxh.w_ai_cfg) {
+			w_ai_at_max_n = r->rxh.w_ai;
+			w_ai_want = r->rxh.w_init * (1 - r->rxh.eta) / n;
+			break;
+		}
+	}
 	return 0;
 }
 
@@ -530,6 +548,7 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows
 	bn.buf = buf_kb * 1000;
 	bn.qs = malloc(sizeof(*bn.qs) << 22);
 	flow_int_mode = HPCCD_TP_INT_EVERY;
+	rx_flows_want = algo == HPCCD_ALGO_RXHPCC ? nflows : 0;
 	for (i = 0; i < nflows + nflows2; i++)
 		ids[i] = open_flow(bytes, i < nflows ? algo : algo2, HPCCD_TP_SR, seed + i,
 				   (uint16_t)(40000 + i));
@@ -559,7 +578,8 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows
 	       "\"feedback_frames\": %llu, \"fb_per_data\": %.4f, \"acks\": %llu, \"nacks\": %llu, "
 	       "\"windows\": %llu, \"util\": %.4f, \"q_mean_kb\": %.2f, \"q_p50_kb\": %.2f, "
 	       "\"q_p99_kb\": %.2f, \"q_max_kb\": %.2f, \"port_drops\": %llu, \"ms\": %.3f, "
-	       "\"flows2\": %u, \"windows_to_flows2\": %llu, \"max_n\": %u}\n",
+	       "\"flows2\": %u, \"windows_to_flows2\": %llu, \"max_n\": %u, "
+	       "\"w_ai_at_max_n\": %.3f, \"w_ai_want\": %.3f}\n",
 	       tp_cc_ops_of(algo)->name, nflows, (unsigned long long)exact,
 	       (unsigned long long)data, (unsigned long long)ba.sent,
 	       data ? (double)ba.sent / (double)data : 0.0, (unsigned long long)acks,
@@ -567,7 +587,7 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows
 	       n ? (double)qsum / n / 1e3 : 0.0, n ? bn.qs[n / 2] / 1e3 : 0.0,
 	       n ? bn.qs[(uint64_t)n * 99 / 100] / 1e3 : 0.0, n ? bn.qs[n - 1] / 1e3 : 0.0,
 	       (unsigned long long)bn.drops, (double)(sim_now - t0) / 1e6, nflows2,
-	       (unsigned long long)wins2, max_n);
+	       (unsigned long long)wins2, max_n, w_ai_at_max_n, w_ai_want);
 	return 0;
 }
 

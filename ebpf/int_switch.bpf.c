@@ -205,9 +205,11 @@
 /* Ethernet + 802.1Q + IPv4 with options + TCP with options: what a packet
  * that is not an hpccd candidate needs in the linear data. */
 #define HPCCD_SW_PULL_HDRS     (14 + 4 + 60 + 60)
-/* Longest packet made linear for stamping: a jumbo frame; hpccd packets
- * are at most one MTU (the sender never fragments). */
-#define HPCCD_SW_PULL_MAX      9216
+/* Longest packet made linear for stamping: an IPv4 packet's most (the
+ * transport's multi-buffer packets reach 61,394 bytes; 9,216 left them
+ * unstamped); hpccd packets are at most one MTU (the sender never
+ * fragments). */
+#define HPCCD_SW_PULL_MAX      65535
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 

@@ -130,7 +130,7 @@ int tp__state_init(struct hpccd_tp *t)
 	t->free_slot = malloc(sizeof(int32_t) * c->max_flows);
 	t->delack = malloc(sizeof(int32_t) * c->rx_flows);
 	t->peers = calloc(c->rx_flows, sizeof(*t->peers));
-	if (!t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
+	if ( !t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
 	    !t->free_slot || !t->peers ||
 	    list_init(&t->ready, c->max_flows) ||
 	    wheel_init(&t->pace, PACE_SHIFT, PACE_SLOTS, c->max_flows) ||
@@ -175,7 +175,7 @@ void tp__state_free(struct hpccd_tp *t)
 		uint32_t i;
 
 		for (i = 0; i < t->cfg.rx_flows; i++)
-			free(t->rxt[i].hold);
+			rx_release(t, &t->rxt[i]);
 	}
 	free(t->flows);
 	free(t->rxt);
@@ -294,7 +294,23 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 	scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;   /* xdp_host is the loader's */
 	scfg.bind_flags = (uint16_t)(c.flags & (HPCCD_TP_F_COPY | HPCCD_TP_F_ZEROCOPY |
 						 HPCCD_TP_F_NEED_WAKEUP));
-	rc = xsk_socket__create(&t->sock, ifname, queue_id, t->umem, &t->rx, &t->tx, &scfg);
+	/* Multi-buffer packets (larger than a frame) where the kernel and the
+	 * driver take them: every kernel from 6.6 in copy mode; a driver
+	 * without it in zero-copy mode, or an older kernel, refuses the flag
+	 * and the socket is bound without it. */
+	rc = -EINVAL;
+	if (!(c.flags & HPCCD_TP_F_NO_SG)) {
+		scfg.bind_flags |= XDP_USE_SG;
+		rc = xsk_socket__create(&t->sock, ifname, queue_id, t->umem, &t->rx, &t->tx,
+					&scfg);
+		if (rc)
+			scfg.bind_flags &= (uint16_t)~XDP_USE_SG;
+	}
+	if (rc)
+		rc = xsk_socket__create(&t->sock, ifname, queue_id, t->umem, &t->rx, &t->tx,
+					&scfg);
+	t->sg = !rc && (scfg.bind_flags & XDP_USE_SG);
+	t->st.sg = (uint32_t)t->sg;
 	if (rc) {
 		t->sock = NULL;
 		create_fail(err, err_size, ifname, queue_id, rc, "AF_XDP socket (bind, %s mode)",
@@ -339,7 +355,12 @@ free_t:
  * size, can receive: the kernel writes them past its XDP headroom. */
 static uint32_t tp_mtu_max(const struct hpccd_tp *t)
 {
-	return t->cfg.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM - ETH_HLEN_;
+	uint32_t one = t->cfg.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM;
+
+	/* multi-buffer: MB_FRAGS pieces of a frame each, at most MB_BYTES */
+	if (t->sg)
+		return MB_FRAGS * one < MB_BYTES ? MB_FRAGS * one - ETH_HLEN_ : MB_BYTES - ETH_HLEN_;
+	return one - ETH_HLEN_;
 }
 
 uint32_t hpccd_tp__mtu_max(const struct hpccd_tp *t)

@@ -149,16 +149,20 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	if (fl->c.recovery == HPCCD_TP_SR && ack >= fl->snd_una)
 		sack_update(t, fl, f, wi);
 	if (ack > fl->snd_una && fl->rto_probe_end) {
-		/* The first ACK after a timeout.  Beyond the one resent packet
-		 * while nothing was known lost: the data sent before the
-		 * timeout is arriving, the timeout was spurious, and sending
-		 * carries on after what was sent then (a real loss among it is
-		 * NACKed by the receiver, or times out again).  Otherwise:
+		/* The first ACK after a timeout.  Beyond the one resent packet,
+		 * or echoing the clock of a packet sent before the timeout
+		 * (RFC 3522, Eifel: the ACK answers the original, not the
+		 * retransmission), while nothing was known lost: the data sent
+		 * before the timeout is arriving, the timeout was spurious, and
+		 * sending carries on after what was sent then (a real loss
+		 * among it is NACKed by the receiver, or times out again).
+		 * Otherwise:
 		 * go-back-N carries on from the ACK; selective repeat from the
 		 * end of what the receiver holds (it keeps all that arrives, so
 		 * what it does not report past its blocks was lost), the holes
 		 * before repaired from its blocks. */
-		if (ack > fl->rto_probe_end && !fl->rto_holes) {
+		if ((ack > fl->rto_probe_end || (int32_t)(wi->ts - fl->rto_ts) < 0) &&
+		    !fl->rto_holes) {
 			fl->st.rtos_spurious++;
 			fl->snd_nxt = fl->snd_max;
 		} else if (fl->c.recovery == HPCCD_TP_SR) {

@@ -13,37 +13,36 @@ static inline uint64_t add_carry(uint64_t s, uint64_t v)
 	return s + (s < v);
 }
 
-/* Ones' complement sum of p[0..len) as native 16-bit words, unfolded. */
+/* Ones' complement sum of p[0..len) as native 16-bit words, unfolded:
+ * the sum of its native 32-bit words (2^16 = 1 modulo 2^16 - 1, so any
+ * grouping of the words folds to the same sum; RFC 1071 section 2),
+ * without a carry per word, which the compiler vectorises (AVX2 where the
+ * CPU has it, chosen at load time).  20 GB/s against 5.4-9.8 for a
+ * 64-bit sum with end-around carry per word, which took 13 % of a 61 KB-MTU
+ * transfer's CPU (docs/transport.md "Where a packet's time goes").  The
+ * 64-bit accumulator holds 2^32 words: len below 16 GB. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+__attribute__((optimize("tree-vectorize"), target_clones("avx2", "default")))
+#endif
 uint64_t csum_partial(const uint8_t *p, size_t len, uint64_t sum)
 {
-	uint64_t v;
+	uint64_t acc = 0, v;
+	size_t n = len / 4, i;
 
-	while (len >= 32) {
-		uint64_t a, b, c, d;
+	for (i = 0; i < n; i++) {
+		uint32_t w;
 
-		memcpy(&a, p, 8);
-		memcpy(&b, p + 8, 8);
-		memcpy(&c, p + 16, 8);
-		memcpy(&d, p + 24, 8);
-		sum = add_carry(sum, a);
-		sum = add_carry(sum, b);
-		sum = add_carry(sum, c);
-		sum = add_carry(sum, d);
-		p += 32;
-		len -= 32;
+		memcpy(&w, p + 4 * i, 4);
+		acc += w;
 	}
-	while (len >= 8) {
-		memcpy(&v, p, 8);
-		sum = add_carry(sum, v);
-		p += 8;
-		len -= 8;
-	}
+	p += 4 * n;
+	len -= 4 * n;
 	if (len) {
 		v = 0;
 		memcpy(&v, p, len);     /* zero padding at the end, in memory order */
-		sum = add_carry(sum, v);
+		acc += v;
 	}
-	return sum;
+	return add_carry(sum, acc);
 }
 
 uint16_t csum_fold(uint64_t s)
@@ -110,6 +109,38 @@ void finish_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len)
 	put16(f + 18, t->ip_id++);
 	put16(f + 38, (uint16_t)(len - ETH_HLEN_ - IP_HLEN));
 	fill_l3_csums(f, len);
+}
+
+/* finish_frame for a packet of `len` bytes in pieces (multi-buffer): f
+ * holds its first `len0` bytes, rest[i] the next rest_len[i].  Every piece
+ * but the last has an even length, so that the UDP checksum sums them one
+ * after the other (the UDP header starts at an even offset). */
+void finish_frame_pieces(struct hpccd_tp *t, uint8_t *f, uint32_t len0, uint8_t *const *rest,
+			 const uint32_t *rest_len, uint32_t n_rest, uint32_t len)
+{
+	uint8_t *ip = f + ETH_HLEN_, ph[12];
+	uint32_t udp_len = len - ETH_HLEN_ - IP_HLEN, i;
+	uint64_t sum;
+	uint16_t c;
+
+	put16(f + 16, (uint16_t)(len - ETH_HLEN_));
+	put16(f + 18, t->ip_id++);
+	put16(f + 38, (uint16_t)udp_len);
+	memset(ip + 10, 0, 2);
+	c = (uint16_t)~csum_fold(csum_partial(ip, IP_HLEN, 0));
+	memcpy(ip + 10, &c, 2);
+	memset(ip + IP_HLEN + 6, 0, 2);
+	memcpy(ph, ip + 12, 8);
+	ph[8] = 0;
+	ph[9] = IPPROTO_UDP;
+	put16(ph + 10, (uint16_t)udp_len);
+	sum = csum_partial(ip + IP_HLEN, len0 - ETH_HLEN_ - IP_HLEN, csum_partial(ph, 12, 0));
+	for (i = 0; i < n_rest; i++)
+		sum = csum_partial(rest[i], rest_len[i], sum);
+	c = (uint16_t)~csum_fold(sum);
+	if (c == 0)
+		c = 0xffff;
+	memcpy(ip + IP_HLEN + 6, &c, 2);
 }
 
 /* INT header: nHop 0, `room` records reserved (zeroed), COLLECT iff room. */

@@ -38,6 +38,10 @@ int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 		return 0;
 	}
 	t->st.by_type[wi.hdr_type]++;
+	if (t->pc.n && wi.hdr_type != HPCCD_T_DATA) {
+		t->st.bad_body++;    /* feedback and probes are small: never in pieces */
+		return 0;
+	}
 	switch (wi.hdr_type) {
 	case HPCCD_T_DATA:
 		if (wi.dport != t->cfg.udp_port)
@@ -65,9 +69,63 @@ int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 	return 0;
 }
 
-static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
+/* One RX descriptor: a whole frame, or a piece of a multi-buffer packet
+ * (XDP_PKT_CONTD on every piece but the last).  Pieces are noted as they
+ * come (a packet may straddle two ring batches) and read in place when the
+ * last one came: the parser sees the first piece (every header is in it)
+ * with the packet's whole length, the receiver reads the payload across
+ * the pieces (t->pc; what it holds out of order it copies); then their
+ * frames go back.  A packet of more than MB_FRAGS pieces or MB_BYTES, or
+ * whose first piece is too short for the headers, is dropped and counted
+ * (rx_mb_bad). */
+void rx_desc(struct hpccd_tp *t, uint64_t addr, uint32_t len, uint32_t options, uint64_t now)
 {
 	const uint64_t mask = ~(uint64_t)(t->cfg.frame_size - 1);
+	uint64_t chunk = xsk_umem__extract_addr(addr) & mask;
+	uint8_t *p = xsk_umem__get_data(t->area, xsk_umem__add_offset_to_addr(addr));
+	struct tp_pieces *pc = &t->pc;
+	uint32_t i;
+
+	if (t->cfg.flags & HPCCD_TP_F_RAW) {
+		t->st.rx_frames += !(options & XDP_PKT_CONTD);   /* raw.c: count, nothing else */
+		t->st.rx_bytes += len;
+		t->rx_free[t->n_rx_free++] = chunk;
+		return;
+	}
+	if (!(options & XDP_PKT_CONTD) && !t->mb_open) {
+		if (!rx_frame(t, p, len, now))
+			t->rx_free[t->n_rx_free++] = chunk;
+		return;
+	}
+	if (pc->n == MB_FRAGS || len > MB_BYTES - t->mb_len ||
+	    (!t->mb_open && len < MB_FIRST_MIN)) {
+		t->mb_bad = 1;
+		t->rx_free[t->n_rx_free++] = chunk;
+	} else {
+		pc->p[pc->n] = p;
+		pc->len[pc->n] = len;
+		t->mb_chunk[pc->n++] = chunk;
+		t->mb_len += len;
+	}
+	t->mb_open = 1;
+	if (options & XDP_PKT_CONTD)
+		return;
+	if (t->mb_bad) {
+		t->st.rx_frames++;
+		t->st.rx_bytes += t->mb_len;
+		t->st.rx_mb_bad++;
+	} else {
+		t->st.rx_mb_pkts++;
+		(void)rx_frame(t, (uint8_t *)pc->p[0], t->mb_len, now);
+	}
+	for (i = 0; i < pc->n; i++)
+		t->rx_free[t->n_rx_free++] = t->mb_chunk[i];
+	pc->n = 0;
+	t->mb_len = t->mb_bad = t->mb_open = 0;
+}
+
+static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
+{
 	uint32_t total = 0, round, idx, n, i;
 
 	for (round = 0; round < RX_ROUNDS; round++) {
@@ -76,14 +134,8 @@ static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
 			break;
 		for (i = 0; i < n; i++) {
 			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&t->rx, idx + i);
-			uint64_t a = xsk_umem__add_offset_to_addr(d->addr);
 
-			if (t->cfg.flags & HPCCD_TP_F_RAW) {
-				t->st.rx_frames++;          /* raw.c: count, nothing else */
-				t->st.rx_bytes += d->len;
-				t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
-			} else if (!rx_frame(t, xsk_umem__get_data(t->area, a), d->len, now))
-				t->rx_free[t->n_rx_free++] = xsk_umem__extract_addr(d->addr) & mask;
+			rx_desc(t, d->addr, d->len, d->options, now);
 		}
 		xsk_ring_cons__release(&t->rx, n);
 		rx_refill(t);

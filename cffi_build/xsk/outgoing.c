@@ -111,6 +111,58 @@ void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err
 }
 
 /* A DATA frame of fl at seq with at most `room` payload bytes. */
+/* TX frames a packet of `len` bytes takes. */
+static inline uint32_t tx_frames_for(const struct hpccd_tp *t, uint32_t len)
+{
+	uint32_t cap = t->cfg.frame_size - HEADROOM;
+
+	return len <= cap ? 1 : (len + cap - 1) / cap;
+}
+
+/* `n` bytes of the flow's stream from `seq` into p. */
+static inline void payload_put(const struct tp_flow *fl, uint64_t seq, uint8_t *p, uint32_t n)
+{
+	if (fl->c.src == HPCCD_TP_SRC_BUFFER)
+		memcpy(p, fl->c.buf + seq, n);
+	else
+		hpccd_tp_pattern_fill(fl->c.seed, seq, p, n);
+}
+
+/* A DATA packet larger than a frame as a multi-buffer packet: f (at addr)
+ * has its `off` header bytes; the payload fills f and as many more TX
+ * frames as it needs, queued with XDP_PKT_CONTD on all but the last.
+ * The caller checked that the frames are free. */
+static int send_pieces(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint8_t *f,
+		       uint64_t addr, uint32_t off, uint32_t plen)
+{
+	const uint32_t cap = t->cfg.frame_size - HEADROOM;   /* even */
+	uint8_t *rest[MB_FRAGS];
+	uint32_t rest_len[MB_FRAGS];
+	uint64_t rest_addr[MB_FRAGS];
+	uint32_t n = 0, first = cap - off, done, i;
+
+	if (!t->sg || tx_frames_for(t, off + plen) > MB_FRAGS)
+		return -EMSGSIZE;        /* flow_check() refuses such an MTU */
+	payload_put(fl, seq, f + off, first);
+	for (done = first; done < plen; done += rest_len[n++]) {
+		rest[n] = tx_get(t, &rest_addr[n]);
+		if (!rest[n]) {           /* cannot happen: the caller counted them */
+			while (n--)
+				t->tx_free[t->n_tx_free++] = rest_addr[n] - HEADROOM;
+			t->tx_free[t->n_tx_free++] = addr - HEADROOM;
+			return -ENOBUFS;
+		}
+		rest_len[n] = plen - done < cap ? plen - done : cap;
+		payload_put(fl, seq + done, rest[n], rest_len[n]);
+	}
+	finish_frame_pieces(t, f, cap, rest, rest_len, n, off + plen);
+	tx_put_frag(t, addr, cap, 1);
+	for (i = 0; i < n; i++)
+		tx_put_frag(t, rest_addr[i], rest_len[i], i + 1 < n);
+	t->st.tx_mb_pkts++;
+	return 0;
+}
+
 int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t room_b, uint64_t now)
 {
 	uint64_t addr, idx;
@@ -118,12 +170,17 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 	int retx, ect;
 	uint8_t *f, *p;
 
-	if (t->n_tx_free <= ACK_RESERVE)
-		reap_completions(t);
-	if (t->n_tx_free <= ACK_RESERVE) {
-		t->st.tx_no_frame++;
-		t->starved = 1;
-		return -ENOBUFS;
+	{
+		/* the frames this packet takes (more than one: multi-buffer) */
+		uint32_t need = ACK_RESERVE + tx_frames_for(t, fl->hdr_max + room_b);
+
+		if (t->n_tx_free < need)
+			reap_completions(t);
+		if (t->n_tx_free < need) {
+			t->st.tx_no_frame++;
+			t->starved = 1;
+			return -ENOBUFS;
+		}
 	}
 	f = tx_get(t, &addr);
 	if (!f)
@@ -159,13 +216,14 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 		(uint32_t)now, fl->c.recovery == HPCCD_TP_SR ? fl->mss : 0);
 	off += HPCCD_HDR_BYTES;
 	p = f + off;
-	if (fl->c.src == HPCCD_TP_SRC_BUFFER)
-		memcpy(p, fl->c.buf + seq, plen);
-	else
-		hpccd_tp_pattern_fill(fl->c.seed, seq, p, plen);
 	len = off + plen;
-	finish_frame(t, f, len);
-	tx_put(t, addr, len);
+	if (len <= t->cfg.frame_size - HEADROOM) {
+		payload_put(fl, seq, p, plen);
+		finish_frame(t, f, len);
+		tx_put(t, addr, len);
+	} else if (send_pieces(t, fl, seq, f, addr, off, plen) < 0) {
+		return -ENOBUFS;
+	}
 
 	if (seq == fl->snd_nxt)
 		fl->snd_nxt = seq + plen;

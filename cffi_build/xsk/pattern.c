@@ -27,7 +27,9 @@
 #define PAT_MUL 0x9e3779b97f4a7c15ull
 #define PAT_RUN 64                       /* words per splitmix64 */
 
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define VECTORISE __attribute__((optimize("tree-vectorize"), target_clones("avx2", "default")))
+#elif defined(__GNUC__) && !defined(__clang__)
 #define VECTORISE __attribute__((optimize("tree-vectorize")))
 #else
 #define VECTORISE

@@ -4,7 +4,8 @@
  * "Benchmark"): the same UMEM, rings, frame size and thread as the
  * transport, and nothing else.  A sender engine puts one prebuilt DATA
  * frame, copied once into every TX frame, on the TX ring as fast as the
- * ring and the kernel take them; a receiver engine (HPCCD_TP_F_RAW) counts
+ * ring and the kernel take them (a packet larger than a frame: as many
+ * frames, multi-buffer, as the transport sends it); a receiver engine (HPCCD_TP_F_RAW) counts
  * and recycles frames without parsing them.  What the transport does per
  * packet (building, checksums, the parser, delivery, ACKs, pacing) is
  * measured against this.
@@ -18,17 +19,21 @@ uint32_t raw_schedule(struct hpccd_tp *t)
 {
 	uint32_t sent = 0;
 
-	while (t->raw_left && sent < TX_PER_LOOP) {
-		uint64_t addr;
+	const uint32_t cap = t->cfg.frame_size - HEADROOM;
+	const uint32_t pieces = (t->raw_len + cap - 1) / cap;
 
-		if (!t->n_tx_free)
+	while (t->raw_left && sent < TX_PER_LOOP) {
+		uint32_t i, left = t->raw_len;
+
+		if (t->n_tx_free < pieces)
 			reap_completions(t);
-		if (!t->n_tx_free) {
+		if (t->n_tx_free < pieces) {
 			t->starved = 1;
 			break;
 		}
-		addr = t->tx_free[--t->n_tx_free] + HEADROOM;
-		tx_put(t, addr, t->raw_len);
+		for (i = 0; i < pieces; i++, left -= cap)
+			tx_put_frag(t, t->tx_free[--t->n_tx_free] + HEADROOM,
+				    left < cap ? left : cap, i + 1 < pieces);
 		t->raw_left--;
 		sent++;
 	}
@@ -38,19 +43,30 @@ uint32_t raw_schedule(struct hpccd_tp *t)
 int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, uint64_t frames)
 {
 	uint8_t tmpl[HPCCD_TP_FRAME_MAX];
+	const uint32_t cap = t ? t->cfg.frame_size - HEADROOM : 0;
 	uint32_t off = L2L4, len, plen, i;
 
 	if (!t || !c)
 		return -EINVAL;
 	len = c->mtu + ETH_HLEN_;
-	if (c->mtu < 128 || len + HEADROOM + HPCCD_TP_RX_HEADROOM > t->cfg.frame_size)
+	if (c->mtu < 128 || c->mtu > hpccd_tp__mtu_max(t))
 		return -EINVAL;
 	memset(tmpl, 0, sizeof(tmpl));
 	put_l2l4(tmpl, c->dmac, c->smac, c->saddr, c->daddr, c->sport, c->dport, 0);
 	off += put_int(tmpl + off, 0);
 	plen = len - off - HPCCD_HDR_BYTES;
 	put_hdr(tmpl + off, HPCCD_T_DATA, 0, plen, 0, 0, 0, 0, 0);
-	finish_frame(t, tmpl, len);
+	finish_frame(t, tmpl, len < cap ? len : cap);
+	if (len > cap) {
+		/* multi-buffer: every frame holds the template's first piece,
+		 * whatever its place in a packet (frames come back in any
+		 * order); the lengths are the packet's, no UDP checksum */
+		put16(tmpl + 16, (uint16_t)(len - ETH_HLEN_));
+		put16(tmpl + 38, (uint16_t)(len - ETH_HLEN_ - IP_HLEN));
+		fill_l3_csums(tmpl, cap);
+		memset(tmpl + 40, 0, 2);
+		len = cap;               /* bytes of the template each frame holds */
+	}
 	pthread_mutex_lock(&t->lock);
 	if (t->raw_left) {
 		pthread_mutex_unlock(&t->lock);
@@ -59,7 +75,7 @@ int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, ui
 	/* every free TX frame holds the template from now on */
 	for (i = 0; i < t->n_tx_free; i++)
 		memcpy(xsk_umem__get_data(t->area, t->tx_free[i] + HEADROOM), tmpl, len);
-	t->raw_len = len;
+	t->raw_len = c->mtu + ETH_HLEN_;
 	t->raw_left = frames;
 	pthread_mutex_unlock(&t->lock);
 	tp__wake(t);

@@ -159,14 +159,19 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
  * what the receiver can take, not by drops.  0: none (rx_window 0). */
 static uint64_t rx_window_end(const struct hpccd_tp *t, const struct tp_rx *r)
 {
-	uint32_t live = t->rx_live ? t->rx_live : 1, frames;
+	uint32_t live = t->rx_live ? t->rx_live : 1, frames, one, pieces;
 
 	if (!t->cfg.rx_window || !r->mss)
 		return 0;
 	frames = t->cfg.rx_window / live;
 	if (frames < 2)
 		frames = 2;
-	return r->rcv_nxt + (uint64_t)frames * r->mss;
+	/* a multi-buffer packet takes a frame (an RX descriptor) per piece:
+	 * the window is in frames, so in payload per piece (256 bytes are
+	 * more than any packet's headers) */
+	one = t->cfg.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM;
+	pieces = (r->mss + 256 + one - 1) / one;
+	return r->rcv_nxt + (uint64_t)frames * r->mss / pieces;
 }
 
 /* The feedback trailer of an ACK / NACK whose body ends at `off` (its
@@ -260,6 +265,72 @@ static void rx_ack_now(struct hpccd_tp *t, struct tp_rx *r, uint64_t now)
 	r->delack_armed = 0;
 }
 
+/* Bytes [off, off + n) of the packet being received, as runs of memory:
+ * in f's frame, or, for a multi-buffer packet (t->pc, loop.c), across its
+ * pieces (f is the first).  Returns how many runs (at most MB_FRAGS). */
+static uint32_t pkt_runs(const struct hpccd_tp *t, const uint8_t *f, uint32_t off, uint32_t n,
+			 const uint8_t **rp, uint32_t *rl)
+{
+	uint32_t k = 0, i, at = 0;
+
+	if (!t->pc.n) {
+		rp[0] = f + off;
+		rl[0] = n;
+		return 1;
+	}
+	for (i = 0; i < t->pc.n && n; i++) {
+		uint32_t len = t->pc.len[i];
+
+		if (off < at + len) {
+			uint32_t s = off - at, m = n < len - s ? n : len - s;
+
+			rp[k] = t->pc.p[i] + s;
+			rl[k++] = m;
+			off += m;
+			n -= m;
+		}
+		at += len;
+	}
+	return k;
+}
+
+/* Ones' complement sum of the packet's bytes [off, off + n), unfolded:
+ * a run that starts at an odd offset from `off` sums byte-swapped (RFC
+ * 1071 section 2(B)). */
+static uint64_t pkt_csum(const struct hpccd_tp *t, const uint8_t *f, uint32_t off, uint32_t n,
+			 uint64_t sum)
+{
+	const uint8_t *rp[MB_FRAGS];
+	uint32_t rl[MB_FRAGS], k = pkt_runs(t, f, off, n, rp, rl), i, odd = 0;
+
+	for (i = 0; i < k; i++) {
+		uint64_t s = csum_partial(rp[i], rl[i], 0);
+
+		if (odd) {
+			uint16_t v = csum_fold(s);
+
+			s = (uint16_t)(v >> 8 | v << 8);
+		}
+		sum += s;
+		sum += sum < s;                  /* end-around carry */
+		odd ^= rl[i] & 1;
+	}
+	return sum;
+}
+
+static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uint32_t n);
+
+/* The packet's payload bytes [off, off + n) to the flow's stream. */
+static void pkt_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *f, uint32_t off,
+			uint32_t n)
+{
+	const uint8_t *rp[MB_FRAGS];
+	uint32_t rl[MB_FRAGS], k = pkt_runs(t, f, off, n, rp, rl), i;
+
+	for (i = 0; i < k; i++)
+		rx_deliver(t, r, rp[i], rl[i]);
+}
+
 static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uint32_t n)
 {
 	r->crc = hpccd_tp_crc32(r->crc, p, n);
@@ -318,10 +389,29 @@ static int rx_hold(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f,
 		r->st.dup_pkts++;        /* held already (a retransmission) */
 		return 0;
 	}
+	if (t->pc.n) {
+		/* a multi-buffer packet (loop.c): its frames go back when it
+		 * was read, its payload is copied; bounded as the frames are,
+		 * by the bytes of half the RX frames */
+		const uint8_t *rp[MB_FRAGS];
+		uint32_t rl[MB_FRAGS], k, i, o = 0;
+
+		if (t->rx_held_heap + wi->payload_len >
+		    (uint64_t)t->cfg.rx_frames / 2 * t->cfg.frame_size ||
+		    !(h->heap = malloc(wi->payload_len))) {
+			t->st.rx_hold_full++;
+			return 0;
+		}
+		k = pkt_runs(t, f, wi->body_off, wi->payload_len, rp, rl);
+		for (i = 0; i < k; o += rl[i++])
+			memcpy(h->heap + o, rp[i], rl[i]);
+		t->rx_held_heap += wi->payload_len;
+	} else {
+		h->addr = (uint64_t)(f - (uint8_t *)t->area) + wi->body_off;
+		h->chunk = (uint64_t)(f - (uint8_t *)t->area) & mask;
+	}
 	h->seq = seq;
 	h->len = wi->payload_len;
-	h->addr = (uint64_t)(f - (uint8_t *)t->area) + wi->body_off;
-	h->chunk = (uint64_t)(f - (uint8_t *)t->area) & mask;
 	if (seq + h->len > r->hold_hi)
 		r->hold_hi = seq + h->len;
 	r->hold_n++;
@@ -332,7 +422,13 @@ static int rx_hold(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f,
 
 static void hold_free(struct hpccd_tp *t, struct tp_rx *r, struct tp_hold *h)
 {
-	t->rx_free[t->n_rx_free++] = h->chunk;
+	if (h->heap) {
+		t->rx_held_heap -= h->len;
+		free(h->heap);
+		h->heap = NULL;
+	} else {
+		t->rx_free[t->n_rx_free++] = h->chunk;
+	}
 	h->len = 0;
 	r->hold_n--;
 	t->rx_held--;
@@ -352,7 +448,8 @@ static uint32_t rx_drain(struct hpccd_tp *t, struct tp_rx *r)
 		{
 			uint32_t skip = (uint32_t)(r->rcv_nxt - h->seq);
 
-			rx_deliver(t, r, (const uint8_t *)t->area + h->addr + skip, h->len - skip);
+			rx_deliver(t, r, (h->heap ? h->heap : (const uint8_t *)t->area + h->addr) +
+				   skip, h->len - skip);
 			r->rcv_nxt = h->seq + h->len;
 		}
 		hold_free(t, r, h);
@@ -435,7 +532,8 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		ph[9] = IPPROTO_UDP;
 		put16(ph + 10, (uint16_t)ulen);
 		memcpy(&c, udp + 6, 2);
-		if (c && csum_fold(csum_partial(udp, ulen, csum_partial(ph, 12, 0))) != 0xffff) {
+		if (c && csum_fold(pkt_csum(t, f, wi->int_off - UDP_HLEN, ulen,
+					    csum_partial(ph, 12, 0))) != 0xffff) {
 			t->st.bad_csum++;
 			return 0;
 		}
@@ -502,7 +600,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 	{
 		uint32_t skip = (uint32_t)(r->rcv_nxt - seq);
 
-		rx_deliver(t, r, f + wi->body_off + skip, plen - skip);
+		pkt_deliver(t, r, f, wi->body_off + skip, plen - skip);
 		r->rcv_nxt = seq + plen;
 		r->ooo_since_gap = 0;
 		r->nack_for = UINT64_MAX;

@@ -103,7 +103,7 @@ int tx_submit(struct hpccd_tp *t)
 
 		d->addr = t->txq[i].addr;
 		d->len = t->txq[i].len;
-		d->options = 0;
+		d->options = t->txq[i].options;
 		t->st.tx_frames++;
 		t->st.tx_bytes += t->txq[i].len;
 	}

@@ -63,6 +63,14 @@
 #ifndef SOL_XDP
 #define SOL_XDP 283
 #endif
+/* Multi-buffer AF_XDP (Linux 6.6): the bind flag and the descriptor option
+ * of <linux/if_xdp.h>, which Debian 12's headers do not have yet. */
+#ifndef XDP_USE_SG
+#define XDP_USE_SG (1 << 4)
+#endif
+#ifndef XDP_PKT_CONTD
+#define XDP_PKT_CONTD (1 << 0)
+#endif
 
 #define RX_BATCH 64             /* descriptors per RX ring peek */
 #define RX_ROUNDS 4             /* RX batches per loop before the scheduler runs */
@@ -144,6 +152,7 @@ struct tp_flow {
 	uint64_t snd_una, snd_nxt, snd_max;
 	uint64_t rwnd_end;               /* the receiver's window edge; 0: none */
 	uint64_t rto_probe_end;          /* after a timeout, one packet until an ACK; 0: none */
+	uint32_t rto_ts;                 /* the clock (ts) when the last timeout fired */
 	/* selective repeat: the newest SACK blocks (held by the receiver past
 	 * snd_una, ascending) and where the repair of their holes stands */
 	struct { uint64_t start, end; } sack[HPCCD_SACK_MAX_BLOCKS];
@@ -224,6 +233,7 @@ struct tp_hold {
 	uint64_t seq;
 	uint64_t addr;                   /* UMEM offset of the payload */
 	uint64_t chunk;                  /* its frame, back to the fill ring when done */
+	uint8_t *heap;                   /* or: a multi-buffer packet's payload, copied */
 	uint32_t len;                    /* payload bytes; 0: slot free */
 };
 
@@ -258,6 +268,21 @@ struct tp_peer {                         /* receiver.c: unfinished flows of a so
 struct txd {
 	uint64_t addr;
 	uint32_t len;
+	uint32_t options;                /* XDP_PKT_CONTD: the packet goes on in the next */
+};
+
+/* Multi-buffer packets (AF_XDP with XDP_USE_SG): a packet larger than one
+ * frame travels as up to MB_FRAGS descriptors, all but the last marked
+ * XDP_PKT_CONTD.  The receiver gathers one into t->mb (MB_BYTES) and
+ * parses it there. */
+#define MB_FRAGS 16
+#define MB_BYTES 65536
+#define MB_FIRST_MIN 512            /* a first piece holds every header (<= 230 bytes) */
+
+struct tp_pieces {
+	const uint8_t *p[MB_FRAGS];
+	uint32_t len[MB_FRAGS];
+	uint32_t n;                      /* 0: the packet is one frame */
 };
 
 struct hpccd_tp {
@@ -274,8 +299,15 @@ struct hpccd_tp {
 	struct xsk_ring_cons cq, rx;
 	uint64_t *rx_free, *tx_free;
 	uint32_t n_rx_free, n_tx_free, ring;
-	struct txd txq[TX_BATCH];
+	struct txd txq[TX_BATCH + MB_FRAGS];
 	uint32_t n_txq;
+	int sg;                          /* bound with XDP_USE_SG: multi-buffer packets */
+	/* a multi-buffer packet as its pieces come (it may straddle two ring
+	 * batches), read where the kernel wrote them: the parser reads the
+	 * headers in the first piece, the receiver the payload across all */
+	struct tp_pieces pc;
+	uint32_t mb_len, mb_bad, mb_open;   /* bytes so far; dropped; pieces coming */
+	uint64_t mb_chunk[MB_FRAGS];     /* their frames, back to the fill ring when done */
 	int starved;
 	uint16_t ip_id;
 
@@ -308,6 +340,7 @@ struct hpccd_tp {
 	uint64_t raw_left;               /* raw.c: frames still to send */
 	uint32_t raw_len;
 	uint32_t rx_held;                /* RX frames held out of order, all flows */
+	uint64_t rx_held_heap;           /* of them, bytes copied out of t->mb */
 	uint64_t delack_min;
 	/* how late ppoll()'s timer wakes the thread (a moving mean, at most
 	 * WAKE_EARLY_MAX_NS): the thread asks to wake that much before a send
@@ -379,19 +412,29 @@ static inline uint8_t *tx_get(struct hpccd_tp *t, uint64_t *addr)
 	return xsk_umem__get_data(t->area, *addr);
 }
 
-/* Queue a built frame for the TX ring; a full batch is flushed. */
-static inline void tx_put(struct hpccd_tp *t, uint64_t addr, uint32_t len)
+/* Queue a built frame for the TX ring; a full batch is flushed.  `contd`:
+ * a multi-buffer packet's frame that is not its last (never flushed
+ * before its last: the queue has room for MB_FRAGS past a batch). */
+static inline void tx_put_frag(struct hpccd_tp *t, uint64_t addr, uint32_t len, int contd)
 {
 	t->txq[t->n_txq].addr = addr;
 	t->txq[t->n_txq].len = len;
-	if (++t->n_txq == TX_BATCH)
+	t->txq[t->n_txq].options = contd ? XDP_PKT_CONTD : 0;
+	if (++t->n_txq >= TX_BATCH && !contd)
 		tx_flush(t);
+}
+
+static inline void tx_put(struct hpccd_tp *t, uint64_t addr, uint32_t len)
+{
+	tx_put_frag(t, addr, len, 0);
 }
 
 /* frame.c */
 uint64_t csum_partial(const uint8_t *p, size_t len, uint64_t sum);
 uint16_t csum_fold(uint64_t s);
 void fill_l3_csums(uint8_t *frame, uint32_t frame_len);
+void finish_frame_pieces(struct hpccd_tp *t, uint8_t *f, uint32_t len0, uint8_t *const *rest,
+			 const uint32_t *rest_len, uint32_t n_rest, uint32_t len);
 void put_l2l4(uint8_t *f, const uint8_t *dmac, const uint8_t *smac, uint32_t saddr,
 	      uint32_t daddr, uint16_t sport, uint16_t dport, uint8_t tos);
 void finish_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len);
@@ -481,6 +524,9 @@ void tp__state_free(struct hpccd_tp *t);
 /* One received frame through the parser to its half; returns 1 if the
  * receiver kept the frame (out of order, selective repeat). */
 int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now);
+/* One RX descriptor (a frame or a piece of a multi-buffer packet); its
+ * frame goes back to rx_free unless the receiver keeps it. */
+void rx_desc(struct hpccd_tp *t, uint64_t addr, uint32_t len, uint32_t options, uint64_t now);
 void *tp__main(void *arg);
 
 #endif /* HPCCD_TP_INTERNAL_H */

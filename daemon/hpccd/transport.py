@@ -312,6 +312,9 @@ class Transport:
     benchmark's server).  busy_poll: the thread polls the rings without
     sleeping (lowest latency, one core busy); by default it sleeps in
     ppoll() between deadlines, with interrupt moderation (coalesce_ns).
+    sg: bind with XDP_USE_SG where the kernel and driver allow it, so that
+    flows may have an MTU larger than a frame (multi-buffer packets of up
+    to 16 frames); False keeps every packet in one frame.
     Other engine settings go through ``config`` (struct hpccd_tp_config)."""
 
     def __init__(self, ifname: str = "eth0", queue_id: int = 0, *, netns: str | None = None,
@@ -319,7 +322,7 @@ class Transport:
                  sink: str = "verify", ack_every: int = 1, tag_key: bytes = bytes(16),
                  echo: bool = True, notify: bool = True, csum_check: bool = True,
                  reflect: bool = True, raw: bool = False, cpu: int | None = None,
-                 responder: bool = False, busy_poll: bool = False,
+                 responder: bool = False, busy_poll: bool = False, sg: bool = True,
                  rx_hpcc: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True):
         self._lock = threading.Lock()
@@ -341,7 +344,8 @@ class Transport:
                    (0 if csum_check else lib.HPCCD_TP_F_NO_CSUM_CHECK) |
                    (lib.HPCCD_TP_F_RAW if raw else 0) |
                    (lib.HPCCD_TP_F_ECHO if responder else 0) |
-                   (lib.HPCCD_TP_F_BUSY_POLL if busy_poll else 0))
+                   (lib.HPCCD_TP_F_BUSY_POLL if busy_poll else 0) |
+                   (0 if sg else lib.HPCCD_TP_F_NO_SG))
         c.ack_every = ack_every
         if cpu is not None:
             c.cpu = cpu

@@ -79,6 +79,9 @@ enum {
 					 * as many bytes (hpccd_tp__set_echo) */
 	HPCCD_TP_F_BUSY_POLL = 8192,    /* the thread never sleeps: it polls the rings
 					 * (lowest latency; one core at 100 %) */
+	HPCCD_TP_F_NO_SG = 16384,       /* do not bind with XDP_USE_SG: no packet
+					 * larger than one frame (multi-buffer is
+					 * tried, and left when the driver refuses) */
 };
 
 /* Where a receiver puts the bytes of its flows. */
@@ -301,6 +304,11 @@ struct hpccd_tp_stats {
 	uint64_t rx_held;               /* RX frames held out of order now */
 	uint64_t flows_running;         /* sender flows running now */
 	uint64_t echo_replies, echo_failed;  /* HPCCD_TP_F_ECHO: replies opened; not opened */
+	uint64_t rx_mb_pkts;            /* multi-buffer packets received (XDP_USE_SG) */
+	uint64_t rx_mb_bad;             /* of more than 16 pieces or 64 KB: dropped */
+	uint64_t tx_mb_pkts;            /* multi-buffer packets sent */
+	uint32_t sg;                    /* bound with XDP_USE_SG: packets over one frame */
+	uint32_t pad_sg;
 };
 
 struct hpccd_tp;

@@ -148,6 +148,92 @@ def test_admission_caps_unfinished_flows_per_peer(harness):
     assert res["rx_flows"] == 20 and res["done_exact"] == 20, res
 
 
+# ---- multi-buffer packets (a socket bound with XDP_USE_SG) ----------------------------
+# A flow whose MTU is larger than a frame sends each packet as up to 16 TX
+# frames (XDP_PKT_CONTD on all but the last); the receiver gets it as the
+# kernel splits it, a frame's room after the XDP headroom a piece (4096-byte
+# frames: 3838 bytes), gathers and parses it.
+
+def test_jumbo_packets_travel_as_pieces_and_arrive_exact(harness):
+    res = run(harness, "transfer", 91, mtu=9000, bytes=20_000_000)
+    assert exact(res), res
+    # 20 MB in packets of 8,936 payload bytes (78 header bytes without
+    # INT), all multi-buffer but the last (1,232 bytes)
+    assert res["pkts"] == -(-20_000_000 // (9000 + 14 - 78)), res
+    assert res["tx_mb_pkts"] == res["rx_mb_pkts"] == res["pkts"] - 1, res
+    assert res["retx"] == 0 and res["ring_drops"] == 0, res
+
+
+@pytest.mark.parametrize("seed", [92, 93])
+def test_jumbo_selective_repeat_holds_copies_and_frees_them(harness, seed):
+    res = run(harness, "transfer", seed, mtu=9000, loss=0.01)
+    assert exact(res), res
+    assert res["held"] > 0 and res["go_backs"] == 0, res
+    assert res["retx"] <= 1.3 * res["lost"], res
+    assert res["rx_held_heap"] == 0, res          # every copy freed
+
+
+@pytest.mark.parametrize("piece", [1001, 600])
+def test_jumbo_pieces_of_any_size_check_and_deliver_exact(harness, piece):
+    """The receiver reads a multi-buffer packet where its pieces are: the
+    UDP checksum and the stream run across pieces of odd sizes too."""
+    res = run(harness, "transfer", 90, mtu=9000, bytes=5_000_000, piece=piece, loss=0.01)
+    assert exact(res), res
+    assert res["bad_csum"] == 0 and res["rx_mb_bad"] == 0 and res["held"] > 0, res
+    assert res["rx_mb_pkts"] >= res["pkts"] - res["retx"] - 1 - res["lost"], res
+
+
+def test_jumbo_first_piece_too_short_for_the_headers_is_dropped(harness):
+    res = run(harness, "transfer", 89, mtu=9000, bytes=200_000, piece=300)
+    assert res["state"] == FAILED and res["rx_mb_bad"] > 0 and res["rx_mb_pkts"] == 0, res
+
+
+def test_jumbo_receive_window_counts_frames_not_packets(harness):
+    """A packet of 9,000 bytes takes three RX frames: the window (in frames
+    of the 512-frame ring) must give a third of the packets, or a fast
+    sender overruns the ring."""
+    kw = dict(budget=1, frames=512, bytes=5_000_000, rate_gbps=100, mtu=9000)
+    on = run(harness, "transfer", 94, **kw)
+    off = run(harness, "transfer", 94, window="off", **kw)
+    assert exact(on) and exact(off), (on, off)
+    assert on["ring_drops"] == 0 and on["retx"] == 0, on
+    assert off["ring_drops"] > 50, off
+
+
+def test_largest_mtu_is_sixteen_frames(harness):
+    res = run(harness, "transfer", 95, mtu=16 * 3838 - 14, bytes=2_000_000)
+    assert exact(res) and res["tx_mb_pkts"] >= res["pkts"] - 1, res
+    r = subprocess.run([str(harness), "transfer", "96", f"mtu={16 * 3838 - 13}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "mtu" in r.stderr.lower(), r.stderr
+
+
+def test_without_multi_buffer_the_mtu_is_one_frame(harness):
+    res = run(harness, "transfer", 97, mtu=3838 - 14, sg="off", bytes=2_000_000)
+    assert exact(res) and res["tx_mb_pkts"] == 0, res
+    r = subprocess.run([str(harness), "transfer", "98", "mtu=3825", "sg=off"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "mtu" in r.stderr.lower(), r.stderr
+
+
+@pytest.mark.parametrize("ack_every", [1, 4])
+def test_a_stalled_receiver_costs_one_packet_per_timeout(harness, ack_every):
+    """The receiver's thread held off its CPU for 5 ms (five RTOs of 1 ms)
+    while data is in flight: the sender times out, resends one packet, and
+    the first ACK after the stall echoes the clock of a packet sent before
+    the timeout (RFC 3522's Eifel detection): the timeout was spurious and
+    sending carries on.  Judged by the ACK number alone (beyond the one
+    resent packet), an ACK per packet never showed it, and each such
+    timeout resent the whole window: 34 packets each on a loaded veth."""
+    res = run(harness, "transfer", 99, stall_us=5000, stall_at=2_000_000,
+              ack_every=ack_every, bytes=10_000_000)
+    assert exact(res), res
+    assert res["rtos"] >= 1 and res["ring_drops"] == 0, res
+    assert res["rtos_spurious"] >= 1, res
+    # one packet per timeout (backed off: fewer than five)
+    assert res["retx"] <= res["rtos"], res
+
+
 # ---- integrity of feedback ([HPCC++2022] section 9.1, issue 15 section 3) ----------
 
 @pytest.mark.parametrize("mode", ["forge", "replay", "truncate"])

@@ -4,7 +4,8 @@
  * the protocol tests of tests/unit/test_engine_protocol.py: the same
  * functions over the same free stacks, but what the engine submits for
  * transmission goes to fake_link_put() (harness.c), and completions are
- * immediate.  No root, no kernel.
+ * immediate; a multi-buffer packet's frames go onto the link as one.  No
+ * root, no kernel.
  */
 #include "tp.h"
 
@@ -28,10 +29,22 @@ void tx_kick(struct hpccd_tp *t, int locked)
 
 int tx_submit(struct hpccd_tp *t)
 {
-	uint32_t i;
+	static uint8_t pkt[MB_BYTES];    /* a multi-buffer packet, put together */
+	uint32_t i, len = 0;
 
 	for (i = 0; i < t->n_txq; i++) {
-		fake_link_put(t, xsk_umem__get_data(t->area, t->txq[i].addr), t->txq[i].len);
+		const uint8_t *f = xsk_umem__get_data(t->area, t->txq[i].addr);
+
+		if (len || (t->txq[i].options & XDP_PKT_CONTD)) {
+			memcpy(pkt + len, f, t->txq[i].len);   /* the engine keeps < MB_BYTES */
+			len += t->txq[i].len;
+			if (!(t->txq[i].options & XDP_PKT_CONTD)) {
+				fake_link_put(t, pkt, len);
+				len = 0;
+			}
+		} else {
+			fake_link_put(t, f, t->txq[i].len);
+		}
 		t->st.tx_frames++;
 		t->st.tx_bytes += t->txq[i].len;
 		t->tx_free[t->n_tx_free++] = t->txq[i].addr - HEADROOM;

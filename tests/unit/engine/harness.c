@@ -53,7 +53,10 @@ struct link {                    /* one direction */
 
 struct rxring {                  /* the receiving engine's RX ring */
 	struct pkt q[MAX_LINK];
-	uint32_t head, n, cap;
+	uint32_t head, n;
+	uint32_t frames, cap;            /* descriptors: a multi-buffer packet takes one a piece */
+	uint32_t one;                    /* bytes a piece: the frame's room after the headroom */
+	uint64_t credit;                 /* descriptors the engine may take (budget a tick) */
 	uint64_t dropped;
 };
 
@@ -246,6 +249,11 @@ void fake_link_put(struct hpccd_tp *t, const uint8_t *frame, uint32_t len)
 
 /* Due frames from the link into the receiver's RX ring (dropped when full,
  * as the kernel drops when the ring or the fill ring has no room). */
+static uint32_t pieces_of(const struct rxring *r, uint32_t len)
+{
+	return (len + r->one - 1) / r->one;
+}
+
 static void link_deliver(struct link *l, struct rxring *r)
 {
 	while (l->n && l->q[l->head].due <= sim_now) {
@@ -253,37 +261,48 @@ static void link_deliver(struct link *l, struct rxring *r)
 
 		l->head = (l->head + 1) % MAX_LINK;
 		l->n--;
-		if (r->n >= r->cap) {
+		if (r->frames + pieces_of(r, p.len) > r->cap) {
 			r->dropped++;
 			free(p.bytes);
 			continue;
 		}
+		r->frames += pieces_of(r, p.len);
 		r->q[(r->head + r->n++) % MAX_LINK] = p;
 	}
 }
 
-/* The engine takes up to `budget` frames of its RX ring, each into a free
- * UMEM frame, through rx_frame (as rx_pipe does). */
+/* The engine takes up to `budget` descriptors of its RX ring through
+ * rx_desc (as rx_pipe does), each into a free UMEM frame: a packet, or as
+ * the kernel splits a multi-buffer packet, a frame's room after the XDP
+ * headroom a piece, XDP_PKT_CONTD on all but the last. */
 static void engine_rx(struct hpccd_tp *t, struct rxring *r, uint32_t budget)
 {
-	while (r->n && budget--) {
+	/* budget descriptors a tick; a packet of more pieces waits for the
+	 * ticks it takes (never more than one packet's worth banked) */
+	r->credit += budget;
+	if (r->credit > (uint64_t)budget + MB_FRAGS)
+		r->credit = (uint64_t)budget + MB_FRAGS;
+	while (r->n && pieces_of(r, r->q[r->head].len) <= r->credit) {
 		struct pkt p = r->q[r->head];
-		uint64_t chunk;
-		uint8_t *f;
+		uint32_t pieces = pieces_of(r, p.len), off, n;
 
+		r->credit -= pieces;
 		r->head = (r->head + 1) % MAX_LINK;
 		r->n--;
-		if (!t->n_rx_free) {
-			r->dropped++;            /* fill ring empty */
+		r->frames -= pieces;
+		if (t->n_rx_free < pieces || (pieces > 1 && !t->sg)) {
+			r->dropped++;            /* fill ring empty, or too large */
 			free(p.bytes);
 			continue;
 		}
-		chunk = t->rx_free[--t->n_rx_free];
-		f = (uint8_t *)t->area + chunk + HEADROOM;
-		memcpy(f, p.bytes, p.len);
+		for (off = 0; off < p.len; off += n) {
+			uint64_t chunk = t->rx_free[--t->n_rx_free];
+
+			n = p.len - off < r->one ? p.len - off : r->one;
+			memcpy((uint8_t *)t->area + chunk + HEADROOM, p.bytes + off, n);
+			rx_desc(t, chunk + HEADROOM, n, off + n < p.len ? XDP_PKT_CONTD : 0, sim_now);
+		}
 		free(p.bytes);
-		if (!rx_frame(t, f, p.len, sim_now))
-			t->rx_free[t->n_rx_free++] = chunk;
 	}
 }
 
@@ -337,6 +356,8 @@ static const char *arg(int argc, char **argv, const char *key, const char *dflt)
 #define ADDR_A 0x0a000001u
 #define ADDR_B 0x0a000002u
 
+static uint32_t flow_mtu = 1500;
+
 static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint64_t seed,
 			  uint16_t sport)
 {
@@ -361,6 +382,7 @@ static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint
 	c.ldcp.rtt_ns = 50000;
 	c.rto_min_ns = 1000000;
 	c.timeout_ns = 2000000000ull;
+	c.mtu = flow_mtu;
 	rc = hpccd_tp__flow_open(A, &c, &id);
 	if (rc) {
 		fprintf(stderr, "harness: flow_open: %s\n", hpccd_tp__error(A));
@@ -380,6 +402,8 @@ static uint32_t algo_of(const char *s)
 	return HPCCD_ALGO_DCTCP;
 }
 
+static uint64_t stall_ns, stall_at, stall_from;
+
 /* Runs until every flow of A is done or failed, or `limit_ns` passed. */
 static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 {
@@ -391,7 +415,12 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 		link_deliver(&ab, &ring_b);
 		link_deliver(&ba, &ring_a);
 		engine_turn(A, &ring_a, UINT32_MAX);
-		engine_turn(B, &ring_b, budget_b);
+		/* stall: B's thread held off its CPU for stall_ns once A has
+		 * sent stall_at bytes (its ring keeps what comes meanwhile) */
+		if (stall_ns && !stall_from && A->st.tx_bytes >= stall_at)
+			stall_from = sim_now;
+		if (!stall_from || sim_now >= stall_from + stall_ns)
+			engine_turn(B, &ring_b, budget_b);
 		if (hook && hook())
 			hook = NULL;
 		if (B->rx_live > max_rx_live)
@@ -626,11 +655,20 @@ int main(int argc, char **argv)
 	B = engine(ADDR_B, &c);
 	memset(c.tag_key, 0x5a, sizeof(c.tag_key));
 	A = engine(ADDR_A, &c);
+	/* multi-buffer packets, as a socket bound with XDP_USE_SG takes them */
+	A->sg = B->sg = strcmp(arg(argc, argv, "sg", "on"), "off") != 0;
+	flow_mtu = (uint32_t)strtoul(arg(argc, argv, "mtu", "1500"), NULL, 0);
+	stall_ns = strtoull(arg(argc, argv, "stall_us", "0"), NULL, 0) * 1000;
+	stall_at = strtoull(arg(argc, argv, "stall_at", "1000000"), NULL, 0);
 	ab.loss = ba.loss = atof(arg(argc, argv, "loss", "0"));
 	ab.reorder = atof(arg(argc, argv, "reorder", "0"));
 	ab.delay_ns = ba.delay_ns = 10000;
 	ring_a.cap = A->ring;            /* the RX rings the engines were sized for */
 	ring_b.cap = B->ring;
+	ring_a.one = ring_b.one = c.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM;
+	/* piece=N: the receiver gets multi-buffer packets in pieces of N bytes
+	 * (odd ones too: the checksum over pieces must not care) */
+	ring_b.one = (uint32_t)strtoul(arg(argc, argv, "piece", "0"), NULL, 0) ?: ring_b.one;
 	budget = (uint32_t)strtoul(arg(argc, argv, "budget", "4294967295"), NULL, 0);
 	bytes = strtoull(arg(argc, argv, "bytes", "20000000"), NULL, 0);
 	nflows = (uint32_t)strtoul(arg(argc, argv, "flows", "1"), NULL, 0);
@@ -695,8 +733,10 @@ int main(int argc, char **argv)
 	       "\"lost\": %llu, \"lost_ack\": %llu, \"reordered\": %llu, \"ring_drops\": %llu, "
 	       "\"rx_hold_full\": %llu, \"rx_flows\": %d, \"rx_bytes\": %llu, \"rx_crc\": %u, "
 	       "\"want_crc\": %u, \"held\": %llu, \"ooo\": %llu, \"rx_held_now\": %u, "
-	       "\"rx_free\": %u, \"rx_frames\": %u, \"tampered\": %llu, \"bad_tags\": %llu, "
-	       "\"fb_replayed\": %llu, \"acks\": %llu, \"nacks\": %llu}\n",
+	       "\"rx_free\": %u, \"rx_frames\": %u, \"tx_mb_pkts\": %llu, \"rx_mb_pkts\": %llu, "
+	       "\"rx_held_heap\": %llu, \"bad_csum\": %llu, \"rx_mb_bad\": %llu, "
+	       "\"tampered\": %llu, \"bad_tags\": %llu, \"fb_replayed\": %llu, \"acks\": %llu, "
+	       "\"nacks\": %llu}\n",
 	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
 	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
 	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
@@ -708,7 +748,10 @@ int main(int argc, char **argv)
 	       hpccd_tp_pattern_crc32(seed, bytes),
 	       (unsigned long long)(n ? rs[0].held_pkts : 0),
 	       (unsigned long long)(n ? rs[0].ooo_pkts : 0), B->rx_held, B->n_rx_free,
-	       c.rx_frames, (unsigned long long)tampered, (unsigned long long)fs.bad_tags,
+	       c.rx_frames, (unsigned long long)A->st.tx_mb_pkts,
+	       (unsigned long long)B->st.rx_mb_pkts, (unsigned long long)B->rx_held_heap,
+	       (unsigned long long)B->st.bad_csum, (unsigned long long)B->st.rx_mb_bad,
+	       (unsigned long long)tampered, (unsigned long long)fs.bad_tags,
 	       (unsigned long long)fs.fb_replayed, (unsigned long long)fs.acks,
 	       (unsigned long long)fs.nacks);
 	engine_free(A);

@@ -119,6 +119,16 @@ struct hpccd_local_addr {
 					* without it they pass to the kernel */
 #define HPCCD_CFG_DEFAULT         (HPCCD_CFG_REFLECT_PROBES | HPCCD_CFG_TCP_SIDE)
 
+/* PROBEs answered per source address (xdp_host.bpf.c (c)): a host that
+ * answers any source could be made to reflect traffic at a spoofed victim,
+ * so each source gets a token bucket (GCRA: one theoretical arrival time
+ * per source in an LRU map): `rate` probes per second, bursts of `burst`;
+ * the excess is dropped and counted (HPCCD_XDP_DROP_PROBE_RATE).  A sender
+ * probes once per RTT per flow ([HPCC++2022] section 6.2.1): 100,000 per
+ * second is 10 flows at a 100 us RTT.  rate 0: no limit. */
+#define HPCCD_PROBE_RATE_DEFAULT  100000
+#define HPCCD_PROBE_BURST_DEFAULT 256
+
 /* TTL of the PROBE_RESP the XDP program writes over a PROBE (see
  * xdp_host.bpf.c: the answer is a new packet of this host). */
 #define HPCCD_REFLECT_TTL         64
@@ -156,6 +166,7 @@ enum hpccd_xdp_counter {
 	HPCCD_XDP_DROP_TCP_PROBE_OFF,   /* TCP-side PROBE, reflection disabled */
 	HPCCD_XDP_DROP_TCP_RESP_TAG,    /* TCP-side PROBE_RESP, tag did not verify */
 	HPCCD_XDP_DROP_TCP_RESP_FULL,   /* TCP-side PROBE_RESP, telemetry map full */
+	HPCCD_XDP_DROP_PROBE_RATE,      /* PROBE over its source's rate (not answered) */
 	/* verdicts of the hpccd path */
 	HPCCD_XDP_TX_PROBE_RESP_UDP,    /* native PROBE answered in place, XDP_TX */
 	HPCCD_XDP_TX_PROBE_RESP_TCP,    /* TCP-side PROBE answered in place, XDP_TX */

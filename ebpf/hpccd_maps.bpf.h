@@ -39,6 +39,9 @@
 #ifndef HPCCD_LOCAL_ADDRS_MAX
 #define HPCCD_LOCAL_ADDRS_MAX 16   /* IPv4 addresses of this host */
 #endif
+#ifndef HPCCD_PROBE_SOURCES_MAX
+#define HPCCD_PROBE_SOURCES_MAX 8192 /* probe sources rate-limited at once (LRU) */
+#endif
 
 /* ---- load-time settings (rodata) ---------------------------------------- */
 
@@ -50,6 +53,9 @@ const volatile __u8 hpccd_cfg_probe_dscp = HPCCD_PROBE_DSCP_DEFAULT;
 const volatile __u16 hpccd_cfg_udp_port = HPCCD_UDP_PORT_DEFAULT;
 /* HPCCD_CFG_* bits (hpccd_kern_user.h). */
 const volatile __u32 hpccd_cfg_flags = HPCCD_CFG_DEFAULT;
+/* PROBEs answered per source: per second (0: no limit), burst. */
+const volatile __u32 hpccd_cfg_probe_rate = HPCCD_PROBE_RATE_DEFAULT;
+const volatile __u32 hpccd_cfg_probe_burst = HPCCD_PROBE_BURST_DEFAULT;
 #endif
 
 /* ---- maps of the host XDP program --------------------------------------- */
@@ -86,6 +92,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct hpccd_tag_key);
 } hpccd_tag_key SEC(".maps");
+
+/* Probe rate limit: per source address (network order), the GCRA's
+ * theoretical arrival time of its next probe (ns, bpf_ktime_get_ns). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HPCCD_PROBE_SOURCES_MAX);
+	__type(key, __be32);
+	__type(value, __u64);
+} hpccd_probe_rl SEC(".maps");
 
 /* IPv4 addresses of this host (network order); the value is unused (write 1). */
 struct {

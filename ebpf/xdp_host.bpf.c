@@ -11,9 +11,10 @@
  *  (b) hpccd packets that are malformed (enum hpccd_wire_err != 0):
  *      counted per class and XDP_DROP (docs/wire-format.md "Malformed
  *      packets": they cannot belong to any hpccd flow).
- *  (c) PROBE (UDP or TCP-side) to this host: rewritten in place into its
- *      PROBE_RESP and XDP_TX, without waking userspace ([HPCC++2022] section
- *      6.2.1: the receiver reflects).
+ *  (c) PROBE (UDP or TCP-side) to this host: within its source's rate
+ *      (hpccd_probe_rl), rewritten in place into its PROBE_RESP and XDP_TX,
+ *      without waking userspace ([HPCC++2022] section 6.2.1: the receiver
+ *      reflects); over it, dropped and counted.
  *  (d) TCP-side PROBE_RESP to this host: tag verified, telemetry written to
  *      hpccd_telem for the daemon, XDP_DROP (the kernel TCP stack must
  *      never see probes or responses: [HPCC++2022] section 7.2).
@@ -293,6 +294,33 @@ static __always_inline __u32 reflect(struct ethhdr *eth, struct iphdr *iph, void
 	return tcp ? HPCCD_XDP_TX_PROBE_RESP_TCP : HPCCD_XDP_TX_PROBE_RESP_UDP;
 }
 
+/* (c) Whether a PROBE from saddr may be answered: GCRA over the source's
+ * theoretical arrival time tat (hpccd_kern_user.h HPCCD_PROBE_RATE_DEFAULT):
+ * answered when tat + one interval is at most `burst` intervals past now,
+ * which moves tat one interval on (so `burst` probes at once, then one per
+ * interval).  Two CPUs updating one source at once may
+ * each let one probe through: the bound holds within a few probes. */
+static __always_inline int probe_allowed(__be32 saddr)
+{
+	__u64 now, tat, iv, *v;
+
+	if (!hpccd_cfg_probe_rate)
+		return 1;
+	iv = 1000000000ull / hpccd_cfg_probe_rate;
+	now = bpf_ktime_get_ns();
+	v = bpf_map_lookup_elem(&hpccd_probe_rl, &saddr);
+	if (!v) {
+		tat = now + iv;
+		bpf_map_update_elem(&hpccd_probe_rl, &saddr, &tat, BPF_ANY);
+		return 1;
+	}
+	tat = *v > now ? *v : now;
+	if (tat + iv - now > (__u64)hpccd_cfg_probe_burst * iv)
+		return 0;        /* answering it would take the source past its burst */
+	*v = tat + iv;
+	return 1;
+}
+
 /* (d) Verify a TCP-side PROBE_RESP and store its telemetry; returns the
  * counter slot (the packet is dropped whatever the outcome). */
 static __always_inline __u32 store_telem(struct iphdr *iph, struct tcphdr *th,
@@ -419,6 +447,10 @@ int hpccd_xdp_host(struct xdp_md *ctx)
 	 * answered or not; native ones go to userspace when XDP does not
 	 * answer them. */
 	if (v.type == HPCCD_T_PROBE) {
+		/* whoever answers it (here, or the engine), within the rate
+		 * of its source only: no reflection at a spoofed victim */
+		if (!probe_allowed(iph->saddr))
+			return verdict(HPCCD_XDP_DROP_PROBE_RATE, bytes, XDP_DROP);
 		if (!(hpccd_cfg_flags & HPCCD_CFG_REFLECT_PROBES)) {
 			if (tcp)
 				return verdict(HPCCD_XDP_DROP_TCP_PROBE_OFF, bytes, XDP_DROP);

@@ -18,7 +18,7 @@
  *    placement BPF and AF_XDP give) and parsed from an unaligned buffer
  *    (wire.c copies it) decode identically;
  *  - hpccd_wire_tag() returns the documented code for the class and, for
- *    PROBE_RESP and NOTIFY, the SipHash-2-4 of the 16-byte prefix and the
+ *    PROBE_RESP, NOTIFY, ACK and NACK, the SipHash-2-4 of the 16-byte prefix and the
  *    bytes from the INT header to the tag computed here in one call of
  *    hpccd_wire_siphash24() (parse.h feeds it word by word, as BPF must);
  *    hpccd_wire_tag_verify() says whether the carried tag is that one;
@@ -218,11 +218,26 @@ static void check_info(const uint8_t *f, size_t n, int rc, const struct ref *r,
 	/* valid */
 	FUZZ_CHECK(in->body_off + in->hdr_len == r->end);
 	FUZZ_CHECK(in->has_notify == (in->hdr_type == HPCCD_T_NOTIFY && in->hdr_len == 32));
-	FUZZ_CHECK(in->has_tag == (in->has_notify ||
+	FUZZ_CHECK(in->has_trailer == ((in->hdr_type == HPCCD_T_ACK ||
+					in->hdr_type == HPCCD_T_NACK) &&
+				       in->hdr_len >= 16 && in->hdr_len <= 96));
+	FUZZ_CHECK(in->has_tag == (in->has_notify || in->has_trailer ||
 				   ((in->hdr_type == HPCCD_T_PROBE ||
 				     in->hdr_type == HPCCD_T_PROBE_RESP) && in->hdr_len == 8)));
-	FUZZ_CHECK(in->payload_len == in->hdr_len - (in->has_notify ? 24u : 0u) -
-					  (in->has_tag ? 8u : 0u));
+	if (in->has_trailer) {
+		const uint8_t *t = f + r->end - 16;
+
+		FUZZ_CHECK(in->fb_seq == be32(t) && in->fb_flags == be32(t + 4));
+		FUZZ_CHECK(in->has_rxwin == ((in->fb_flags & 1) && in->hdr_len >= 32));
+		if (in->has_rxwin)
+			FUZZ_CHECK(in->w_bytes == be32(t - 16) && in->u_q16 == be32(t - 12) &&
+				   in->n_flows == be16(t - 8) && in->t_ns == be32(t - 4));
+		FUZZ_CHECK(in->payload_len == in->hdr_len - 16u - (in->has_rxwin ? 16u : 0u));
+	} else {
+		FUZZ_CHECK(!in->has_rxwin);
+		FUZZ_CHECK(in->payload_len == in->hdr_len - (in->has_notify ? 24u : 0u) -
+						  (in->has_tag ? 8u : 0u));
+	}
 	if (in->has_notify) {
 		const uint8_t *b = f + in->body_off;
 
@@ -242,9 +257,10 @@ static void check_info(const uint8_t *f, size_t n, int rc, const struct ref *r,
 /* The tag as docs/wire-format.md "Integrity tag" defines it, in one call. */
 static uint64_t ref_tag(const uint8_t *f, const struct hpccd_wire_info *in)
 {
-	uint8_t msg[16 + 4 + 64 + 32 + 24];
+	uint8_t msg[16 + 4 + 64 + 32 + 88];
 	size_t body = in->tag_off - in->int_off;
-	int answer = in->hdr_type == HPCCD_T_PROBE_RESP || in->hdr_type == HPCCD_T_NOTIFY;
+	int answer = in->hdr_type == HPCCD_T_PROBE_RESP || in->hdr_type == HPCCD_T_NOTIFY ||
+		     in->hdr_type == HPCCD_T_ACK || in->hdr_type == HPCCD_T_NACK;
 	uint32_t sa = answer ? in->daddr : in->saddr, da = answer ? in->saddr : in->daddr;
 	uint16_t sp = answer ? in->dport : in->sport, dp = answer ? in->sport : in->dport;
 
@@ -266,7 +282,8 @@ static void check_tag_input(const uint8_t *f, const struct ref *r,
 			    const struct hpccd_wire_info *in)
 {
 	struct hpccd_tag_input ti;
-	int rev = in->hdr_type == HPCCD_T_PROBE_RESP || in->hdr_type == HPCCD_T_NOTIFY;
+	int rev = in->hdr_type == HPCCD_T_PROBE_RESP || in->hdr_type == HPCCD_T_NOTIFY ||
+		  in->hdr_type == HPCCD_T_ACK || in->hdr_type == HPCCD_T_NACK;
 
 	memset(&ti, 0xa5, sizeof(ti));
 	hpccd__tag_input(&ti, (const struct iphdr *)(f + r->ip), htons(in->sport),

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ACK and NACK tags run longer than the BPF programs' (parse.h) */
+#define HPCCD_TAG_MAX_WORDS 24
 #include "hpccd/parse.h"
 #include "hpccd/wire_api.h"
 
@@ -163,8 +165,12 @@ static void wire__fill(const void *frame, const struct wire_parsed *p, int rc,
 		return;
 	if (v->notify)
 		out->payload_len -= HPCCD_NOTIFY_BYTES;
-	if (v->tag)
+	if (v->trailer)
+		out->payload_len -= HPCCD_FB_TRAILER_BYTES;
+	else if (v->tag)
 		out->payload_len -= HPCCD_TAG_BYTES;
+	if (v->rxwin)
+		out->payload_len -= HPCCD_RXWIN_BYTES;
 
 	if (v->notify) {
 		out->has_notify = 1;
@@ -180,6 +186,19 @@ static void wire__fill(const void *frame, const struct wire_parsed *p, int rc,
 		out->has_tag = 1;
 		out->tag_off = wire__off(frame, v->tag);
 		out->tag = hpccd__tag_get(v);
+	}
+	if (v->trailer) {
+		out->has_trailer = 1;
+		out->fb_seq = ntohl(v->trailer->fb_seq);
+		out->fb_flags = ntohl(v->trailer->fb_flags);
+	}
+	if (v->rxwin) {
+		out->has_rxwin = 1;
+		out->w_bytes = ntohl(v->rxwin->w_bytes);
+		out->u_q16 = ntohl(v->rxwin->u_q16);
+		out->n_flows = ntohs(v->rxwin->n_flows);
+		out->reserved = ntohs(v->rxwin->reserved);
+		out->t_ns = ntohl(v->rxwin->t_ns);
 	}
 	return;
 }

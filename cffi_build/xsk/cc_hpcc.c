@@ -68,27 +68,48 @@ const struct tp_cc_ops tp_cc_hpcc = {
 	.signal = hpcc_signal,
 };
 
-/* ---- Rx-HPCC ([HPCC++2022] section 6.3.2): W is the receiver's ------------ */
+/* ---- Rx-HPCC ([HPCC++2020] section 6.2, [HPCC++2022] section 6.3.2) -------
+ * W is the receiver's (rx_hpcc.c): its DATA ask for it (data_opts), and the
+ * ACKs it sends once per T carry it.  The sender paces at R = W / T and
+ * keeps at most W + R x T = 2 W unacknowledged: the receiver acknowledges
+ * once per T, so up to R x T of what it received waits for the next ACK
+ * besides the W in the network; a window of W alone would cap the flow at
+ * W / (RTT + T), about half its rate. */
 
 static void rxhpcc_sync(struct tp_flow *fl)
 {
 	/* R = W / T ([HPCC] section 3.2) */
-	fl->rate_bps = cap_rate(fl, fl->W * 8e9 / fl->cc.hpcc.T);
+	fl->rate_bps = cap_rate(fl, fl->cc.hpcc.W * 8e9 / fl->cc.hpcc.T);
+	fl->W = 2 * fl->cc.hpcc.W;
 }
 
-/* The receiver's W from a NOTIFY (its tag and sequence already checked by
- * feedback.c), clamped to what this sender allows. */
+/* The receiver's W from an ACK or NACK with a window block (its tag and
+ * fb_seq already checked by feedback.c), clamped to what this sender
+ * allows. */
 static int rxhpcc_on_feedback(struct tp_flow *fl, const struct tp_fb *fb, uint64_t now)
 {
-	if (fb->type != HPCCD_T_NOTIFY)
+	const struct hpccd_wire_info *wi = fb->wi;
+
+	if (!wi->has_rxwin)
 		return 0;
-	fl->W = fmin(fmax((double)fb->wi->w_bytes, fl->cc.hpcc.w_min), fl->cc.hpcc.w_max);
+	fl->cc.hpcc.W = fmin(fmax((double)wi->w_bytes, fl->cc.hpcc.w_min), fl->cc.hpcc.w_max);
+	fl->cc.hpcc.U = wi->u_q16 / 65536.0;
+	fl->st.rx_windows++;
 	return 1;
+}
+
+static int rxhpcc_init(struct tp_flow *fl, const char **why)
+{
+	int rc = hpcc_init(fl, why);
+
+	rxhpcc_sync(fl);
+	return rc;
 }
 
 const struct tp_cc_ops tp_cc_rxhpcc = {
 	.name = "rx-hpcc",
-	.init = hpcc_init,
+	.data_opts = HPCCD_DATA_O_RXWIN,
+	.init = rxhpcc_init,
 	.sync = rxhpcc_sync,
 	.on_feedback = rxhpcc_on_feedback,
 	.pkt_ect = hpcc_pkt_ect,

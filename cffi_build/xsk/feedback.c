@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The sender half's input: ACK / NACK / NOTIFY and PROBE_RESP -> the
- * reliability state (cumulative ACK, go-back-N, RTT, restart detection) and
- * the flow's algorithm (struct tp_cc_ops).
+ * The sender half's input: ACK / NACK and PROBE_RESP, their tags verified
+ * -> the reliability state (cumulative ACK, go-back-N, RTT, restart
+ * detection) and the flow's algorithm (struct tp_cc_ops).
  */
 #include "tp.h"
 
@@ -72,6 +72,34 @@ static void sack_update(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f
 	fl->sack_n = n;
 }
 
+/* [HPCC++2022] section 9.1: an ACK or NACK changes the window and may
+ * trigger a retransmission, so none is applied unless its trailer is
+ * there and its tag verifies under the engine's key (forged, corrupted or
+ * truncated ones are counted in bad_tags).  Returns 1 if it verifies. */
+static int fb_authentic(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f, uint32_t len,
+			const struct hpccd_wire_info *wi)
+{
+	if (!wi->has_trailer || hpccd_wire_tag_verify(t->cfg.tag_key, f, len, t->cfg.udp_port,
+						      t->cfg.probe_dscp) != 1) {
+		fl->st.bad_tags++;
+		return 0;
+	}
+	return 1;
+}
+
+/* Replay: a receiver flow numbers its ACKs and NACKs (fb_seq, from 1); one
+ * not above the newest taken is a copy or older than what was applied,
+ * and is dropped (fb_replayed).  Serial arithmetic: fb_seq may wrap. */
+static int fb_fresh(struct tp_flow *fl, const struct hpccd_wire_info *wi)
+{
+	if ((int32_t)(wi->fb_seq - fl->fb_seq) <= 0) {
+		fl->st.fb_replayed++;
+		return 0;
+	}
+	fl->fb_seq = wi->fb_seq;
+	return 1;
+}
+
 void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 			const struct hpccd_wire_info *wi, uint64_t now)
 {
@@ -83,8 +111,14 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		t->st.unknown_flow++;
 		return;
 	}
+	if (wi->hdr_type == HPCCD_T_NOTIFY) {
+		t->st.bad_body++;        /* windows travel in ACKs: never sent */
+		return;
+	}
 	if (fl->state != HPCCD_TP_RUNNING)
 		return;                  /* late feedback of a finished flow */
+	if (!fb_authentic(t, fl, f, len, wi))
+		return;
 	if (ack > fl->snd_max) {
 		t->st.bad_body++;        /* acknowledges what was never sent */
 		return;
@@ -98,7 +132,10 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		 * completed (the bytes before were delivered to the old one):
 		 * the flow fails at once with ECONNRESET, as TCP's does on a
 		 * RST.  A stale NACK reordered behind newer ACKs echoes an
-		 * older DATA and is ignored below, as before. */
+		 * older DATA and is ignored below, as before.  The check
+		 * comes before the replay check: the new receiver numbers
+		 * its feedback from 1 again (a replay of an old NACK echoes
+		 * an old ts, and cannot pass it). */
 		uint64_t sent = now - (uint32_t)((uint32_t)now - wi->ts);
 
 		if (sent > fl->last_progress_ns) {
@@ -106,23 +143,10 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 			return;
 		}
 	}
-	if (wi->hdr_type == HPCCD_T_NOTIFY) {
-		if (!wi->has_notify ||
-		    hpccd_wire_tag_verify(t->cfg.tag_key, f, len, t->cfg.udp_port,
-					  t->cfg.probe_dscp) != 1) {
-			fl->st.bad_tags++;   /* wire-format.md: never applied */
-			return;
-		}
-		if (wi->notify_seq <= fl->notify_seq && fl->st.notifies) {
-			fl->st.stale_notifies++;
-			return;
-		}
-		fl->notify_seq = wi->notify_seq;
-		fl->st.notifies++;
-	} else {
-		flow_rtt_sample(fl, wi->ts, now);
-	}
-	if (fl->c.recovery == HPCCD_TP_SR && wi->hdr_type != HPCCD_T_NOTIFY && ack >= fl->snd_una)
+	if (!fb_fresh(fl, wi))
+		return;
+	flow_rtt_sample(fl, wi->ts, now);
+	if (fl->c.recovery == HPCCD_TP_SR && ack >= fl->snd_una)
 		sack_update(t, fl, f, wi);
 	if (ack > fl->snd_una && fl->rto_probe_end) {
 		/* The first ACK after a timeout.  Beyond the one resent packet,
@@ -159,7 +183,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	}
 	/* the receiver's window (seq of ACK and NACK; 0: none), from feedback
 	 * that is not older than what is acknowledged */
-	if (wi->hdr_type != HPCCD_T_NOTIFY && ack >= fl->snd_una)
+	if (ack >= fl->snd_una)
 		fl->rwnd_end = wi->seq;
 	switch (wi->hdr_type) {
 	case HPCCD_T_ACK:

@@ -212,8 +212,8 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 		 ect ? 0x02 : 0x00);
 	off = L2L4;
 	off += put_int(f + off, room);
-	put_hdr(f + off, HPCCD_T_DATA, flags, plen, fl->flow_id, seq, 0, (uint32_t)now,
-		fl->c.recovery == HPCCD_TP_SR ? fl->mss : 0);
+	put_hdr(f + off, HPCCD_T_DATA, flags, plen, fl->flow_id, seq, fl->ops->data_opts,
+		(uint32_t)now, fl->c.recovery == HPCCD_TP_SR ? fl->mss : 0);
 	off += HPCCD_HDR_BYTES;
 	p = f + off;
 	len = off + plen;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * The receiver half: the flow table and its limits, in-order delivery to
- * the sink, ACK / NACK (DCTCP.CE machine, INT echo), Rx-HPCC NOTIFY, and
- * PROBE answers when XDP did not answer them.
+ * the sink, ACK / NACK (DCTCP.CE machine, INT echo, the Rx-HPCC window of
+ * rx_hpcc.c, the feedback trailer and its tag), and PROBE answers when XDP
+ * did not answer them.
  */
 #include "tp.h"
 
@@ -142,6 +143,7 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 	} else {
 		t->st.rx_expired++;
 		rx_live_add(t, victim->saddr, -1);
+		rxw_leave(t, victim);
 	}
 	rx_release(t, victim);
 	victim->used = 2;        /* a tombstone: the table has no empty slot, so
@@ -172,13 +174,37 @@ static uint64_t rx_window_end(const struct hpccd_tp *t, const struct tp_rx *r)
 	return r->rcv_nxt + (uint64_t)frames * r->mss / pieces;
 }
 
-/* Feedback frame of receiver flow r: ACK / NACK (with the INT echo when
- * asked), or NOTIFY with its body and tag. */
+/* The feedback trailer of an ACK / NACK whose body ends at `off` (its
+ * 16 bytes already counted in the header's len): fb_seq, flags, and the
+ * tag ([HPCC++2022] section 9.1) over everything before it, under the
+ * engine's key.  The IPv4 and UDP lengths are set first (the tag's parser
+ * reads them); finish_frame() then sums the frame once.  Returns the end. */
+static uint32_t put_fb_trailer(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f, uint32_t off,
+			       uint32_t fb_flags)
+{
+	uint32_t end = off + HPCCD_FB_TRAILER_BYTES;
+	uint64_t tag = 0;
+
+	put32(f + off, ++r->fb_seq);
+	put32(f + off + 4, fb_flags);
+	memset(f + off + 8, 0, HPCCD_TAG_BYTES);
+	put16(f + 16, (uint16_t)(end - ETH_HLEN_));
+	put16(f + 38, (uint16_t)(end - ETH_HLEN_ - IP_HLEN));
+	if (hpccd_wire_tag(t->cfg.tag_key, f, end, t->cfg.udp_port, t->cfg.probe_dscp, &tag))
+		t->st.bad_body++;        /* cannot happen: the frame is ours */
+	put32(f + off + 8, (uint32_t)(tag >> 32));
+	put32(f + off + 12, (uint32_t)tag);
+	return end;
+}
+
+/* Feedback frame of receiver flow r: ACK or NACK, with the INT echo when
+ * asked, the SACK blocks of what it holds, the Rx-HPCC window when its
+ * sender asked for one, and the trailer (docs/wire-format.md). */
 static void send_feedback(struct hpccd_tp *t, struct tp_rx *r, uint32_t type, uint64_t ack,
 			  int ece, uint32_t aux, int echo, uint64_t now)
 {
 	uint64_t addr;
-	uint32_t off = L2L4, flags = ece ? HPCCD_F_ECE : 0, blen = 0;
+	uint32_t off = L2L4, flags = ece ? HPCCD_F_ECE : 0, blen = 0, fbf = 0;
 	uint8_t *f = tx_get(t, &addr);
 
 	if (!f) {
@@ -197,49 +223,28 @@ static void send_feedback(struct hpccd_tp *t, struct tp_rx *r, uint32_t type, ui
 	} else {
 		off += put_int(f + off, 0);
 	}
-	if (type == HPCCD_T_NOTIFY) {
-		blen = HPCCD_NOTIFY_BYTES + HPCCD_TAG_BYTES;
-	} else if (r->hold_n) {
+	if (r->hold_n) {
 		/* selective repeat: what is held past the cumulative ACK */
 		blen = HPCCD_SACK_BLOCK_BYTES * rx_sack_blocks(t, r, f + off + HPCCD_HDR_BYTES);
 		if (blen)
 			flags |= HPCCD_F_SACK;
 	}
-	put_hdr(f + off, type, flags, blen, r->flow_id,
-		type == HPCCD_T_NOTIFY ? 0 : rx_window_end(t, r), ack, r->last_ts, aux);
-	off += HPCCD_HDR_BYTES;
-	if (type == HPCCD_T_NOTIFY) {
-		const struct hpccd_hpcc *h = &r->rxh;
-		double u = h->U * 65536.0, kbps = hpccd_hpcc_rate_bps(h) / 1000.0;
-		uint8_t *b = f + off;
-		uint64_t tag;
-
-		put32(b, h->W > 4e9 ? 0xffffffffu : (uint32_t)h->W);
-		put32(b + 4, kbps > 4e9 ? 0xffffffffu : (uint32_t)kbps);
-		put32(b + 8, u > 4294967295.0 ? 0xffffffffu : (uint32_t)u);
-		put16(b + 12, t->rx_live > 0xffff ? 0xffff : (uint16_t)t->rx_live);
-		put16(b + 14, 0);
-		put32(b + 16, ++r->notify_seq);
-		put32(b + 20, (uint32_t)h->T);
-		memset(b + HPCCD_NOTIFY_BYTES, 0, HPCCD_TAG_BYTES);
-		off += blen;
-		finish_frame(t, f, off);
-		if (hpccd_wire_tag(t->cfg.tag_key, f, off, t->cfg.udp_port, t->cfg.probe_dscp,
-				   &tag) == 0) {
-			put32(f + off - 8, (uint32_t)(tag >> 32));
-			put32(f + off - 4, (uint32_t)tag);
-		}
-		fill_l3_csums(f, off);   /* the tag is part of the UDP sum */
-		r->st.notifies_sent++;
-	} else {
-		off += blen;
-		finish_frame(t, f, off);
-		if (type == HPCCD_T_NACK)
-			r->st.nacks_sent++;
-		else
-			r->st.acks_sent++;
+	if (r->rxwin) {
+		rxw_put(t, r, f + off + HPCCD_HDR_BYTES + blen);
+		blen += HPCCD_RXWIN_BYTES;
+		fbf |= HPCCD_FB_F_WINDOW;
 	}
-	(void)now;
+	put_hdr(f + off, type, flags, blen + HPCCD_FB_TRAILER_BYTES, r->flow_id,
+		rx_window_end(t, r), ack, r->last_ts, aux);
+	off = put_fb_trailer(t, r, f, off + HPCCD_HDR_BYTES + blen, fbf);
+	finish_frame(t, f, off);
+	if (type == HPCCD_T_NACK)
+		r->st.nacks_sent++;
+	else
+		r->st.acks_sent++;
+	r->st.windows_sent += r->rxwin;
+	if (r->rxwin)
+		r->rxw_ack_ns = now;
 	tx_put(t, addr, off);
 }
 
@@ -247,7 +252,12 @@ static void rx_ack_now(struct hpccd_tp *t, struct tp_rx *r, uint64_t now)
 {
 	struct hpccd_ack_req q;
 
-	if (hpccd_dctcp_rx_flush(&r->dc, &q)) {
+	if (r->rxwin) {
+		/* Rx-HPCC: no DCTCP.CE machine, one ACK for what is pending */
+		if (r->unacked)
+			send_feedback(t, r, HPCCD_T_ACK, r->rcv_nxt, 0, r->unacked, 0, now);
+		r->unacked = 0;
+	} else if (hpccd_dctcp_rx_flush(&r->dc, &q)) {
 		send_feedback(t, r, HPCCD_T_ACK, q.ack_seq, q.ece, r->unacked,
 			      !(t->cfg.flags & HPCCD_TP_F_NO_ECHO), now);
 		r->unacked = 0;
@@ -505,8 +515,8 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 	struct hpccd_ack_req q[2];
 	struct tp_rx *r;
 	uint64_t seq = wi->seq;
-	uint32_t plen = wi->payload_len, nq, i, drained = 0;
-	int ce = wi->ecn == 3, echo = !(t->cfg.flags & HPCCD_TP_F_NO_ECHO), kept;
+	uint32_t plen = wi->payload_len, nq = 0, i, drained = 0;
+	int ce = wi->ecn == 3, echo = !(t->cfg.flags & HPCCD_TP_F_NO_ECHO), kept, w_now = 0;
 	const uint8_t *udp = f + wi->int_off - UDP_HLEN;
 
 	if (!(t->cfg.flags & HPCCD_TP_F_NO_CSUM_CHECK)) {
@@ -541,6 +551,9 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 	}
 	memcpy(r->mac_peer, f + 6, 6);   /* answer the hop it came from */
 	memcpy(r->mac_local, f, 6);
+	if (!r->rxwin && !r->done && (wi->ack & HPCCD_DATA_O_RXWIN) &&
+	    !(t->cfg.flags & HPCCD_TP_F_NO_RXWIN))
+		rxw_join(t, r);          /* an Rx-HPCC flow: windows in its ACKs */
 	r->st.pkts++;
 	if (plen > r->mss)
 		r->mss = plen;
@@ -599,30 +612,32 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		uint32_t n = HPCCD_INT_HDR_BYTES + wi->int_room * HPCCD_INT_HOP_BYTES;
 		const uint8_t *ih = f + wi->int_off;
 
-		if (echo) {
+		if (r->rxwin)
+			w_now = rxw_on_int(t, r, wi, ih, now);   /* NewINT */
+		else if (echo) {
 			memcpy(r->echo, ih, n);
 			r->echo_len = n;
 			r->have_echo = 1;
 		}
-		if (!(t->cfg.flags & HPCCD_TP_F_NO_NOTIFY)) {
-			/* Rx-HPCC NewINT ([HPCC++2020] section 6.2, lines 28-34): a NOTIFY with
-			 * W once per T */
-			hpccd_hpcc_set_active_flows(&r->rxh, t->rx_live);
-			if (hpccd_hpcc_new_int_wire(&r->rxh, now, wi->int_path_id,
-						    (const void *)(ih + HPCCD_INT_HDR_BYTES),
-						    wi->int_nhop) == 1)
-				send_feedback(t, r, HPCCD_T_NOTIFY, r->rcv_nxt, 0, 0, 0, now);
-		}
 	}
-	/* ACKs: the DCTCP.CE machine ([DCTCP] section 3.2) with factor m;
-	 * a CE change acknowledges at once, in two ACKs when packets of the
-	 * old state wait */
 	r->unacked += 1 + drained;
-	nq = hpccd_dctcp_rx_on_packet(&r->dc, ce, r->rcv_nxt, q);
-	for (i = 0; i < nq; i++) {
-		uint32_t n = nq == 2 ? (i == 0 ? r->unacked - 1 : 1) : r->unacked;
+	if (r->rxwin) {
+		/* Rx-HPCC ([HPCC++2020] section 6.2, line 31): the ACK that
+		 * carries W leaves when NewINT commits, once per T; the
+		 * delayed ACK below (at most T after the last one) covers
+		 * packets without INT */
+		if (w_now)
+			rx_ack_now(t, r, now);   /* disarms the delayed ACK */
+	} else {
+		/* ACKs: the DCTCP.CE machine ([DCTCP] section 3.2) with factor
+		 * m; a CE change acknowledges at once, in two ACKs when
+		 * packets of the old state wait */
+		nq = hpccd_dctcp_rx_on_packet(&r->dc, ce, r->rcv_nxt, q);
+		for (i = 0; i < nq; i++) {
+			uint32_t n = nq == 2 ? (i == 0 ? r->unacked - 1 : 1) : r->unacked;
 
-		send_feedback(t, r, HPCCD_T_ACK, q[i].ack_seq, q[i].ece, n, echo, now);
+			send_feedback(t, r, HPCCD_T_ACK, q[i].ack_seq, q[i].ece, n, echo, now);
+		}
 	}
 	if (nq) {
 		r->unacked = 0;
@@ -634,6 +649,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		r->st.done = 1;
 		r->st.last_ns = now;
 		rx_live_add(t, r->saddr, -1);
+		rxw_leave(t, r);
 		rx_ack_now(t, r, now);   /* the last byte: no delay */
 		if (t->cfg.flags & HPCCD_TP_F_ECHO)
 			tp__echo_reply(t, r);
@@ -642,7 +658,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 			r->st.last_ns = now;
 		if (r->unacked && !r->delack_armed) {
 			r->delack_armed = 1;
-			r->delack_deadline = now + t->cfg.delack_ns;
+			r->delack_deadline = r->rxwin ? rxw_ack_due(r, now) : now + t->cfg.delack_ns;
 			if (!r->delack_listed) {
 				r->delack_listed = 1;
 				t->delack[t->n_delack++] = (int32_t)(r - t->rxt);

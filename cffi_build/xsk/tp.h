@@ -17,7 +17,9 @@
  *   loop.c      the thread: RX pipe (parser, dispatch), timers, scheduler,
  *               TX, the wait in ppoll()
  *   receiver.c  the receiver half: flow table, admission, in-order
- *               delivery, ACK / NACK / NOTIFY, probe answers
+ *               delivery, ACK / NACK with their tagged trailer, probe answers
+ *   rx_hpcc.c   Rx-HPCC at the receiver: NewINT, N per last hop, the window
+ *               its ACKs carry once per T
  *   feedback.c  the sender half's input: ACK / NACK / NOTIFY / PROBE_RESP
  *               -> reliability state and the flow's algorithm
  *   outgoing.c  the sender half's output: window, pacing, round robin,
@@ -100,11 +102,12 @@ struct tp_fb;
  * Hooks the algorithm has no use for are NULL. */
 struct tp_cc_ops {
 	const char *name;
+	uint32_t data_opts;              /* HPCCD_DATA_O_* its DATA carry */
 	/* state from fl->c; fl->mss and fl->wire_per_payload are set */
 	int (*init)(struct tp_flow *fl, const char **why);
 	/* fl->W (wire bytes) and fl->rate_bps from the algorithm's state */
 	void (*sync)(struct tp_flow *fl);
-	/* an ACK, NACK or NOTIFY of the flow, after the reliability state;
+	/* an ACK or NACK of the flow (tag verified), after the reliability state;
 	 * returns 1 if the algorithm reacted (counted in cc_updates) */
 	int (*on_feedback)(struct tp_flow *fl, const struct tp_fb *fb, uint64_t now);
 	/* a PROBE_RESP's INT (probe mode); NULL: the algorithm takes no probes */
@@ -126,7 +129,7 @@ const struct tp_cc_ops *tp_cc_ops_of(uint32_t algo);
 
 /* One feedback packet as the sender half saw it. */
 struct tp_fb {
-	uint32_t type;                   /* HPCCD_T_ACK, _NACK or _NOTIFY */
+	uint32_t type;                   /* HPCCD_T_ACK or _NACK */
 	uint64_t ack;                    /* cumulative ACK number */
 	uint64_t acked;                  /* bytes it newly acknowledged */
 	int ece;                         /* ECE flag */
@@ -159,7 +162,8 @@ struct tp_flow {
 	uint32_t rto_holes;              /* holes were known when the timeout fired */
 	uint64_t next_send_ns, start_ns, end_ns, last_progress_ns;
 	uint64_t rto_deadline;
-	uint32_t backoff, notify_seq;
+	uint32_t backoff;
+	uint32_t fb_seq;                 /* the newest fb_seq taken from the receiver */
 	uint64_t srtt, rttvar, min_rtt;
 	uint64_t goback_seq, goback_ns;
 	/* probe mode ([HPCC++2022] section 6.2.1): number of the last PROBE sent,
@@ -197,7 +201,11 @@ struct tp_rx {
 	uint32_t hold_n;
 	uint64_t hold_hi;                /* end of the highest packet held */
 	int32_t err;
-	uint32_t last_ts, notify_seq;
+	uint32_t last_ts;
+	uint32_t fb_seq;                 /* of the last ACK / NACK sent (trailer) */
+	uint8_t rxwin;                   /* Rx-HPCC: the DATA asked for windows */
+	uint8_t rxw_hop;                 /* its last hop's slot in t->rxw_hops + 1; 0: none */
+	uint64_t rxw_ack_ns;             /* Rx-HPCC: when the last ACK left */
 	uint64_t delack_deadline;
 	uint64_t nack_for, nack_ns, ooo_since_gap;
 	struct hpccd_dctcp_rx dc;
@@ -205,6 +213,18 @@ struct tp_rx {
 	uint32_t echo_len;
 	uint8_t echo[HPCCD_INT_HDR_BYTES + HPCCD_INT_MAX_HOPS * HPCCD_INT_HOP_BYTES];
 	struct hpccd_hpcc rxh;           /* Rx-HPCC: packets with INT only */
+};
+
+/* Rx-HPCC's N ([HPCC++2020] section 6.2): the unfinished Rx-HPCC flows of
+ * each last hop, the neighbour (source MAC) their DATA arrive from
+ * (receiver.c).  A small table: one host has few neighbours; past
+ * RXW_HOPS of them the flows share the last slot. */
+#define RXW_HOPS 16
+struct tp_rxw_hop {
+	uint8_t mac[6];
+	uint8_t used;
+	uint8_t pad;
+	uint32_t live;
 };
 
 /* An out-of-order packet a receiver keeps (selective repeat): its payload
@@ -312,7 +332,8 @@ struct hpccd_tp {
 	struct tp_peer *peers;           /* [cfg.rx_flows] */
 	int32_t *delack;                 /* [cfg.rx_flows] receiver flows with a delayed ACK armed */
 	uint32_t n_delack;
-	uint32_t rx_live;                /* receiver flows not done (Rx-HPCC's N) */
+	uint32_t rx_live;                /* receiver flows not done (the receive window's share) */
+	struct tp_rxw_hop rxw_hops[RXW_HOPS];
 	uint32_t hold_cap;               /* hold slots per receiver flow (a power of two) */
 	struct hpccd_tp_flow_cfg echo_cfg;  /* HPCCD_TP_F_ECHO: the replies' settings */
 	int echo_set;
@@ -445,6 +466,13 @@ void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wire_info *wi,
 	    uint64_t now);
 void rx_release(struct hpccd_tp *t, struct tp_rx *r);
+/* rx_hpcc.c */
+void rxw_join(struct hpccd_tp *t, struct tp_rx *r);
+void rxw_leave(struct hpccd_tp *t, struct tp_rx *r);
+int rxw_on_int(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *wi,
+	       const uint8_t *ih, uint64_t now);
+uint64_t rxw_ack_due(const struct tp_rx *r, uint64_t now);
+void rxw_put(const struct hpccd_tp *t, const struct tp_rx *r, uint8_t *b);
 void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_info *wi);
 void rx_timers(struct hpccd_tp *t, uint64_t now);
 

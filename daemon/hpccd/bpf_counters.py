@@ -40,9 +40,10 @@ def _xdp_slots() -> tuple[Slot, ...]:
             out.append(Slot(base + e, f"malformed_{e.name.lower()}", "drop", True))
     n = base + len(WireErr)
     for i, name in enumerate(("drop_tag_slot", "drop_no_key", "drop_tcp_type",
-                              "drop_tcp_probe_off", "drop_tcp_resp_tag", "drop_tcp_resp_full")):
+                              "drop_tcp_probe_off", "drop_tcp_resp_tag", "drop_tcp_resp_full",
+                              "drop_probe_rate")):
         out.append(Slot(n + i, name, "drop", True))
-    n += 6
+    n += 7
     out += [Slot(n, "tx_probe_resp_udp", "tx", False),
             Slot(n + 1, "tx_probe_resp_tcp", "tx", False),
             Slot(n + 2, "tcp_resp_stored", "drop", False),   # consumed: telemetry stored

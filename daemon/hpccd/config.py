@@ -75,7 +75,8 @@ _IFACE = ("name", "xdp_mode", "queues", "cpus", "tc_tracker")
 _TRANSPORT = ("udp_port", "probe_dscp", "integrity_key_file", "frame_bytes", "ack_every",
               "rx_notify")
 ENGINE_FRAMES_MIN = 256             # 64 RX + 128 TX frames at least (transport.c), halved
-_PROBES = ("mode", "inband_every", "timeout_us", "tcp_side", "reflect")
+_PROBES = ("mode", "inband_every", "timeout_us", "tcp_side", "reflect", "reflect_rate",
+           "reflect_burst")
 _ALGORITHM = ("default",)
 _PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp")
 _METRICS = ("top_flows", "int_hop_series")
@@ -87,7 +88,8 @@ RESTART_ONLY: tuple[tuple, ...] = (
     ("daemon", "control_socket"), ("daemon", "metrics_address"), ("daemon", "bpf_dir"),
     ("daemon", "components"), ("interfaces",), ("transport", "udp_port"),
     ("transport", "probe_dscp"), ("transport", "frame_bytes"), ("probes", "tcp_side"),
-    ("probes", "reflect"), ("limits", "umem_bytes"), ("transport", "ack_every"),
+    ("probes", "reflect"), ("probes", "reflect_rate"), ("probes", "reflect_burst"),
+    ("limits", "umem_bytes"), ("transport", "ack_every"),
     ("transport", "rx_notify"),
 )
 
@@ -146,12 +148,14 @@ class Config:
     integrity_key_file: str             # "" = none (probes are then dropped, counted)
     frame_bytes: int
     ack_every: int                      # native receivers: an ACK every m packets
-    rx_notify: bool                     # native receivers: Rx-HPCC NOTIFY once per T
+    rx_notify: bool                     # native receivers: Rx-HPCC windows in ACKs, once per T
     probe_mode: str
     inband_every: int
     probe_timeout_us: int
     tcp_side: bool
     reflect: bool
+    reflect_rate: int                   # PROBEs answered per second per source (0: no limit)
+    reflect_burst: int
     default_algorithm: str
     params: Mapping[str, Mapping[str, Any]]   # table -> global values set in the file
     peers: tuple[Peer, ...]                   # most specific prefix first
@@ -388,6 +392,8 @@ class _Validator(Validator):
         timeout = self.int_(pr, p, "timeout_us", 1000, lo=10, hi=10_000_000)
         tcp_side = self.bool_(pr, p, "tcp_side", True)
         reflect = self.bool_(pr, p, "reflect", True)
+        reflect_rate = self.int_(pr, p, "reflect_rate", 100_000, lo=0, hi=1_000_000_000)
+        reflect_burst = self.int_(pr, p, "reflect_burst", 256, lo=1, hi=1 << 20)
 
         a = self.keys(doc.get("algorithm", {}), ("algorithm",), _ALGORITHM)
         default = self.str_(a, ("algorithm",), "default", "hpcc", ALGORITHMS)
@@ -415,7 +421,8 @@ class _Validator(Validator):
                      components=tuple(components), interfaces=ifaces, udp_port=udp_port,
                      probe_dscp=dscp, integrity_key_file=key_file, frame_bytes=frame,
                      ack_every=ack_every, rx_notify=rx_notify, probe_mode=mode, inband_every=every, probe_timeout_us=timeout,
-                     tcp_side=tcp_side, reflect=reflect, default_algorithm=default,
+                     tcp_side=tcp_side, reflect=reflect, reflect_rate=reflect_rate,
+                     reflect_burst=reflect_burst, default_algorithm=default,
                      params=params, peers=peers, top_flows=top, int_hop_series=hop_series,
                      max_flows=max_flows, umem_bytes=umem)
         self.check_policies(cfg, doc)

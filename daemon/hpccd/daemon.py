@@ -227,7 +227,8 @@ class Daemon:
                  | (HPCCD_CFG_TCP_SIDE if cfg.tcp_side else 0))
         xdp = bpf.BpfObject.open(bpf_dir / "xdp_host.bpf.o", rodata={
             "hpccd_cfg_udp_port": cfg.udp_port, "hpccd_cfg_probe_dscp": cfg.probe_dscp,
-            "hpccd_cfg_flags": flags})
+            "hpccd_cfg_flags": flags, "hpccd_cfg_probe_rate": cfg.reflect_rate,
+            "hpccd_cfg_probe_burst": cfg.reflect_burst})
         tc = None
         try:
             xdp.load()
@@ -542,7 +543,7 @@ class Daemon:
         xdp = {}
         names = ("tx_probe_resp_udp", "tx_probe_resp_tcp", "tcp_resp_stored", "drop_no_key",
                  "drop_tag_slot", "drop_tcp_probe_off", "drop_tcp_resp_tag",
-                 "drop_tcp_resp_full")
+                 "drop_tcp_resp_full", "drop_probe_rate")
         for att in self.interfaces.values():
             vals = bpf_counters.read(att.xdp.map("hpccd_xdp_cnt"))
             xdp[att.name] = {s.name: vals[s.index][0] for s in bpf_counters.XDP_SLOTS

@@ -2,10 +2,10 @@
 
 Input is Ethernet frames, as hex on the command line or from a pcap file.
 Each frame is shown layer by layer (Ethernet, IPv4, UDP or TCP, INT header,
-hop records, hpccd header, NOTIFY body, payload, tag) with the names of
+hop records, hpccd header, NOTIFY body, SACK blocks or payload, Rx-HPCC window, trailer, tag) with the names of
 docs/wire-format.md; hop records also in their units (bit/s, ns, bytes).
 A malformed packet is named by its ``enum hpccd_wire_err`` class and shown
-as far as its bytes go.  With ``--key`` the tag of PROBE_RESP and NOTIFY is
+as far as its bytes go.  With ``--key`` the tag of PROBE_RESP, NOTIFY, ACK and NACK is
 verified.  ``--json`` prints one JSON object per packet (JSON Lines), whose
 ``fields`` have the shape of tests/vectors/wire.json.
 """
@@ -271,6 +271,20 @@ def render(d: dict) -> str:
             _kv(lines, "reserved", n["reserved"])
             _kv(lines, "notify_seq", n["notify_seq"])
             _kv(lines, "t_ns", f"{n['t_ns']} ns")
+        fb = f.get("feedback")
+        if fb is not None:
+            w = fb["window"]
+            if w is not None:
+                lines.append("  Rx-HPCC window")
+                _kv(lines, "w_bytes", f"{w['w_bytes']} B")
+                _kv(lines, "u_q16", f"{w['u_q16']} (U = {w['u_q16'] / 65536:.4f})")
+                _kv(lines, "n_flows", w["n_flows"])
+                _kv(lines, "t_ns", f"{w['t_ns']} ns")
+            lines.append("  trailer")
+            _kv(lines, "fb_seq", fb["fb_seq"])
+            _kv(lines, "fb_flags", f"0x{fb['fb_flags']:x}" + (" (WINDOW)" if w else ""))
+        elif f["hdr"]["type"] in (wire.T_ACK, wire.T_NACK):
+            lines.append("  no trailer: never applied by a sender")
         if f["payload_len"]:
             lines.append(f"  payload      {f['payload_len']} bytes")
         if f["tag_hex"] is not None:

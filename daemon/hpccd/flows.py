@@ -278,7 +278,7 @@ class FlowTable:
 
     def drop(self, layer: str, cause: str, n: int = 1) -> None:
         """Count `n` packets a component dropped (e.g. ("transport",
-        "notify_tag"): a NOTIFY whose tag did not verify).  Causes are a
+        "feedback_tag"): an ACK or NACK whose tag did not verify).  Causes are a
         fixed vocabulary of the component: label values."""
         with self._lock:
             self._drops[(layer, cause)] += n

@@ -100,9 +100,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("hpccd_probes_answered_total", "counter", G, "Probes whose response arrived."),
     Metric("hpccd_probes_lost_total", "counter", G,
            "Probes without a response within probes.timeout_us."),
-    Metric("hpccd_notify_sent_total", "counter", G, "Rx-HPCC NOTIFY packets sent (receiver)."),
+    Metric("hpccd_notify_sent_total", "counter", G, "ACKs/NACKs sent with an Rx-HPCC window (receiver)."),
     Metric("hpccd_notify_received_total", "counter", G,
-           "Rx-HPCC NOTIFY packets applied (sender; tag verified)."),
+           "Rx-HPCC windows applied from ACKs/NACKs (sender; tag verified)."),
     Metric("hpccd_drops_total", "counter", ("layer", "cause"),
            "Packets dropped, by layer (xdp, transport, tcp_side) and cause."),
     # -- INT, per path and hop --

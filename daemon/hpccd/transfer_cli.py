@@ -66,7 +66,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--T-us", type=float, default=300.0, dest="t_us",
                    help="HPCC base RTT T in microseconds (default 300: the lab's "
                         "software RTT under load, docs/transport.md)")
-    p.add_argument("--key", type=_key, default=None, help="NOTIFY tag key, 32 hex digits")
+    p.add_argument("--key", type=_key, default=None, help="tag key of ACK, NACK and PROBE_RESP, 32 hex digits")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
     p.add_argument("--json", action="store_true", help="one JSON object per flow")
 

@@ -268,7 +268,7 @@ def _failure_hint(r: FlowResult) -> str:
         return ": the receiver lost the flow's state (its engine restarted); reopen the flow"
     if r.err == -errno.ETIMEDOUT:
         s = r.stats
-        if not (s["acks"] or s["nacks"] or s["notifies"]):
+        if not (s["acks"] or s["nacks"] or s["rx_windows"]):
             return (": no answer from the receiver (no engine there, unreachable, or it "
                     "refused a new flow: its rx_table_full / rx_peer_full counters)")
         return ": no progress within the flow's timeout (the path or the receiver went away)"
@@ -297,10 +297,11 @@ class Transport:
     sink: "verify" (CRC-32, discard) or a file path the received streams
     are written to (in order of arrival, for a single flow: the file).
     ack_every: m of the receiver's DCTCP.CE ACK machine; echo: INT echoed
-    in ACKs (sender-based HPCC); notify: Rx-HPCC NOTIFY once per T;
+    in ACKs (sender-based HPCC); notify: Rx-HPCC windows in the ACKs of
+    the flows that ask for them (once per T);
     csum_check: verify the UDP checksum of DATA.
     rx_hpcc: receiver Rx-HPCC parameters (struct hpccd_hpcc_params fields),
-    tag_key: the 16-byte key of NOTIFY and PROBE_RESP tags (both ends must
+    tag_key: the 16-byte key of the ACK, NACK and PROBE_RESP tags (both ends must
     agree); when it is not all zero it also goes into xdp_host's
     hpccd_tag_key, so that the XDP program answers probes (probe mode:
     without a key it drops them, counted).  reflect: xdp_host answers
@@ -339,7 +340,7 @@ class Transport:
         lib.hpccd_tp_config_default(c)
         c.flags = (MODES[mode] | lib.HPCCD_TP_F_NEED_WAKEUP |
                    (0 if echo else lib.HPCCD_TP_F_NO_ECHO) |
-                   (0 if notify else lib.HPCCD_TP_F_NO_NOTIFY) |
+                   (0 if notify else lib.HPCCD_TP_F_NO_RXWIN) |
                    (0 if csum_check else lib.HPCCD_TP_F_NO_CSUM_CHECK) |
                    (lib.HPCCD_TP_F_RAW if raw else 0) |
                    (lib.HPCCD_TP_F_ECHO if responder else 0) |

@@ -57,7 +57,7 @@ RESULTS_KEPT = 256
 # hpccd_drops_total{layer="transport", cause=...}: engine counter -> cause.
 ENGINE_DROPS = {
     "bad_csum": "data_checksum",          # DATA with a wrong UDP checksum
-    "bad_body": "bad_body",               # wrong direction, NOTIFY of a wrong length ...
+    "bad_body": "bad_body",               # wrong direction, a NOTIFY, a PROBE of a wrong length ...
     "unknown_flow": "unknown_flow",       # feedback for no open flow
     "rx_table_full": "rx_table_full",     # DATA of a new flow with no receiver slot
     "ack_dropped": "feedback_no_frame",   # feedback not sent for want of a TX frame
@@ -66,8 +66,8 @@ ENGINE_DROPS = {
 }
 # Per sender flow counter -> cause.
 FLOW_DROPS = {
-    "bad_tags": "notify_tag",             # NOTIFY whose tag did not verify ([HPCC++2022] 9.1)
-    "stale_notifies": "notify_stale",     # NOTIFY with an old notify_seq (replay)
+    "bad_tags": "feedback_tag",           # ACK/NACK untagged or tag not verified ([HPCC++2022] 9.1)
+    "fb_replayed": "feedback_replayed",   # ACK/NACK with an old fb_seq (replay)
     "probe_bad_tags": "probe_resp_tag",   # PROBE_RESP whose tag did not verify
     "probes_late": "probe_resp_late",     # response to a probe already counted lost
 }
@@ -200,7 +200,7 @@ class TransportComponent(Component):
         for r in e.tp.rx_flows():
             key = (r.saddr, r.flow_id)
             fid = e.receivers.get(key)
-            fields = dict(bytes_acked=r.bytes, notify_sent=r.stats["notifies_sent"],
+            fields = dict(bytes_acked=r.bytes, notify_sent=r.stats["windows_sent"],
                           extra={"engine": e.name, "crc32": r.crc32, "packets": r.stats["pkts"],
                                  "out_of_order": r.stats["ooo_pkts"],
                                  "duplicates": r.stats["dup_pkts"], "ce": r.stats["ce_pkts"]})
@@ -226,7 +226,7 @@ class TransportComponent(Component):
                                  "peer": r.saddr, "sport": r.sport, "flow_id": r.flow_id,
                                  "state": "done", "bytes": r.bytes, "crc32": r.crc32,
                                  "err": r.err, "fct_s": r.fct_s, "packets": r.stats["pkts"],
-                                 "notifies_sent": r.stats["notifies_sent"]})
+                                 "windows_sent": r.stats["windows_sent"]})
         if done:
             e.tp.rx_reap()
             for k in done:
@@ -243,7 +243,7 @@ class TransportComponent(Component):
             bytes_sent=st["wire_bytes"], bytes_acked=st["snd_una"],
             retx_packets=st["retx_pkts"], retx_bytes=st["retx_bytes"],
             probes_sent=st["probes_sent"], probes_answered=st["probes_answered"],
-            probes_lost=st["probes_lost"], notify_received=st["notifies"],
+            probes_lost=st["probes_lost"], notify_received=st["rx_windows"],
             extra={"state": r.state, "engine_flow_id": r.flow_id, "packets": st["pkts"],
                    "go_backs": st["go_backs"], "rtos": st["rtos"],
                    "cc_updates": st["cc_updates"], "probes_late": st["probes_late"],
@@ -283,7 +283,7 @@ class TransportComponent(Component):
                "packets": r.stats["pkts"], "retx_packets": r.stats["retx_pkts"],
                "probes_sent": r.stats["probes_sent"],
                "probes_answered": r.stats["probes_answered"],
-               "probes_lost": r.stats["probes_lost"], "notifies": r.stats["notifies"],
+               "probes_lost": r.stats["probes_lost"], "rx_windows": r.stats["rx_windows"],
                "srtt_s": r.stats["srtt_ns"] / 1e9}
         self._keep(s.fid, res)
         self.senders.pop(s.fid, None)

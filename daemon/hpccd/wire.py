@@ -9,8 +9,9 @@ Layers, outermost first::
     UDP (sport or dport = the hpccd port) -> HpccdInt -> Hpccd -> body
     TCP-side probe (DSCP 45, no TCP flag)  -> HpccdInt -> Hpccd -> HpccdTag
 
-where the body is Raw for DATA, HpccdTag for PROBE and PROBE_RESP, and
-HpccdNotify then HpccdTag for NOTIFY.  A TCP probe cannot be bound by port
+where the body is Raw for DATA, HpccdTag for PROBE and PROBE_RESP,
+HpccdNotify then HpccdTag for NOTIFY, and HpccdFeedback (SACK blocks, the
+Rx-HPCC window, the trailer with its tag) for ACK and NACK.  A TCP probe cannot be bound by port
 (it carries the measured flow's own ports), so :func:`decode` dissects it.
 
 Besides the layers:
@@ -20,7 +21,8 @@ Besides the layers:
   the L4 payload region the spec defines.  It does not use scapy, so it
   reads like the C and BPF parsers it must agree with.
 * :func:`tag_input`, :func:`compute_tag`, :func:`verify_tag` and
-  :func:`set_tag`: the SipHash-2-4 integrity tag of NOTIFY and PROBE_RESP.
+  :func:`set_tag`: the SipHash-2-4 integrity tag of NOTIFY, PROBE_RESP, ACK
+  and NACK.
 """
 from __future__ import annotations
 
@@ -29,9 +31,9 @@ import socket
 import struct
 from typing import Optional
 
-from scapy.fields import (BitEnumField, BitField, BitFieldLenField, FlagsField, IntField,
-                          LenField, LongField, PacketListField, ShortField, XBitField,
-                          XIntField, XLongField)
+from scapy.fields import (BitEnumField, BitField, BitFieldLenField, ConditionalField,
+                          FlagsField, IntField, LenField, LongField, PacketListField,
+                          ShortField, StrField, XBitField, XIntField, XLongField)
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Padding, Raw, bind_bottom_up, bind_layers, split_bottom_up, \
@@ -44,7 +46,8 @@ __all__ = [
     "INT_DEFAULT_HOPS", "INT_F_COLLECT", "INT_F_OVERFLOW", "TYPES", "T_DATA", "T_ACK",
     "T_NACK", "T_PROBE", "T_PROBE_RESP", "T_NOTIFY", "F_ECE", "F_CWR", "F_FIRST_RTT",
     "F_FIN", "F_RETX", "F_INT_ECHO", "F_SYN", "F_SACK", "SACK_BLOCK_BYTES", "SACK_MAX_BLOCKS", "SPEED_MBPS", "WireErr", "ERR_TEXT",
-    "NOT_HPCCD", "HpccdHop", "HpccdInt", "Hpccd", "HpccdNotify", "HpccdTag",
+    "NOT_HPCCD", "HpccdHop", "HpccdInt", "Hpccd", "HpccdNotify", "HpccdTag", "HpccdFeedback",
+    "FB_TRAILER_BYTES", "RXWIN_BYTES", "FB_F_WINDOW", "DATA_O_RXWIN",
     "bind_port", "bound_port", "int_header", "is_tcp_probe", "decode", "l4_region",
     "classify", "int_hops_bytes", "tag_input", "tagged_message", "compute_tag",
     "verify_tag", "set_tag", "packet_fields",
@@ -64,6 +67,11 @@ HDR_BYTES = 32                    # HPCCD_HDR_BYTES
 NOTIFY_BYTES = 24                 # HPCCD_NOTIFY_BYTES
 TAG_BYTES = 8                     # HPCCD_TAG_BYTES
 TAG_INPUT_BYTES = 16              # HPCCD_TAG_INPUT_BYTES
+FB_TRAILER_BYTES = 16             # HPCCD_FB_TRAILER_BYTES
+RXWIN_BYTES = 16                  # HPCCD_RXWIN_BYTES
+FB_BODY_MAX = 4 * 16 + 16 + 16    # HPCCD_FB_BODY_MAX
+FB_F_WINDOW = 0x1                 # HPCCD_FB_F_WINDOW
+DATA_O_RXWIN = 0x1                # HPCCD_DATA_O_RXWIN (DATA's ack field)
 INT_TX_UNIT = 128                 # HPCCD_INT_TX_UNIT, bytes
 INT_QLEN_UNIT = 80                # HPCCD_INT_QLEN_UNIT, bytes
 INT_QLEN_MAX = 0x7FFF             # HPCCD_INT_QLEN_MAX (saturating gauge)
@@ -303,6 +311,78 @@ class HpccdTag(Packet):
         return b"", s                    # the tag is the last thing hpccd puts in a packet
 
 
+class HpccdFeedback(Packet):
+    """Body of an ACK or NACK, parsed from its end (docs/wire-format.md "Feedback
+    trailer"): the SACK blocks, the Rx-HPCC window block when the trailer's
+    FB_F_WINDOW says so, then the trailer, include/hpccd/wire.h::
+
+        struct hpccd_rxwin {            /* only with HPCCD_FB_F_WINDOW */
+                __be32 w_bytes;  __be32 u_q16;  __be16 n_flows;  __be16 reserved;
+                __be32 t_ns;
+        };
+        struct hpccd_fb_trailer {
+                __be32 fb_seq;  __be32 fb_flags;  __be32 tag_hi;  __be32 tag_lo;
+        };
+
+    ``fb_seq`` None: no trailer (a body shorter than it or longer than
+    FB_BODY_MAX, all ``sack``: never applied by a sender, counted as a bad tag).  ``w_bytes`` None: no window
+    block (built or dissected; the C parser takes one when FB_F_WINDOW is set
+    and 16 bytes precede the trailer).
+    """
+
+    name = "hpccd ACK/NACK body"
+    fields_desc = [
+        StrField("sack", b""),
+        ConditionalField(IntField("w_bytes", None), lambda p: _has_win(p)),
+        ConditionalField(IntField("u_q16", 0), lambda p: _has_win(p)),
+        ConditionalField(ShortField("n_flows", 0), lambda p: _has_win(p)),
+        ConditionalField(ShortField("reserved", 0), lambda p: _has_win(p)),
+        ConditionalField(IntField("t_ns", 0), lambda p: _has_win(p)),
+        ConditionalField(IntField("fb_seq", 0), lambda p: _has_trailer(p)),
+        ConditionalField(IntField("fb_flags", 0), lambda p: _has_trailer(p)),
+        ConditionalField(XLongField("tag", 0), lambda p: _has_trailer(p)),
+    ]
+
+    def do_dissect(self, s):
+        n = len(s)
+        if not FB_TRAILER_BYTES <= n <= FB_BODY_MAX:
+            self.fields.update(sack=s, fb_seq=None, w_bytes=None)
+            return b""
+        end = n - FB_TRAILER_BYTES
+        seq, flags, tag = struct.unpack("!IIQ", s[end:])
+        self.fields.update(fb_seq=seq, fb_flags=flags, tag=tag, w_bytes=None)
+        if flags & FB_F_WINDOW and end >= RXWIN_BYTES:
+            end -= RXWIN_BYTES
+            w, u, nf, r, t = struct.unpack("!IIHHI", s[end:end + RXWIN_BYTES])
+            self.fields.update(w_bytes=w, u_q16=u, n_flows=nf, reserved=r, t_ns=t)
+        self.fields["sack"] = s[:end]
+        return b""
+
+    def extract_padding(self, s):
+        return b"", s
+
+    def has_trailer(self) -> bool:
+        return _has_trailer(self)
+
+    def window(self) -> Optional[dict]:
+        """The window block's fields, or None."""
+        if not _has_win(self):
+            return None
+        return {k: self.getfieldval(k) for k in ("w_bytes", "u_q16", "n_flows", "reserved",
+                                                 "t_ns")}
+
+
+def _has_trailer(p) -> bool:
+    return p.getfieldval("fb_seq") is not None
+
+
+def _has_win(p) -> bool:
+    """Whether a feedback body carries the window block: a trailer with FB_F_WINDOW and
+    the block's fields (getfieldval: no field conversion, so no recursion)."""
+    return (_has_trailer(p) and bool((p.getfieldval("fb_flags") or 0) & FB_F_WINDOW) and
+            p.getfieldval("w_bytes") is not None)
+
+
 # ---- bindings -------------------------------------------------------------------
 
 _bound_port: Optional[int] = None
@@ -338,7 +418,10 @@ bind_layers(HpccdNotify, HpccdTag)
 bind_layers(Hpccd, HpccdTag, type=T_PROBE)
 # PROBE_RESP: the tag and nothing else.
 bind_layers(Hpccd, HpccdTag, type=T_PROBE_RESP)
-# DATA payload (and anything after an ACK/NACK): Raw, scapy's default.
+# ACK and NACK: SACK blocks, window, trailer (parsed from the end).
+bind_layers(Hpccd, HpccdFeedback, type=T_ACK)
+bind_layers(Hpccd, HpccdFeedback, type=T_NACK)
+# DATA payload: Raw, scapy's default.
 
 
 def int_header(room: int = INT_DEFAULT_HOPS, **fields) -> HpccdInt:
@@ -511,7 +594,7 @@ def int_hops_bytes(pkt: Packet, stamped_only: bool = True) -> bytes:
 
 # Sent by the data receiver: their tag prefix is the reverse of their own addresses.
 _ANSWER_TYPES = (T_ACK, T_NACK, T_PROBE_RESP, T_NOTIFY)
-_TAGGED_TYPES = (T_PROBE_RESP, T_NOTIFY)
+_TAGGED_TYPES = (T_PROBE_RESP, T_NOTIFY, T_ACK, T_NACK)
 
 
 def _as_packet(pkt) -> Packet:
@@ -547,8 +630,9 @@ def tagged_message(pkt) -> tuple[bytes, bytes]:
         raise ValueError("no INT header")
     i, h = pkt[HpccdInt], pkt[Hpccd]
     raw = bytes(i)
-    off = INT_HDR_BYTES + i.room * INT_HOP_BYTES + HDR_BYTES + (h.len or 0) - TAG_BYTES
-    if (h.len or 0) < TAG_BYTES or off + TAG_BYTES > len(raw):
+    body = h.len if h.len is not None else len(bytes(h.payload))   # None: being built
+    off = INT_HDR_BYTES + i.room * INT_HOP_BYTES + HDR_BYTES + body - TAG_BYTES
+    if body < TAG_BYTES or off + TAG_BYTES > len(raw):
         raise ValueError("packet too short to carry a tag")
     return tag_input(pkt) + raw[:off], raw[off:off + TAG_BYTES]
 
@@ -560,17 +644,19 @@ def compute_tag(key16: bytes, pkt) -> bytes:
 
 
 def verify_tag(key16: bytes, pkt) -> bool:
-    """Whether a PROBE_RESP or NOTIFY carries the right tag under ``key16``."""
+    """Whether a PROBE_RESP, NOTIFY, ACK or NACK carries the right tag under ``key16``."""
     pkt = _as_packet(pkt)
     if Hpccd not in pkt or pkt[Hpccd].type not in _TAGGED_TYPES:
-        raise ValueError("only PROBE_RESP and NOTIFY carry a tag")
+        raise ValueError("only PROBE_RESP, NOTIFY, ACK and NACK carry a tag")
     msg, tag = tagged_message(pkt)
     return siphash24(key16, msg).to_bytes(8, "big") == tag
 
 
 def set_tag(key16: bytes, pkt: Packet) -> Packet:
-    """Write the tag of a PROBE_RESP or NOTIFY being built into its HpccdTag layer."""
-    pkt[HpccdTag].tag = int.from_bytes(compute_tag(key16, pkt), "big")
+    """Write the tag of a PROBE_RESP or NOTIFY being built into its HpccdTag layer (of an
+    ACK or NACK, into its HpccdFeedback trailer)."""
+    layer = pkt[HpccdFeedback] if HpccdFeedback in pkt else pkt[HpccdTag]
+    layer.tag = int.from_bytes(compute_tag(key16, pkt), "big")
     return pkt
 
 
@@ -592,17 +678,29 @@ def packet_fields(pkt, key16: Optional[bytes] = None) -> dict:
     # the layers dissect one from other lengths too (tests/fuzz found a
     # PROBE_RESP of len 7 making verify_tag raise).
     has_notify = h.type == T_NOTIFY and h.len == NOTIFY_BYTES + TAG_BYTES
-    has_tag = has_notify or (h.type in (T_PROBE, T_PROBE_RESP) and h.len == TAG_BYTES)
+    fb = pkt[HpccdFeedback] if HpccdFeedback in pkt else None
+    has_trailer = fb is not None and fb.has_trailer()
+    has_tag = has_notify or has_trailer or (h.type in (T_PROBE, T_PROBE_RESP) and
+                                            h.len == TAG_BYTES)
     notify = None
     if has_notify and HpccdNotify in pkt:
         n = pkt[HpccdNotify]
         notify = {f.name: n.getfieldval(f.name) for f in n.fields_desc}
-    tag_hex = f"{pkt[HpccdTag].tag:016x}" if has_tag and HpccdTag in pkt else None
+    feedback = None
+    if has_trailer:
+        feedback = {"fb_seq": fb.fb_seq, "fb_flags": fb.fb_flags, "window": fb.window()}
+    if has_trailer:
+        tag_hex = f"{fb.tag:016x}"
+    else:
+        tag_hex = f"{pkt[HpccdTag].tag:016x}" if has_tag and HpccdTag in pkt else None
     tag_valid = None
     if key16 is not None and has_tag and h.type in _TAGGED_TYPES:
         tag_valid = verify_tag(key16, pkt)
     payload = h.payload
-    data = payload.load if type(payload) is Raw else b""      # Padding is not payload
+    if fb is not None:
+        data = fb.sack                                          # the SACK blocks
+    else:
+        data = payload.load if type(payload) is Raw else b""  # Padding is not payload
     return {
         "ip": {"src": ip.src, "dst": ip.dst, "dscp": ip.tos >> 2, "ecn": ip.tos & 3,
                "proto": ip.proto, "sport": l4.sport, "dport": l4.dport},
@@ -613,6 +711,7 @@ def packet_fields(pkt, key16: Optional[bytes] = None) -> dict:
         "hdr": {"ver": h.ver, "type": h.type, "flags": int(h.flags), "len": h.len,
                 "flow_id": h.flow_id, "seq": h.seq, "ack": h.ack, "ts": h.ts, "aux": h.aux},
         "notify": notify,
+        "feedback": feedback,
         "tag_hex": tag_hex,
         "tag_valid": tag_valid,
         "payload_len": len(data),

@@ -273,9 +273,13 @@ struct hpccd_view {
 	struct hpccd_hdr *hdr;
 	void *body;                      /* first byte after the hpccd header */
 	struct hpccd_notify *notify;     /* NOTIFY with len 32, else NULL */
-	struct hpccd_tag *tag;           /* tag (PROBE_RESP, NOTIFY) or tag slot
-					  * (PROBE) when len is exactly the
-					  * table's, else NULL */
+	struct hpccd_tag *tag;           /* tag (PROBE_RESP, NOTIFY, ACK, NACK)
+					  * or tag slot (PROBE) when len is
+					  * exactly the table's (ACK / NACK:
+					  * at least the trailer), else NULL */
+	struct hpccd_fb_trailer *trailer; /* ACK / NACK with 16 <= len <= 96, else NULL */
+	struct hpccd_rxwin *rxwin;       /* its window block (HPCCD_FB_F_WINDOW
+					  * and len >= 32), else NULL */
 	__u32 body_len;                  /* bytes after the header in the L4
 					  * payload (== len when OK) */
 	__u16 len;                       /* hpccd header len */
@@ -313,6 +317,8 @@ static __always_inline int hpccd__parse(struct hpccd_cursor *c, void *l4_end,
 	v->body = NULL;
 	v->notify = NULL;
 	v->tag = NULL;
+	v->trailer = NULL;
+	v->rxwin = NULL;
 
 	/* 1: INT header truncated */
 	if ((void *)(ih + 1) > l4_end)
@@ -383,6 +389,23 @@ static __always_inline int hpccd__parse(struct hpccd_cursor *c, void *l4_end,
 		if (body + HPCCD_TAG_BYTES > c->end)
 			return HPCCD_E_LEN;
 		v->tag = (struct hpccd_tag *)body;
+	} else if ((type == HPCCD_T_ACK || type == HPCCD_T_NACK) &&
+		   v->len >= HPCCD_FB_TRAILER_BYTES && v->len <= HPCCD_FB_BODY_MAX) {
+		/* The feedback trailer is the body's last 16 bytes, the
+		 * window block the 16 before it when the trailer says so. */
+		struct hpccd_fb_trailer *tr;
+		__u32 toff = v->len - HPCCD_FB_TRAILER_BYTES;
+
+		if (toff > HPCCD_FB_BODY_MAX)
+			return HPCCD_E_LEN;      /* cannot happen: for the verifier */
+		tr = (struct hpccd_fb_trailer *)(body + toff);
+		if ((void *)(tr + 1) > c->end)
+			return HPCCD_E_LEN;
+		v->trailer = tr;
+		v->tag = (struct hpccd_tag *)&tr->tag_hi;
+		if ((HPCCD_NTOHL(tr->fb_flags) & HPCCD_FB_F_WINDOW) &&
+		    toff >= HPCCD_RXWIN_BYTES)
+			v->rxwin = (struct hpccd_rxwin *)((void *)tr - HPCCD_RXWIN_BYTES);
 	}
 	c->pos = body;
 	return HPCCD_E_OK;
@@ -626,18 +649,24 @@ static __always_inline int hpccd__restamp_hop(struct hpccd_int_hdr *ih, void *en
 
 /* ---- integrity tag --------------------------------------------------------- */
 
-/* Longest tagged run after the prefix: INT header + 8 hops + hpccd header
- * + NOTIFY body = 4 + 64 + 32 + 24 = 124 bytes, i.e. 15 words and a tail. */
+/* Longest tagged run after the prefix that BPF programs compute (PROBE_RESP,
+ * NOTIFY): INT header + 8 hops + hpccd header + NOTIFY body = 4 + 64 + 32 +
+ * 24 = 124 bytes, i.e. 15 words and a tail.  Userspace, which also tags ACKs
+ * and NACKs (INT echo, 4 SACK blocks, window block, trailer head: 4 + 64 +
+ * 32 + 64 + 16 + 8 = 188 bytes), defines it as 24 before including this. */
+#ifndef HPCCD_TAG_MAX_WORDS
 #define HPCCD_TAG_MAX_WORDS 16
+#endif
 
 /* The tag prefix (struct hpccd_tag_input) of a packet of type `type`:
  * the 5-tuple as the data (or probe) sender sees it, so the addresses and
- * ports of a PROBE_RESP or NOTIFY, which travel from receiver to sender,
+ * ports of a PROBE_RESP, NOTIFY, ACK or NACK, which travel from receiver to sender,
  * are reversed.  sport/dport: the packet's own L4 ports, network order. */
 static __always_inline void hpccd__tag_input(struct hpccd_tag_input *ti, const struct iphdr *iph,
 					     __be16 sport, __be16 dport, __u32 type)
 {
-	if (type == HPCCD_T_PROBE_RESP || type == HPCCD_T_NOTIFY) {
+	if (type == HPCCD_T_PROBE_RESP || type == HPCCD_T_NOTIFY || type == HPCCD_T_ACK ||
+	    type == HPCCD_T_NACK) {
 		ti->saddr = iph->daddr;
 		ti->daddr = iph->saddr;
 		ti->sport = dport;
@@ -673,7 +702,7 @@ static __always_inline int hpccd__tag(const struct hpccd_view *v, const struct h
 		return -1;
 	n = (__u64)((__u8 *)v->tag - p);
 	/* The barrier keeps clang from re-deriving n from the pointers after
-	 * the check below, so the verifier's bound on n (<= 128) holds. */
+	 * the check below, so the verifier's bound on n holds. */
 	hpccd__barrier_var(n);
 	if (n > HPCCD_TAG_MAX_WORDS * 8)
 		return -1;

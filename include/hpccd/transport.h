@@ -71,7 +71,8 @@ enum {
 	HPCCD_TP_F_NEED_WAKEUP = 8,     /* XDP_USE_NEED_WAKEUP */
 	HPCCD_TP_F_NO_CSUM_CHECK = 256, /* receiver: do not verify UDP checksums */
 	HPCCD_TP_F_NO_ECHO = 512,       /* receiver: no INT echo in ACKs */
-	HPCCD_TP_F_NO_NOTIFY = 1024,    /* receiver: no Rx-HPCC NOTIFY */
+	HPCCD_TP_F_NO_RXWIN = 1024,     /* receiver: no Rx-HPCC windows (its flows
+					 * get the ACKs of the other algorithms) */
 	HPCCD_TP_F_RAW = 2048,          /* receiver: count and recycle frames, parse
 					 * nothing (the benchmark's raw ceiling) */
 	HPCCD_TP_F_ECHO = 4096,         /* receiver: answer each completed flow with
@@ -134,7 +135,8 @@ struct hpccd_tp_config {
 	uint8_t probe_dscp;             /* default HPCCD_PROBE_DSCP_DEFAULT */
 	uint8_t pad0;
 	uint32_t local_addr;            /* IPv4 of this host, host order (ACK source) */
-	uint8_t tag_key[16];            /* SipHash key of NOTIFY tags (wire-format.md) */
+	uint8_t tag_key[16];            /* SipHash key of the tags of ACK, NACK and
+					 * PROBE_RESP (wire-format.md) */
 	/* receiver */
 	uint32_t sink;                  /* enum hpccd_tp_sink; default VERIFY */
 	int32_t sink_fd;                /* HPCCD_TP_SINK_FD */
@@ -211,7 +213,8 @@ struct hpccd_tp_flow_stats {
 	uint64_t retx_pkts, retx_bytes; /* of which retransmissions */
 	uint64_t int_pkts;              /* of which with an INT padding */
 	uint64_t ect_pkts;              /* of which ECN-capable */
-	uint64_t acks, nacks, notifies; /* feedback received */
+	uint64_t acks, nacks;           /* feedback received (tag verified) */
+	uint64_t rx_windows;            /* Rx-HPCC: receiver windows applied */
 	uint64_t ece_acks, int_acks;    /* ACKs with ECE; with INT echo */
 	uint64_t cc_updates;            /* HPCC: W^c updates; others: reactions */
 	uint64_t go_backs, rtos;        /* go-back-N on NACK; timeouts */
@@ -221,7 +224,11 @@ struct hpccd_tp_flow_stats {
 					 * still unacknowledged */
 	uint64_t recoveries;            /* selective repeat: loss recoveries begun
 					 * (NACK with SACK blocks, once per window) */
-	uint64_t bad_tags, stale_notifies;
+	/* feedback dropped, never applied ([HPCC++2022] section 9.1): ACK or
+	 * NACK without its trailer (truncated) or whose tag did not verify
+	 * (forged, corrupted, another key); whose fb_seq was not above the
+	 * newest taken (replayed, or reordered behind newer feedback) */
+	uint64_t bad_tags, fb_replayed;
 	uint64_t srtt_ns, min_rtt_ns, rto_ns;
 	/* probe mode: probes sent; answered (the outstanding one's response,
 	 * tag verified); lost (timed out); late (a response to a probe
@@ -252,7 +259,8 @@ struct hpccd_tp_rx_stats {
 	uint64_t bytes;                 /* delivered in order (= rcv_nxt) */
 	uint64_t pkts, dup_pkts, ooo_pkts, ce_pkts, int_pkts;
 	uint64_t held_pkts;             /* out-of-order packets kept (selective repeat) */
-	uint64_t acks_sent, nacks_sent, notifies_sent;
+	uint64_t acks_sent, nacks_sent;
+	uint64_t windows_sent;          /* of which carried an Rx-HPCC window */
 	uint64_t first_ns, last_ns;     /* first DATA; the FIN's delivery (or last DATA) */
 };
 

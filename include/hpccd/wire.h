@@ -90,8 +90,8 @@ struct hpccd_hdr {
 	__be32 seq_hi;      /* DATA: byte sequence of the first payload byte; */
 	__be32 seq_lo;      /*   PROBE/PROBE_RESP: probe number; ACK/NACK: the
 			     *   receive window's right edge (0: none) */
-	__be32 ack_hi;      /* ACK/NACK/NOTIFY: cumulative ACK, next byte expected */
-	__be32 ack_lo;
+	__be32 ack_hi;      /* ACK/NACK/NOTIFY: cumulative ACK, next byte expected; */
+	__be32 ack_lo;      /*   DATA: options (HPCCD_DATA_O_*) in ack_lo, ack_hi 0 */
 	__be32 ts;          /* DATA/PROBE: sender clock, ns mod 2^32;
 			     * ACK/NACK/PROBE_RESP/NOTIFY: echo of the ts being answered */
 	__be32 aux;         /* ACK: packets acknowledged (n of [LDCP] Eq. 2);
@@ -99,7 +99,25 @@ struct hpccd_hdr {
 			     * others: 0 */
 };
 
+/* DATA options (ack_lo of a DATA packet; other bits zero, ignored) */
+#define HPCCD_DATA_O_RXWIN 0x1   /* the flow runs Rx-HPCC: its receiver computes
+				  * W and carries it in the ACKs ([HPCC++2020]
+				  * section 6.2); without it, no window block */
+
 /* ---- bodies after the transport header ----------------------------------- */
+
+#define HPCCD_FB_F_WINDOW 0x1    /* an Rx-HPCC window block precedes the trailer */
+
+/* Rx-HPCC window block of an ACK / NACK ([HPCC++2020] section 6.2: "feedback
+ * the calculated window in the ACK packet once every RTT"): present in the
+ * ACKs of flows whose DATA carry HPCCD_DATA_O_RXWIN, never in others'. */
+struct hpccd_rxwin {
+	__be32 w_bytes;     /* W computed at the receiver (NewINT) */
+	__be32 u_q16;       /* U x 65536, saturated at 2^32 - 1 */
+	__be16 n_flows;     /* N: Rx-HPCC flows sharing the receiver's last hop */
+	__be16 reserved;
+	__be32 t_ns;        /* T the receiver used, ns */
+};
 
 /* NOTIFY (Rx-HPCC, [HPCC++2022] section 6.3.2): the receiver's window, 24 bytes
  * plus a tag. */
@@ -119,14 +137,30 @@ struct hpccd_notify {
 /* Integrity tag ([HPCC++2022] section 9.1, [HPCC++2020] section 9): SipHash-2-4
  * with a 128-bit key from configuration, over the flow's 5-tuple (struct
  * hpccd_tag_input, below) followed by every byte from the INT header to the
- * byte before the tag.  Carried last in NOTIFY and PROBE_RESP. */
+ * byte before the tag.  Carried last in NOTIFY and PROBE_RESP, and as the
+ * last 8 bytes of the feedback trailer of ACK and NACK. */
 struct hpccd_tag {
 	__be32 hi;
 	__be32 lo;
 };
 
+/* Feedback trailer: last 16 bytes of every ACK and NACK ([HPCC++2022]
+ * section 9.1: feedback that can change a window or trigger a
+ * retransmission is integrity checked).  The body of an ACK / NACK is
+ *   SACK blocks (16 each, HPCCD_F_SACK) | window (16, HPCCD_FB_F_WINDOW)
+ *   | trailer (16)
+ * and is parsed from its end: the trailer says whether a window block
+ * precedes it, the rest are the SACK blocks. */
+struct hpccd_fb_trailer {
+	__be32 fb_seq;      /* per receiver flow, +1 per ACK or NACK sent:
+			     * the sender takes only increasing ones (replay) */
+	__be32 fb_flags;    /* HPCCD_FB_F_*; other bits zero, ignored */
+	__be32 tag_hi;      /* the tag (struct hpccd_tag) over everything */
+	__be32 tag_lo;      /*   before it, the prefix reversed */
+};
+
 /* The 5-tuple prefix of the tagged message, as the SENDER of the data (or
- * probe) sees its flow: the tag of a PROBE_RESP or NOTIFY is computed over
+ * probe) sees its flow: the tag of a PROBE_RESP, NOTIFY, ACK or NACK is computed over
  * the reverse of its own IP/L4 addresses, so both ends hash the same bytes. */
 struct hpccd_tag_input {
 	__be32 saddr;       /* data sender */
@@ -163,6 +197,12 @@ enum hpccd_wire_err {
 #define HPCCD_NOTIFY_BYTES      24
 #define HPCCD_TAG_BYTES         8
 #define HPCCD_TAG_INPUT_BYTES   16
+#define HPCCD_FB_TRAILER_BYTES  16
+#define HPCCD_RXWIN_BYTES       16
+/* Longest ACK / NACK body with a trailer: 4 SACK blocks, window, trailer.
+ * A longer body has no trailer (hpccd never sends one: never applied). */
+#define HPCCD_FB_BODY_MAX       (HPCCD_SACK_MAX_BLOCKS * HPCCD_SACK_BLOCK_BYTES + \
+				 HPCCD_RXWIN_BYTES + HPCCD_FB_TRAILER_BYTES)
 
 #ifndef HPCCD_CFFI_CDEF
 _Static_assert(sizeof(struct hpccd_int_hdr) == HPCCD_INT_HDR_BYTES, "INT header is 4 bytes");
@@ -170,6 +210,8 @@ _Static_assert(sizeof(struct hpccd_hdr) == HPCCD_HDR_BYTES, "transport header is
 _Static_assert(sizeof(struct hpccd_notify) == HPCCD_NOTIFY_BYTES, "NOTIFY body is 24 bytes");
 _Static_assert(sizeof(struct hpccd_tag) == HPCCD_TAG_BYTES, "tag is 8 bytes");
 _Static_assert(sizeof(struct hpccd_tag_input) == HPCCD_TAG_INPUT_BYTES, "tag input is 16 bytes");
+_Static_assert(sizeof(struct hpccd_fb_trailer) == HPCCD_FB_TRAILER_BYTES, "trailer is 16 bytes");
+_Static_assert(sizeof(struct hpccd_rxwin) == HPCCD_RXWIN_BYTES, "window block is 16 bytes");
 _Static_assert(HPCCD_INT_MAX_HOPS <= 15, "room and nHop are 4-bit fields");
 #endif
 

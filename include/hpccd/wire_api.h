@@ -85,7 +85,8 @@ struct hpccd_wire_info {
 	uint32_t ts;
 	uint32_t aux;
 	/* Class 0: the payload, i.e. the bytes after the hpccd header other
-	 * than the NOTIFY body and the tag (slot), at body_off.  Class 10:
+	 * than the NOTIFY body, the tag (slot), the feedback trailer and the
+	 * window block (ACK / NACK: the SACK blocks), at body_off.  Class 10:
 	 * all the bytes after the header, what len disagreed with. */
 	uint32_t payload_len;
 	/* NOTIFY body (type NOTIFY with len 32) */
@@ -103,6 +104,14 @@ struct hpccd_wire_info {
 	uint32_t t_ns;
 	uint32_t tag_off;        /* offset of the tag in the frame, 0 if none */
 	uint64_t tag;            /* as carried (big-endian on the wire) */
+	/* ACK / NACK feedback trailer (16 <= len <= 96; has_tag too), and its
+	 * Rx-HPCC window block (HPCCD_FB_F_WINDOW): w_bytes, u_q16, n_flows,
+	 * t_ns above hold the block's fields */
+	uint8_t has_trailer;
+	uint8_t has_rxwin;
+	uint16_t pad4;
+	uint32_t fb_seq;
+	uint32_t fb_flags;
 };
 
 /* Classifies and decodes one Ethernet frame (frame[0..len)).  udp_port:
@@ -114,11 +123,11 @@ int hpccd_wire_parse_frame(const void *frame, size_t len, uint16_t udp_port,
 
 /* The integrity tag the frame should carry: SipHash-2-4 under key (16
  * bytes; k0, k1 little-endian) over the 16-byte prefix (the 5-tuple as the
- * data/probe sender sees it: a PROBE_RESP's or NOTIFY's own addresses and
+ * data/probe sender sees it: a PROBE_RESP's, NOTIFY's, ACK's or NACK's own addresses and
  * ports reversed) and the bytes from the INT header to the tag.  Returns
  * 0 with *tag set; HPCCD_WIRE_NOT_HPCCD; -EBADMSG when the frame is
- * malformed (class != 0); -ENODATA when it carries no tag (not PROBE_RESP
- * or NOTIFY, or len is not the table's); -EINVAL for a NULL argument. */
+ * malformed (class != 0); -ENODATA when it carries no tag (not PROBE_RESP,
+ * NOTIFY, ACK or NACK, or len is not the table's: ACK / NACK below 16); -EINVAL for a NULL argument. */
 int hpccd_wire_tag(const uint8_t *key, const void *frame, size_t len, uint16_t udp_port,
 		   uint8_t probe_dscp, uint64_t *tag);
 

@@ -19,7 +19,9 @@ the counter comments of ebpf/hpccd_kern_user.h):
   deltas over a batch equal, slot by slot, the packets and bytes sent;
 - frames that are passed or dropped leave the program unchanged;
 - the load-time settings (port, probe DSCP, HPCCD_CFG_* flags) and the two
-  run-time maps (hpccd_addrs, hpccd_tag_key) switch the documented branches.
+  run-time maps (hpccd_addrs, hpccd_tag_key) switch the documented branches;
+- PROBEs are answered per source address within a token bucket (rate,
+  burst), the excess dropped and counted, other sources unaffected.
 
 The expected verdicts come from the documentation, written twice: once per
 vector from its JSON fields (vector_expectation), once as an oracle over
@@ -162,6 +164,8 @@ class Cfg(NamedTuple):
     flags: int = CFG_DEFAULT
     port: int = PORT
     dscp: int = DSCP
+    probe_rate: int = 100000          # HPCCD_PROBE_RATE_DEFAULT
+    probe_burst: int = 256            # HPCCD_PROBE_BURST_DEFAULT
 
 
 DEFAULT = Cfg()
@@ -358,7 +362,9 @@ class Xdp:
         self.cfg = cfg
         self.obj = bpf.BpfObject.open(OBJ, rodata={"hpccd_cfg_udp_port": cfg.port,
                                                    "hpccd_cfg_probe_dscp": cfg.dscp,
-                                                   "hpccd_cfg_flags": cfg.flags})
+                                                   "hpccd_cfg_flags": cfg.flags,
+                                                   "hpccd_cfg_probe_rate": cfg.probe_rate,
+                                                   "hpccd_cfg_probe_burst": cfg.probe_burst})
         try:
             self.obj.load()
             self.prog = self.obj.program(PROG)
@@ -1256,6 +1262,39 @@ def test_no_tag_key(make_xdp):
     assert got["probe_udp"] == got["tcp_probe"] == got["tcp_probe_resp"] == C.DROP_NO_KEY
     run_batch(x, cases)
     assert x.telem_entries() == {}
+
+
+def _probe_from(src: str) -> bytes:
+    """The probe_udp vector sent from `src` (IPv4 checksum recomputed)."""
+    p = Ether(VEC["probe_udp"])
+    p[IP].src = src
+    del p[IP].chksum
+    return bytes(p)
+
+
+def test_probe_rate_per_source(make_xdp):
+    """Probe reflection is limited per source address (issue 15 section 3):
+    with 10 probes/s and bursts of 8, 40 probes of one source sent at once
+    (well within one 100 ms interval) get 8 answers and 32 drops counted in
+    DROP_PROBE_RATE, untouched; a second source is answered all the same;
+    after 1.1 s the first one has 11 probes' worth of credit again, capped
+    by the burst at 8."""
+    x = make_xdp(probe_rate=10, probe_burst=8)
+    a, b = VEC["probe_udp"], _probe_from("192.0.2.77")
+    before = x.counters()
+    rets = [x.run(a) for _ in range(40)]
+    after = x.counters()
+    tx = [r for r, _ in rets if r == XDP_TX]
+    assert len(tx) == 8, [r for r, _ in rets]
+    assert all(out == a for r, out in rets if r == XDP_DROP)      # dropped unchanged
+    assert after[C.DROP_PROBE_RATE][0] - before[C.DROP_PROBE_RATE][0] == 32
+    assert after[C.TX_PROBE_RESP_UDP][0] - before[C.TX_PROBE_RESP_UDP][0] == 8
+    ret, out = x.run(b)
+    assert ret == XDP_TX
+    check_probe_resp(b, out, x.cfg)
+    time.sleep(1.1)
+    again = [x.run(a)[0] for _ in range(40)].count(XDP_TX)
+    assert again == 8, again                       # the burst caps the credit
 
 
 def test_no_local_addresses(make_xdp):

@@ -117,7 +117,7 @@ class Fake(Component):
                        daddr="10.199.0.2", dport=18471, proto=17, peer=pol.peer,
                        algorithm=pol.algorithm, component=self.name)
             fl.finish(f.id)
-        fl.drop("transport", "notify_tag")
+        fl.drop("transport", "feedback_tag")
 
     def check_config(self, new):
         if new.max_flows == 13:

@@ -15,13 +15,13 @@ Invariants protected:
   sender's, and the bottleneck queue stays near empty (median at most two
   frames, 90th percentile under 10 % of the buffer; best of three on the
   shared machine); the probe flow sent probes once per RTT that were
-  answered, the Rx-HPCC flow applied NOTIFYs;
+  answered, the Rx-HPCC flow applied the receiver's windows (in its ACKs);
 - the flows appear in ``hpccctl flows`` while running, and in the metrics
   scraped over HTTP afterwards (completed flows, FCT histogram, probes,
-  NOTIFYs);
-- a NOTIFY with a forged tag, sent to a live flow from the receiver's
+  windows);
+- an ACK with a forged tag, sent to a live flow from the receiver's
   address and port, is dropped and counted:
-  ``hpccd_drops_total{layer="transport",cause="notify_tag"}`` over HTTP;
+  ``hpccd_drops_total{layer="transport",cause="feedback_tag"}`` over HTTP;
 - kernel TCP ``iperf3 -C hpcc`` under the daemon's TCP side keeps the
   bottleneck queue well below cubic's in the same run (median, p90 and mean
   at most a quarter; both printed);
@@ -318,7 +318,7 @@ def test_native_flows_through_the_daemon(dlab, algo):
               f"{m['goodput_bps'] / 1e6:.0f} Mbit/s, utilisation {m['util']:.3f}, queue p50/p90/"
               f"max {m['q50']}/{m['q90']}/{m['qmax']} B ({m['n']} samples), probes "
               f"{m['probes_sent']}/{m['probes_answered']}/{m['probes_lost']} sent/answered/lost, "
-              f"NOTIFYs {m['notifies']}, retransmitted {m['retx_packets']}, srtt "
+              f"windows {m['rx_windows']}, retransmitted {m['retx_packets']}, srtt "
               f"{m['srtt_s'] * 1e6:.0f} us")
         if m["q50"] <= 2 * 1514 and m["q90"] < BUFFER / 10:
             break
@@ -329,7 +329,7 @@ def test_native_flows_through_the_daemon(dlab, algo):
             assert m["int_mode"] == "probe"
             assert m["probes_answered"] > 0.9 * m["probes_sent"] > 100, m
         else:
-            assert m["int_mode"] == "every" and m["notifies"] > 10, m
+            assert m["int_mode"] == "every" and m["rx_windows"] > 10, m
     s = _samples(h1.scrape())
     # the engine of queue 0 is listed, with its flows (all done by now)
     assert any(lb.get("queue") == "0" and lb.get("role") == "sender"
@@ -346,17 +346,18 @@ def test_native_flows_through_the_daemon(dlab, algo):
         assert _sum(s2, "hpccd_notify_sent_total") > 10
 
 
-def _forged_notify(flow_id: int) -> bytes:
+def _forged_ack(flow_id: int) -> bytes:
+    """An ACK with an Rx-HPCC window of 1000 bytes and a trailer whose tag is zero."""
     int_hdr = bytes([0xC1, 0x00, 0x00, 0x00])
-    body = struct.pack("!IIIHHII", 1000, 1, 0, 1, 0, 0xFFFFFFF0, T_NS) + bytes(8)
-    hdr = struct.pack("!BBHIIIIIII", 0x10 | 6, 0, len(body), flow_id, 0, 0, 0, 0, 0, 0)
+    body = struct.pack("!IIHHI", 1000, 0, 1, 0, T_NS) + struct.pack("!II", 1 << 30, 1) + bytes(8)
+    hdr = struct.pack("!BBHIIIIIII", 0x10 | 2, 0, len(body), flow_id, 0, 0, 0, 0, 0, 0)
     return int_hdr + hdr + body
 
 
-def test_forged_notify_dropped_and_counted_in_metrics(dlab):
+def test_forged_ack_dropped_and_counted_in_metrics(dlab):
     h1 = dlab.daemons["h1"]
     before = _sum(_samples(h1.scrape()), "hpccd_drops_total", layer="transport",
-                  cause="notify_tag")
+                  cause="feedback_tag")
     info = h1.request("send", peer=dlab.address("h2"), bytes=400_000_000, algo="rx-hpcc")
     try:
         deadline = time.monotonic() + 10
@@ -370,7 +371,7 @@ def test_forged_notify_dropped_and_counted_in_metrics(dlab):
         try:
             s.bind((dlab.address("h2"), 18471))
             for _ in range(5):
-                s.sendto(_forged_notify(info["engine_flow_id"]),
+                s.sendto(_forged_ack(info["engine_flow_id"]),
                          (dlab.address("h1"), info["sport"]))
         finally:
             s.close()
@@ -383,11 +384,11 @@ def test_forged_notify_dropped_and_counted_in_metrics(dlab):
         pass
     assert res["state"] == "done"
     after = _sum(_samples(h1.scrape()), "hpccd_drops_total", layer="transport",
-                 cause="notify_tag")
-    print(f"\n[daemon] forged NOTIFY: notify_tag drops {before:.0f} -> {after:.0f}; the flow "
-          f"applied {res['notifies']} genuine NOTIFYs")
+                 cause="feedback_tag")
+    print(f"\n[daemon] forged ACK: feedback_tag drops {before:.0f} -> {after:.0f}; the flow "
+          f"applied {res['rx_windows']} genuine windows")
     assert after - before == 5
-    assert res["notifies"] > 0
+    assert res["rx_windows"] > 0
 
 
 # ---- kernel TCP under the TCP side --------------------------------------------------------

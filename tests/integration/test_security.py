@@ -2,16 +2,16 @@
 packets in the bundled dumbbell (h1, h2, h3 -> s1 -> s2 -> r1).
 
 Invariants protected:
-- NOTIFY (Rx-HPCC) that is forged (wrong key), replayed (a valid tag but a
-  notify_seq not above the newest accepted one: outside the replay window),
-  or truncated (no tag; or shorter than its headers say) is dropped and
+- an ACK (here one carrying an Rx-HPCC window) that is forged (wrong key),
+  replayed (a valid tag but an fb_seq not above the newest accepted one), or
+  truncated (no trailer; or shorter than its headers say) is dropped and
   counted and never applied: the window stays the receiver's; a positive
-  control (right key, new seq) shows the same packet *is* applied;
+  control (right key, new fb_seq) shows the same packet *is* applied;
 - PROBE_RESP of a probe-mode flow that is forged or replayed (an older probe
   number) is counted and not applied; a truncated one is dropped by xdp_host
   as malformed;
 - key rotation without restart: engines (Transport.set_tag_key) drop the
-  old key's NOTIFYs from the moment they rotate and accept the new key's;
+  old key's ACKs from the moment they rotate and accept the new key's;
   the real `hpccd` rotates xdp_host's key on SIGHUP after the key file
   changed, so the PROBE_RESPs it reflects verify under the new key only;
 - limits: the 257th sender flow of an engine is refused with ENOSPC, a
@@ -91,21 +91,21 @@ def _rx_done(tp: Transport, flow_id: int, timeout: float = 10.0):
 
 # ---- building feedback packets (the receiver's side of the wire) -----------------------
 
-def _notify(r1: str, h1: str, sport: int, flow_id: int, *, key: bytes | None, seq: int,
-            w: int, ack: int = 0, truncate_tag: bool = False) -> bytes:
-    """The UDP payload of a NOTIFY from r1:PORT to h1:sport (tag under `key`;
-    a random key when None; no tag at all with truncate_tag)."""
+def _ack(r1: str, h1: str, sport: int, flow_id: int, *, key: bytes | None, fb_seq: int,
+         w: int, ack: int = 0, truncate: bool = False) -> bytes:
+    """The UDP payload of an ACK from r1:PORT to h1:sport carrying an Rx-HPCC
+    window W = w, its trailer tagged under `key` (a random key when None); no
+    trailer at all with truncate."""
     from scapy.layers.inet import IP, UDP
 
     from hpccd import wire
 
-    body = wire.HpccdNotify(w_bytes=w, rate_kbps=w * 8 // T_NS * 1000, u_q16=1 << 15,
-                            n_flows=1, notify_seq=seq, t_ns=T_NS)
-    hdr = wire.Hpccd(type=6, flow_id=flow_id, ack=ack)
-    if truncate_tag:
-        return bytes(wire.HpccdInt(room=0) / hdr / body)
-    p = IP(src=r1, dst=h1) / UDP(sport=PORT, dport=sport) / wire.HpccdInt(room=0) / hdr / \
-        body / wire.HpccdTag()
+    hdr = wire.Hpccd(type=wire.T_ACK, flow_id=flow_id, ack=ack)
+    if truncate:
+        return bytes(wire.HpccdInt(room=0) / hdr)
+    body = wire.HpccdFeedback(w_bytes=w, u_q16=1 << 15, n_flows=1, t_ns=T_NS, fb_seq=fb_seq,
+                              fb_flags=wire.FB_F_WINDOW)
+    p = IP(src=r1, dst=h1) / UDP(sport=PORT, dport=sport) / wire.HpccdInt(room=0) / hdr / body
     p = IP(bytes(p))                                   # lengths filled, layers decoded
     wire.set_tag(key if key is not None else os.urandom(16), p)
     return bytes(p[wire.HpccdInt])
@@ -160,44 +160,45 @@ def _xdp_slot(tp: Transport, name: str) -> int:
     return tp.xdp_counters()[next(s.index for s in bpf_counters.XDP_SLOTS if s.name == name)]
 
 
-# ---- NOTIFY: forged, replayed, truncated ----------------------------------------------------
+# ---- ACK: forged, replayed, truncated ([HPCC++2022] section 9.1) -----------------------------
 
-def test_notify_forged_replayed_truncated_dropped_counted_never_applied(lab, engines):
-    engines("r1", tag_key=K1)                     # the receiver, its NOTIFYs tagged with K1
+def test_ack_forged_replayed_truncated_dropped_counted_never_applied(lab, engines):
+    engines("r1", tag_key=K1)                     # the receiver, its ACKs tagged with K1
     tx = engines("h1", tag_key=K1)
     r1, h1 = lab.address("r1"), lab.address("h1")
     flow = tx.open_flow(r1, 400_000_000, algo="rx-hpcc", line_rate_bps=LINE,
                         hpcc={"T_ns": T_NS}, timeout_s=30)
     s = _sock(lab, "r1", PORT)
     try:
-        _until(lambda: flow.stats().stats["notifies"] >= 3, 10, "genuine NOTIFYs")
+        _until(lambda: flow.stats().stats["rx_windows"] >= 3, 10, "genuine windows")
         st0 = flow.stats().stats
         malformed0 = _xdp_slot(tx, "malformed_len")
         send = lambda payload: [s.sendto(payload, (h1, flow.sport)) for _ in range(5)]  # noqa
-        send(_notify(r1, h1, flow.sport, flow.flow_id, key=None, seq=0xFFFFFF00, w=1000))
+        send(_ack(r1, h1, flow.sport, flow.flow_id, key=None, fb_seq=1 << 30, w=1000))
         _until(lambda: flow.stats().stats["bad_tags"] - st0["bad_tags"] >= 5, 5, "forged")
-        # replayed: a valid tag, but a notify_seq the flow has seen already
-        send(_notify(r1, h1, flow.sport, flow.flow_id, key=K1, seq=1, w=1000))
-        _until(lambda: flow.stats().stats["stale_notifies"] - st0["stale_notifies"] >= 5, 5,
+        # replayed: a valid tag, but an fb_seq the flow has taken already
+        send(_ack(r1, h1, flow.sport, flow.flow_id, key=K1, fb_seq=1, w=1000))
+        _until(lambda: flow.stats().stats["fb_replayed"] - st0["fb_replayed"] >= 5, 5,
                "replayed")
-        # truncated: no tag (len 24), and a frame shorter than its hpccd len
-        send(_notify(r1, h1, flow.sport, flow.flow_id, key=K1, seq=0xFFFFFF01, w=1000,
-                     truncate_tag=True))
-        full = _notify(r1, h1, flow.sport, flow.flow_id, key=K1, seq=0xFFFFFF02, w=1000)
+        # truncated: no trailer (len 0), and a frame shorter than its hpccd len
+        send(_ack(r1, h1, flow.sport, flow.flow_id, key=K1, fb_seq=1 << 30, w=1000,
+                  truncate=True))
+        full = _ack(r1, h1, flow.sport, flow.flow_id, key=K1, fb_seq=1 << 30, w=1000)
         send(full[:-4])
         _until(lambda: _xdp_slot(tx, "malformed_len") - malformed0 >= 5, 5,
                "truncated frames dropped in XDP")
         time.sleep(0.1)
         st1 = flow.stats().stats
-        assert st1["bad_tags"] - st0["bad_tags"] == 10      # forged + tagless
-        assert st1["stale_notifies"] - st0["stale_notifies"] == 5
-        assert st1["window_bytes"] != 1000                  # never applied
-        assert st1["notifies"] > st0["notifies"]            # the genuine ones still are
-        # positive control: right key, a new seq: the same forgery *is* applied
-        w = 20_000                                         # within [w_min, w_max]
-        s.sendto(_notify(r1, h1, flow.sport, flow.flow_id, key=K1, seq=0xFFFFFFF0, w=w),
+        assert st1["bad_tags"] - st0["bad_tags"] == 10      # forged + without trailer
+        assert st1["fb_replayed"] - st0["fb_replayed"] == 5
+        assert st1["window_bytes"] != 2 * 1000              # never applied (window 2 W)
+        assert st1["rx_windows"] > st0["rx_windows"]        # the genuine ones still are
+        # positive control: right key, a new fb_seq: the same forgery *is* applied
+        w = 20_000                                          # within [w_min, w_max]
+        s.sendto(_ack(r1, h1, flow.sport, flow.flow_id, key=K1, fb_seq=1 << 30, w=w),
                  (h1, flow.sport))
-        _until(lambda: abs(flow.stats().stats["window_bytes"] - w) < 1, 5, "control applied")
+        _until(lambda: abs(flow.stats().stats["window_bytes"] - 2 * w) < 1, 5,
+               "control applied")
     finally:
         s.close()
         flow.close()
@@ -252,27 +253,28 @@ def test_engine_key_rotation_without_restart(lab, engines):
     s = _sock(lab, "r1", PORT)
     try:
         st = lambda: flow.stats().stats  # noqa: E731
-        _until(lambda: st()["notifies"] >= 3, 10, "NOTIFYs under K1")
-        # the sender rotates first: the receiver's K1 NOTIFYs are now dropped
+        _until(lambda: st()["rx_windows"] >= 3, 10, "windows under K1")
+        # the sender rotates first: the receiver's K1 ACKs are now dropped
         tx.set_tag_key(K2)
         a = st()
-        _until(lambda: st()["bad_tags"] - a["bad_tags"] >= 3, 10, "old-key NOTIFYs dropped")
-        # the receiver follows: its K2 NOTIFYs are accepted again
+        _until(lambda: st()["bad_tags"] - a["bad_tags"] >= 3, 10, "old-key ACKs dropped")
+        # the receiver follows: its K2 ACKs are accepted again
         rx.set_tag_key(K2)
         time.sleep(0.05)                                   # what was in flight under K1
         b = st()
-        _until(lambda: st()["notifies"] - b["notifies"] >= 3, 10, "new-key NOTIFYs accepted")
+        _until(lambda: st()["rx_windows"] - b["rx_windows"] >= 3, 10,
+               "new-key ACKs accepted")
         c = st()
         time.sleep(0.2)
         d = st()
         assert d["bad_tags"] == c["bad_tags"]              # nothing under the old key now
         # a forgery under the old key with a fresh seq: dropped, not applied
-        s.sendto(_notify(r1, h1, flow.sport, flow.flow_id, key=K1, seq=0xFFFFFFF0, w=1000),
+        s.sendto(_ack(r1, h1, flow.sport, flow.flow_id, key=K1, fb_seq=1 << 30, w=1000),
                  (h1, flow.sport))
         _until(lambda: st()["bad_tags"] > d["bad_tags"], 5, "old-key forgery counted")
-        assert st()["window_bytes"] != 1000
-        print(f"\nrotation: {b['bad_tags'] - a['bad_tags']} NOTIFYs dropped in between; "
-              f"{d['notifies'] - b['notifies']} accepted under the new key")
+        assert st()["window_bytes"] != 2 * 1000
+        print(f"\nrotation: {b['bad_tags'] - a['bad_tags']} ACKs dropped in between; "
+              f"{d['rx_windows'] - b['rx_windows']} windows accepted under the new key")
     finally:
         s.close()
         flow.close()
@@ -420,7 +422,7 @@ def test_umem_too_small_refused_and_exhaustion_survived(lab, engines):
 
 def test_flood_of_new_flows_and_probes_from_one_peer(lab, engines):
     rx = engines("r1", tag_key=K1, config={"rx_peer_max": 64})
-    tx = engines("h1")
+    tx = engines("h1", tag_key=K1)             # ACKs are tagged: both ends hold the key
     r1 = lab.address("r1")
     flow = tx.open_flow(r1, 30_000_000, algo="hpcc", line_rate_bps=400_000_000,
                         hpcc={"T_ns": T_NS}, timeout_s=20)
@@ -463,7 +465,7 @@ def test_flood_of_new_flows_and_probes_from_one_peer(lab, engines):
         assert len(from_h2) == 64 and st["rx_peer_full"] >= 1000 - 64 - 5
         assert _xdp_slot(rx, "tx_probe_resp_udp") >= probes * 0.9
         # another peer can still open a flow
-        tx3 = engines("h3")
+        tx3 = engines("h3", tag_key=K1)
         f3 = tx3.open_flow(r1, 1_000_000, algo="dctcp", line_rate_bps=LINE)
         f3.wait(30)
         assert _rx_done(rx, f3.flow_id).crc32 == pattern_crc32(f3.seed, 1_000_000)

@@ -22,7 +22,7 @@ Invariants protected:
   HPCC every data packet ECN-capable; INT padding on every / every Nth / no
   data packet as asked;
 - malformed or forged input is dropped and counted: a DATA with a wrong UDP
-  checksum is not delivered (bad_csum), a NOTIFY with a wrong tag is never
+  checksum is not delivered (bad_csum), an ACK with a wrong tag is never
   applied (bad_tags), feedback for no flow is counted (unknown_flow);
 - an idle engine sleeps: its thread uses < 5 % of a core when nothing flows.
 
@@ -246,13 +246,15 @@ def test_one_percent_loss_byte_exact(dumbbell, engines, algo):
     assert st["retx_pkts"] <= 1.3 * dropped, (st["retx_pkts"], dropped)
     assert r.stats["ooo_pkts"] > 0 and r.stats["held_pkts"] > 0
     if algo == "rx-hpcc":
-        assert st["notifies"] > 0 and st["bad_tags"] == 0
+        assert st["rx_windows"] > 0 and st["bad_tags"] == 0
 
 
 # ---- the bottleneck: utilisation and queue -------------------------------------------------
 
-def _run_hpcc_one_flow(lab, engines, nbytes: int) -> dict:
-    rx = engines("r1", notify=False)
+def _run_hpcc_one_flow(lab, engines, nbytes: int, algo: str = "hpcc") -> dict:
+    """One flow of `algo` (hpcc, or rx-hpcc: then the receiver computes W) through
+    the 1 Gbit/s bottleneck: utilisation, queue, and the feedback it took."""
+    rx = engines("r1", notify=algo == "rx-hpcc")
     tx = engines("h1")
     sw = lab.int_switch
     sampler = sw.sampler("s1")
@@ -266,7 +268,7 @@ def _run_hpcc_one_flow(lab, engines, nbytes: int) -> dict:
     # every 200 ms during the flow cost 1-1.5 % of the link.
     c0 = _cpu()
     try:
-        flow = tx.open_flow(lab.address("r1"), nbytes, algo="hpcc", line_rate_bps=LINE,
+        flow = tx.open_flow(lab.address("r1"), nbytes, algo=algo, line_rate_bps=LINE,
                             hpcc={"T_ns": T_NS})
         res = flow.wait(60, poll=0.2)
         c1 = _cpu()
@@ -295,7 +297,9 @@ def _run_hpcc_one_flow(lab, engines, nbytes: int) -> dict:
             "srtt_us": st["srtt_ns"] / 1e3, "W": st["window_bytes"], "U": st["U"],
             "wnd_limited": st["wnd_limited_ns"] / max(1, st["fct_ns"]),
             "pace_lost": st["pace_lost_ns"] / max(1, st["fct_ns"]),
-            "timer_late_us": timer_late_ns / 1e3}
+            "timer_late_us": timer_late_ns / 1e3, "pkts": st["pkts"],
+            "feedback": st["acks"] + st["nacks"] + st["bad_tags"] + st["fb_replayed"],
+            "rx_windows": st["rx_windows"]}
 
 
 def test_hpcc_one_flow_fills_bottleneck_with_empty_queue(dumbbell, engines):
@@ -431,7 +435,7 @@ def test_malformed_and_forged_input_dropped_and_counted(dumbbell, engines):
     flow = tx.open_flow(dumbbell.address("r1"), 200_000_000, algo="rx-hpcc",
                         line_rate_bps=LINE, hpcc={"T_ns": T_NS}, timeout_s=30)
     try:
-        while flow.stats().stats["notifies"] == 0:
+        while flow.stats().stats["rx_windows"] == 0:
             time.sleep(0.005)
         before_tx, before_rx = tx.stats(), rx.stats()
         st0 = flow.stats().stats
@@ -444,10 +448,12 @@ def test_malformed_and_forged_input_dropped_and_counted(dumbbell, engines):
             d = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
         try:
             s.bind((r1, tx.udp_port))
-            # NOTIFY with a wrong tag, for the live flow: must not be applied
-            body = struct.pack("!IIIHHII", 1000, 1, 0, 1, 0, 0xFFFFFFF0, T_NS) + bytes(8)
+            # ACK with an Rx-HPCC window and a wrong tag, for the live flow:
+            # must not be applied
+            body = (struct.pack("!IIHHI", 1000, 0, 1, 0, T_NS) + struct.pack("!II", 1 << 30, 1) +
+                    bytes(8))
             for _ in range(5):
-                s.sendto(_udp_frame_payload(flow.flow_id, 6, ack=0, body=body),
+                s.sendto(_udp_frame_payload(flow.flow_id, 2, ack=0, body=body),
                          (h1, flow.sport))
             # ACK for a flow that does not exist
             for _ in range(5):
@@ -465,10 +471,10 @@ def test_malformed_and_forged_input_dropped_and_counted(dumbbell, engines):
         st1 = flow.stats().stats
     finally:
         flow.close()
-    # the forged NOTIFYs came from the port of the flow's peer, so they
-    # reached the flow: their tag failed (the stale check comes after it)
+    # the forged ACKs came from the port of the flow's peer, so they
+    # reached the flow: their tag failed (the replay check comes after it)
     assert st1["bad_tags"] - st0["bad_tags"] == 5
-    assert st1["window_bytes"] != 1000
+    assert st1["window_bytes"] != 2 * 1000
     assert after_tx["unknown_flow"] - before_tx["unknown_flow"] >= 5
     assert after_rx["bad_csum"] - before_rx["bad_csum"] == 5
     assert not [f for f in rx.rx_flows() if f.flow_id == 0x777]

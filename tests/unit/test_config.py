@@ -59,6 +59,7 @@ def test_minimal_file_gets_the_documented_defaults():
     assert not c.control_socket.startswith("/run/hpccd/")     # the lab's state directory
     assert c.metrics_address == "127.0.0.1:9477"
     assert (c.probe_mode, c.probe_timeout_us, c.tcp_side, c.reflect) == ("probe", 1000, True, True)
+    assert (c.reflect_rate, c.reflect_burst) == (100_000, 256)       # HPCCD_PROBE_*_DEFAULT
     assert c.default_algorithm == "hpcc"
     assert (c.max_flows, c.umem_bytes, c.frame_bytes) == (4096, 16 << 20, 4096)
     assert (c.top_flows, c.int_hop_series) == (0, 64)
@@ -106,6 +107,8 @@ CASES = [
     ("unknown HPCC parameter", BASE + "[hpcc]\nmaxStage = 5\n", "maxStage", "hpcc.maxStage",
      "unknown key"),
     ("DCTCP g", BASE + "[dctcp]\ng = 0.3\n", "g = ", "dctcp.g", "2^-k"),
+    ("probe burst of 0", BASE + "[probes]\nreflect_burst = 0\n", "reflect_burst",
+     "probes.reflect_burst", "out of range (1..1048576)"),
     ("LDCP eta", BASE + "[ldcp]\neta = 1.0\n", "eta", "ldcp.eta", "eta must be in (0, 1)"),
     ("DCTCP by default", BASE + "[algorithm]\ndefault = \"dctcp\"\n", "default",
      "algorithm.default", "not declared a DCTCP endpoint"),

@@ -100,7 +100,7 @@ def test_collector_emits_exactly_the_declared_metrics():
     ft.observe_rtt(f1.id, rtt_s=80e-6, probe_rtt_s=90e-6)
     ft.observe_hop(0x123, 0, cc.hop_pack(cc.speed_code(1_000_000_000), 1000, 10, 5))
     ft.observe_hop(0x123, 0, cc.hop_pack(cc.speed_code(1_000_000_000), 9000, 20, 7))
-    ft.drop("transport", "notify_tag", 2)
+    ft.drop("transport", "feedback_tag", 2)
     got = _scrape(state)
     declared = metrics.exposed_names()
     assert set(got) - declared == set(), "samples the METRICS table does not declare"
@@ -134,7 +134,7 @@ def test_collector_emits_exactly_the_declared_metrics():
     assert val("hpccd_rtt_seconds_count", algorithm="hpcc", peer="default") == [1]
     assert val("hpccd_rtt_seconds_bucket", algorithm="hpcc", peer="default", le="0.0001") == [1]
     assert val("hpccd_rtt_seconds_bucket", algorithm="hpcc", peer="default", le="5e-05") == [0]
-    assert val("hpccd_drops_total", layer="transport", cause="notify_tag") == [2]
+    assert val("hpccd_drops_total", layer="transport", cause="feedback_tag") == [2]
     assert val("hpccd_drops_total", layer="xdp", cause="malformed_magic") == [0]
     assert val("hpccd_int_hop_queue_bytes", path_id="0x123", hop="0") == [7 * 80]
     # 10 x 128 bytes in 8000 ns at 1 Gbit/s: 1.28

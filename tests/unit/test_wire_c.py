@@ -127,6 +127,15 @@ def test_vector_class_and_fields(v):
                 info.notify_seq, info.t_ns) == (
             n["w_bytes"], n["rate_kbps"], n["u_q16"], n["n_flows"], n["reserved"],
             n["notify_seq"], n["t_ns"])
+    fb = f.get("feedback")
+    assert bool(info.has_trailer) == (fb is not None)
+    if fb is not None:
+        assert (info.fb_seq, info.fb_flags) == (fb["fb_seq"], fb["fb_flags"])
+        w = fb["window"]
+        assert bool(info.has_rxwin) == (w is not None)
+        if w is not None:
+            assert (info.w_bytes, info.u_q16, info.n_flows, info.reserved, info.t_ns) == (
+                w["w_bytes"], w["u_q16"], w["n_flows"], w["reserved"], w["t_ns"])
     tag = f.get("tag_hex")
     assert bool(info.has_tag) == (tag is not None)
     if tag is not None:

@@ -57,7 +57,7 @@ NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
 # enum hpccd_type, INT flags, hpccd flags (include/hpccd/wire.h)
 DATA, ACK, NACK, PROBE, PROBE_RESP, NOTIFY = 1, 2, 3, 4, 5, 6
 COLLECT, OVERFLOW = 0x8, 0x4
-ECE, CWR, FIRST_RTT, FIN, RETX, INT_ECHO, SYN = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40
+ECE, CWR, FIRST_RTT, FIN, RETX, INT_ECHO, SYN, SACK = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80
 
 # Speed codes (cffi_build/cc/int_decode.c): the lab's port speeds.
 B_100M, B_1G, B_10G, B_40G, B_100G = 6, 14, 22, 25, 27
@@ -100,6 +100,15 @@ def pack_notify(f: dict) -> bytes:
     """struct hpccd_notify."""
     return struct.pack("!IIIHHII", f["w_bytes"], f["rate_kbps"], f["u_q16"], f["n_flows"],
                        f["reserved"], f["notify_seq"], f["t_ns"])
+
+
+def pack_feedback_head(f: dict) -> bytes:
+    """struct hpccd_rxwin (when fb_flags has FB_F_WINDOW), then the first 8 bytes of
+    struct hpccd_fb_trailer (fb_seq, fb_flags): everything the tag covers."""
+    w = f["window"]
+    win = struct.pack("!IIHHI", w["w_bytes"], w["u_q16"], w["n_flows"], w["reserved"],
+                      w["t_ns"]) if w else b""
+    return win + struct.pack("!II", f["fb_seq"], f["fb_flags"])
 
 
 def tag_prefix(saddr: str, daddr: str, sport: int, dport: int, proto: int) -> bytes:
@@ -197,14 +206,18 @@ VECTORS: list[dict] = []
 def valid(name: str, description: str, *, intf: dict, hdr: dict, l4: str = "udp",
           to_b: bool = True, notify: dict | None = None, payload: bytes = b"",
           tag: str | None = None, ecn: int = ECT0, tcp_seq: int = 0, trailer: bytes = b"",
-          tag_flow: tuple | None = None) -> None:
+          tag_flow: tuple | None = None, feedback: dict | None = None) -> None:
     """A well-formed packet.  ``tag``: None (no tag), "slot" (PROBE's zeroed slot),
     "valid", or "corrupt" (one bit of a valid tag flipped).  ``tag_flow``: compute
-    the tag for another flow's 5-tuple (so it must not verify on this one)."""
-    body_len = len(payload) + (24 if notify else 0) + (8 if tag else 0)
+    the tag for another flow's 5-tuple (so it must not verify on this one).
+    ``feedback``: an ACK / NACK trailer (fb_seq, fb_flags, window or None) after the
+    payload (its SACK blocks); its tag is ``tag``.  ``trailer``: Ethernet padding."""
+    fb_head = pack_feedback_head(feedback) if feedback else b""
+    body_len = len(payload) + (24 if notify else 0) + len(fb_head) + (8 if tag else 0)
     assert hdr["len"] is None
     hdr = dict(hdr, len=body_len)
-    head = pack_int(intf) + pack_hdr(hdr) + (pack_notify(notify) if notify else b"") + payload
+    head = (pack_int(intf) + pack_hdr(hdr) + (pack_notify(notify) if notify else b"") +
+            payload + fb_head)
     tag_bytes = b""
     proto = 17 if l4 == "udp" else 6
     if tag == "slot":
@@ -232,7 +245,7 @@ def valid(name: str, description: str, *, intf: dict, hdr: dict, l4: str = "udp"
         "name": name, "description": description, "hex": frame.hex(), "l4": l4, "error": 0,
         "fields": {
             "ip": ip_info(frame),
-            "int": intf, "hdr": hdr, "notify": notify,
+            "int": intf, "hdr": hdr, "notify": notify, "feedback": feedback,
             "tag_hex": tag_bytes.hex() if tag else None,
             "tag_valid": tag_valid,
             "payload_len": len(payload),
@@ -331,26 +344,53 @@ def build() -> list[dict]:
           payload=payload_bytes(1024, 9), ecn=ECT0)
 
     # ---- answers ----
+    def fb(seq, window=None):
+        return {"fb_seq": seq, "fb_flags": 1 if window else 0, "window": window}
+
     valid("ack_int_echo",
           "ACK echoing a DATA packet's padding: INT_ECHO, COLLECT cleared so the return "
           "path does not stamp, nHop/room/pathID/hops as the data packet carried them; "
-          "len 0; aux = packets acknowledged",
+          "len 16 = the trailer (fb_seq, fb_flags 0, tag over the reversed 5-tuple); aux = "
+          "packets acknowledged",
           intf=int_fields(3, 5, flags=0, hops=[hop_1g, hop_100m, hop_10g]), to_b=False,
-          hdr=hdr_fields(ACK, INT_ECHO, None, flow, 0, seq0 + 164, 0xDEADC0DE, 2))
+          hdr=hdr_fields(ACK, INT_ECHO, None, flow, 0x2_0000_0000, seq0 + 164, 0xDEADC0DE, 2),
+          feedback=fb(1), tag="valid")
     valid("ack_ece_no_int",
-          "ACK that echoes no telemetry (room 0) with ECE for DCTCP",
+          "ACK that echoes no telemetry (room 0) with ECE for DCTCP; the trailer",
           intf=int_fields(0, 0, flags=0), to_b=False,
-          hdr=hdr_fields(ACK, ECE, None, flow, 0, seq0 + 64, 0xDEADBEEF, 1))
+          hdr=hdr_fields(ACK, ECE, None, flow, 0, seq0 + 64, 0xDEADBEEF, 1),
+          feedback=fb(0xFFFFFFFF), tag="valid")
+    valid("ack_forged",
+          "ACK whose tag has one bit flipped (a forgery, or corrupted on the way): well "
+          "formed (error 0), the tag does not verify: dropped and counted, never applied",
+          intf=int_fields(3, 5, flags=0, hops=[hop_1g, hop_100m, hop_10g]), to_b=False,
+          hdr=hdr_fields(ACK, INT_ECHO, None, flow, 0x2_0000_0000, seq0 + 164, 0xDEADC0DE, 2),
+          feedback=fb(1), tag="corrupt")
+    valid("ack_rxwin_sack",
+          "Rx-HPCC ACK: two SACK blocks (payload), then the window block (FB_F_WINDOW: W, "
+          "U x 65536, N, T), then the trailer; parsed from its end",
+          intf=int_fields(0, 0, flags=0), to_b=False,
+          hdr=hdr_fields(ACK, SACK, None, flow, seq0 + 9000, seq0 + 1000, 0x0BADF00D, 1),
+          payload=struct.pack("!QQQQ", seq0 + 2000, seq0 + 3000, seq0 + 4000, seq0 + 5000),
+          feedback=fb(77, {"w_bytes": 150_000, "u_q16": 0xF333, "n_flows": 4,
+                           "reserved": 0, "t_ns": 13_000}), tag="valid")
+    valid("ack_no_trailer",
+          "ACK of len 0, without the trailer (cut, or an older sender): well formed, but "
+          "it carries no tag, so a sender never applies it (counted as a bad tag)",
+          intf=int_fields(0, 0, flags=0), to_b=False,
+          hdr=hdr_fields(ACK, 0, None, flow, 0, seq0 + 64, 0xDEADBEEF, 1))
     valid("nack",
-          "NACK: ack = the byte to go back to, aux = packets received beyond the gap",
+          "NACK: ack = the byte to go back to, aux = packets received beyond the gap; "
+          "the trailer",
           intf=int_fields(0, 0, flags=0), to_b=False,
-          hdr=hdr_fields(NACK, 0, None, flow, 0, seq0 + 64, 0xFFFFFFFF, 3))
+          hdr=hdr_fields(NACK, 0, None, flow, 0, seq0 + 64, 0xFFFFFFFF, 3),
+          feedback=fb(5), tag="valid")
     valid("nack_eth_padding_valid",
           "Ethernet padding beyond the IP total length is not part of the L4 payload: a "
-          "NACK followed by 18 bytes of padding is valid (len 0 still matches)",
+          "NACK followed by 18 bytes of padding is valid (len 16 still matches)",
           intf=int_fields(0, 0, flags=0), to_b=False,
           hdr=hdr_fields(NACK, 0, None, flow, 0, seq0, 0x7000, 1),
-          trailer=bytes(18))
+          feedback=fb(6), tag="valid", trailer=bytes(18))
 
     # ---- probes and their answers over UDP ----
     valid("probe_udp",
@@ -518,7 +558,10 @@ def document() -> dict:
                  "TS the departure time, txBytes the bytes sent with the packet, qLen the "
                  "bytes left behind it); hdr.seq/ack = the "
                  "64-bit values of the hi/lo halves; payload_len/payload_hex = DATA payload "
-                 "(bytes after the header other than NOTIFY body and tag); tag_hex = the 8 "
+                 "(bytes after the header other than NOTIFY body, window block, trailer "
+                 "and tag: an ACK's or NACK's SACK blocks); feedback = the ACK / NACK "
+                 "trailer (fb_seq, fb_flags, window block or null; null without a "
+                 "trailer); tag_hex = the 8 "
                  "tag bytes (PROBE: zeroed slot), tag_valid = whether it verifies under "
                  "tag_key_hex (null when the type carries no tag). Every frame is at least 60 "
                  "bytes (short ones zero-padded after the IP total length, as a NIC pads "

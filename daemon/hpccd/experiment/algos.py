@@ -6,7 +6,7 @@ Kernel TCP (flows of kernel_tcp, congestion control set per socket):
 ``tcp-hpcc`` (registered by the daemon, docs/tcp-side.md).  Native hpccd
 transport flows (AF_XDP, docs/transport.md): ``hpcc`` (INT on every
 packet, sender-side Algorithm 1), ``hpcc-probe`` (a probe per RTT, [HPCC++2022]
-section 6.2.1), ``rx-hpcc`` (receiver-computed window in NOTIFY),
+section 6.2.1), ``rx-hpcc`` (receiver-computed window in one ACK per T),
 ``dctcp``, ``ldcp``.
 """
 from __future__ import annotations

@@ -71,7 +71,7 @@ class Engines:
         self.lab = lab
         self.hpcc = hpcc_params(n_flows)
         self.tps: dict[str, Any] = {}
-        self.key = os.urandom(16)           # PROBE_RESP / NOTIFY tags of this run
+        self.key = os.urandom(16)           # PROBE_RESP / ACK / NACK tags of this run
 
     def __enter__(self) -> "Engines":
         self.lab.native = self

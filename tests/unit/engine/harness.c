@@ -17,9 +17,15 @@
  *
  * Scenarios: transfer (one flow A -> B; loss, reorder, recovery, algo,
  * bytes, window, budget, frames, rate_gbps, drop=I,J,...: those frames
- * A -> B lost), restart (B loses its state mid-flow),
- * admit (A opens `flows` flows; B admits rx_peer_max of them).  Prints one
- * JSON object with what happened.
+ * A -> B lost; tamper=forge|replay|truncate with tamper_every=K: every K-th
+ * ACK / NACK B -> A is forged (one bit of its ack flipped, tag kept),
+ * delivered twice, or cut before its trailer), restart (B loses its state
+ * mid-flow), admit (A opens `flows` flows; B admits rx_peer_max of them),
+ * bneck (`flows` flows of `algo` A -> B with INT on every DATA through a
+ * switch port of bneck_gbps and buf_kb in front of the link, which stamps
+ * the INT hop as each frame leaves its queue: feedback frames per DATA
+ * frame, the port's utilisation and queue).  Prints one JSON object with
+ * what happened.
  */
 #include "tp.h"
 
@@ -56,6 +62,25 @@ struct rxring {                  /* the receiving engine's RX ring */
 
 static struct hpccd_tp *A, *B;
 static struct link ab, ba;
+static uint32_t flow_int_mode = HPCCD_TP_INT_NONE;
+static double T_ns = 50000;
+
+/* bneck: a switch port in front of the A -> B link, FIFO at bn.bps with
+ * bn.buf bytes of buffer; the INT hop of a frame is stamped when it leaves
+ * the queue ([HPCC] section 4.1: ts, txBytes, qLen at departure). */
+static struct {
+	struct pkt q[MAX_LINK];
+	uint32_t head, n;
+	uint64_t bps, buf, bytes, free_at, tx_bytes, drops;
+	uint64_t first_ns, last_ns, departed;
+	uint32_t *qs;                    /* queue bytes at each departure */
+	uint64_t nqs;
+} bn;
+
+/* tamper: what happens to every tamper_every-th ACK / NACK B -> A */
+enum { T_NONE, T_FORGE, T_REPLAY, T_TRUNC };
+static int tamper;
+static uint64_t tamper_every, fb_seen, tampered;
 static struct rxring ring_a, ring_b;
 static uint64_t sim_now;
 static uint64_t line_rate_bps = 10000000000ull;
@@ -112,9 +137,114 @@ static void link_push(struct link *l, const uint8_t *frame, uint32_t len)
 	}
 }
 
+static uint32_t hdr_off_of(const uint8_t *f)
+{
+	return L2L4 + HPCCD_INT_HDR_BYTES + (f[L2L4 + 1] & 0xf) * HPCCD_INT_HOP_BYTES;
+}
+
+/* A frame B -> A, perhaps tampered with (the copy is changed, never B's). */
+static void tamper_push(const uint8_t *frame, uint32_t len)
+{
+	uint8_t f[4096];
+	uint32_t h = hdr_off_of(frame), type = h < len ? frame[h] & 0xf : 0;
+
+	if (!tamper || (type != HPCCD_T_ACK && type != HPCCD_T_NACK) ||
+	    ++fb_seen % tamper_every || len > sizeof(f)) {
+		link_push(&ba, frame, len);
+		return;
+	}
+	tampered++;
+	memcpy(f, frame, len);
+	switch (tamper) {
+	case T_FORGE:                    /* ack one byte further, checksums fixed */
+		f[h + 23] ^= 1;
+		fill_l3_csums(f, len);
+		link_push(&ba, f, len);
+		break;
+	case T_REPLAY:                   /* the genuine one, then its copy */
+		link_push(&ba, frame, len);
+		link_push(&ba, frame, len);
+		break;
+	case T_TRUNC:                    /* cut before the trailer, lengths fixed */
+		len -= HPCCD_FB_TRAILER_BYTES;
+		put16(f + h + 2, (uint16_t)(len - h - HPCCD_HDR_BYTES));
+		put16(f + 16, (uint16_t)(len - ETH_HLEN_));
+		put16(f + 38, (uint16_t)(len - ETH_HLEN_ - IP_HLEN));
+		fill_l3_csums(f, len);
+		link_push(&ba, f, len);
+		break;
+	}
+}
+
+/* A frame A -> B into the switch port's queue (dropped when full). */
+static void bneck_push(const uint8_t *frame, uint32_t len)
+{
+	struct pkt p;
+	uint64_t start = bn.free_at > sim_now ? bn.free_at : sim_now;
+
+	if (bn.bytes + len > bn.buf || bn.n == MAX_LINK) {
+		bn.drops++;
+		ab.sent++;
+		ab.lost++;
+		return;
+	}
+	p.len = len;
+	p.bytes = malloc(len);
+	memcpy(p.bytes, frame, len);
+	bn.free_at = start + (uint64_t)len * 8 * 1000000000ull / bn.bps;
+	p.due = bn.free_at;
+	bn.q[(bn.head + bn.n++) % MAX_LINK] = p;
+	bn.bytes += len;
+}
+
+/* Frames whose transmission ended leave the port: their INT hop is
+ * stamped (the queue left behind, the departure time, the bytes sent),
+ * then they travel the link. */
+static void bneck_depart(void)
+{
+	while (bn.n && bn.q[bn.head].due <= sim_now) {
+		struct pkt p = bn.q[bn.head];
+		uint8_t *ih = p.bytes + L2L4;
+		uint32_t nhop = ih[1] >> 4, room = ih[1] & 0xf;
+
+		bn.head = (bn.head + 1) % MAX_LINK;
+		bn.n--;
+		bn.bytes -= p.len;
+		bn.tx_bytes += p.len;
+		if (!bn.departed++)
+			bn.first_ns = p.due;
+		bn.last_ns = p.due;
+		bn.qs[bn.nqs++ % (1u << 22)] = (uint32_t)bn.bytes;
+		if (((ih[2] >> 4) & HPCCD_INT_F_COLLECT) && nhop < room) {
+			struct hpccd_int_fields fl = {
+				.speed_code = hpccd_int_speed_code(bn.bps),
+				.ts = (uint32_t)(p.due & HPCCD_INT_TS_MASK),
+				.tx_units = (uint32_t)((bn.tx_bytes / HPCCD_INT_TX_UNIT) &
+						       HPCCD_INT_TX_MASK),
+				.qlen_units = bn.bytes / HPCCD_INT_QLEN_UNIT > HPCCD_INT_QLEN_MAX ?
+					      (uint32_t)HPCCD_INT_QLEN_MAX :
+					      (uint32_t)(bn.bytes / HPCCD_INT_QLEN_UNIT),
+			};
+
+			hpccd_int_hop_pack(&fl, (struct hpccd_int_hop_wire *)(ih + 4 + 8 * nhop));
+			ih[1] = (uint8_t)((nhop + 1) << 4 | room);
+			put16(ih + 2, (uint16_t)((ih[2] << 8 | ih[3]) ^ 1));   /* switch id 1 */
+			fill_l3_csums(p.bytes, p.len);
+		}
+		p.due = sim_now + ab.delay_ns;
+		ab.sent++;
+		ab.q[(ab.head + ab.n++) % MAX_LINK] = p;
+	}
+}
+
 void fake_link_put(struct hpccd_tp *t, const uint8_t *frame, uint32_t len)
 {
-	link_push(t == A ? &ab : &ba, frame, len);
+	if (t == A && bn.bps)
+		bneck_push(frame, len);
+	else if (t == A)
+		link_push(&ab, frame, len);
+	else
+		tamper_push(frame, len);
 }
 
 /* Due frames from the link into the receiver's RX ring (dropped when full,
@@ -244,10 +374,10 @@ static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint
 	c.daddr = ADDR_B;
 	c.sport = sport;
 	c.dport = A->cfg.udp_port;
-	c.int_mode = HPCCD_TP_INT_NONE;
+	c.int_mode = flow_int_mode;
 	c.line_rate_bps = line_rate_bps;
 	c.hpcc.line_rate_bps = c.line_rate_bps;
-	c.hpcc.T_ns = 50000;
+	c.hpcc.T_ns = T_ns;
 	c.ldcp.line_rate_bps = c.line_rate_bps;
 	c.ldcp.rtt_ns = 50000;
 	c.rto_min_ns = 1000000;
@@ -280,6 +410,8 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 	uint64_t end = sim_now + limit_ns;
 
 	while (sim_now < end) {
+		if (bn.bps)
+			bneck_depart();
 		link_deliver(&ab, &ring_b);
 		link_deliver(&ba, &ring_a);
 		engine_turn(A, &ring_a, UINT32_MAX);
@@ -346,6 +478,8 @@ static void scale(uint32_t nflows, uint64_t ms)
 		pkts0 += A->flows[i].st.pkts;
 	end = sim_now + ms * 1000000ull;
 	while (sim_now < end) {
+		if (bn.bps)
+			bneck_depart();
 		link_deliver(&ab, &ring_b);
 		link_deliver(&ba, &ring_a);
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
@@ -384,9 +518,105 @@ static int restart_hook(void)
 			}
 			B->rx_live = 0;
 			memset(B->peers, 0, sizeof(*B->peers) * B->cfg.rx_flows);
+			memset(B->rxw_hops, 0, sizeof(B->rxw_hops));
 			return 1;
 		}
 	}
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* bneck: `nflows` flows of `bytes` each, started together, through the
+ * switch port; feedback frames B -> A per DATA frame, the port's
+ * utilisation while it was busy and its queue at departures. */
+static uint32_t max_n;                   /* the largest N B's last hop counted */
+static double w_ai_at_max_n, w_ai_want;  /* an Rx-HPCC flow's W_AI then; W_init (1-eta)/N */
+static uint32_t rx_flows_want;           /* the Rx-HPCC flows bneck opened */
+
+static int n_hook(void)
+{
+	uint32_t i, n = B->rxw_hops[0].live;
+
+	if (n > max_n)
+		max_n = n;
+	if (!n || n != rx_flows_want || w_ai_want)
+		return 0;
+	/* an Rx-HPCC flow that ran NewINT with this N since (its W_AI is set
+	 * at each NewINT after the first) */
+	for (i = 0; i < B->cfg.rx_flows; i++) {
+		const struct tp_rx *r = &B->rxt[i];
+
+		if (r->used == 1 && r->rxwin && r->rxh.active_flows == n && r->rxh.n_events > 2 &&
+		    r->rxh.w_ai != r->rxh.w_ai_cfg) {
+			w_ai_at_max_n = r->rxh.w_ai;
+			w_ai_want = r->rxh.w_init * (1 - r->rxh.eta) / n;
+			break;
+		}
+	}
+	return 0;
+}
+
+static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows2, uint32_t algo2,
+		 uint64_t gbps, uint64_t buf_kb, uint64_t seed)
+{
+	uint64_t t0, data = 0, wins = 0, acks = 0, nacks = 0, exact = 0, qsum = 0, wins2 = 0;
+	uint32_t ids[64], i, n;
+	static struct hpccd_tp_rx_stats rs[64];
+	struct hpccd_tp_flow_stats fs;
+	double util;
+
+	if (nflows + nflows2 > 64)
+		return 2;
+	bn.bps = gbps * 1000000000ull;
+	bn.buf = buf_kb * 1000;
+	bn.qs = malloc(sizeof(*bn.qs) << 22);
+	flow_int_mode = HPCCD_TP_INT_EVERY;
+	rx_flows_want = algo == HPCCD_ALGO_RXHPCC ? nflows : 0;
+	for (i = 0; i < nflows + nflows2; i++)
+		ids[i] = open_flow(bytes, i < nflows ? algo : algo2, HPCCD_TP_SR, seed + i,
+				   (uint16_t)(40000 + i));
+	t0 = sim_now;
+	run(3000000000ull, UINT32_MAX, n_hook);
+	for (i = 0; i < nflows + nflows2; i++) {
+		hpccd_tp__flow_stats(A, ids[i], &fs);
+		data += fs.pkts;
+		acks += fs.acks;
+		nacks += fs.nacks;
+		wins += fs.rx_windows;
+	}
+	n = (uint32_t)hpccd_tp__rx_flows(B, rs, 64);
+	for (i = 0; i < n; i++) {
+		exact += rs[i].done && rs[i].bytes == bytes &&
+			 rs[i].crc32 == hpccd_tp_pattern_crc32(seed + (rs[i].sport - 40000), bytes);
+		if (rs[i].sport - 40000u >= nflows)
+			wins2 += rs[i].windows_sent;   /* to flows of algo2 */
+	}
+	n = (uint32_t)(bn.nqs < (1u << 22) ? bn.nqs : (1u << 22));
+	for (i = 0; i < n; i++)
+		qsum += bn.qs[i];
+	qsort(bn.qs, n, sizeof(*bn.qs), cmp_u32);
+	util = bn.last_ns > bn.first_ns ?
+	       (double)bn.tx_bytes * 8e9 / (double)bn.bps / (double)(bn.last_ns - bn.first_ns) : 0;
+	printf("{\"algo\": \"%s\", \"flows\": %u, \"done_exact\": %llu, \"data_frames\": %llu, "
+	       "\"feedback_frames\": %llu, \"fb_per_data\": %.4f, \"acks\": %llu, \"nacks\": %llu, "
+	       "\"windows\": %llu, \"util\": %.4f, \"q_mean_kb\": %.2f, \"q_p50_kb\": %.2f, "
+	       "\"q_p99_kb\": %.2f, \"q_max_kb\": %.2f, \"port_drops\": %llu, \"ms\": %.3f, "
+	       "\"flows2\": %u, \"windows_to_flows2\": %llu, \"max_n\": %u, "
+	       "\"w_ai_at_max_n\": %.3f, \"w_ai_want\": %.3f}\n",
+	       tp_cc_ops_of(algo)->name, nflows, (unsigned long long)exact,
+	       (unsigned long long)data, (unsigned long long)ba.sent,
+	       data ? (double)ba.sent / (double)data : 0.0, (unsigned long long)acks,
+	       (unsigned long long)nacks, (unsigned long long)wins, util,
+	       n ? (double)qsum / n / 1e3 : 0.0, n ? bn.qs[n / 2] / 1e3 : 0.0,
+	       n ? bn.qs[(uint64_t)n * 99 / 100] / 1e3 : 0.0, n ? bn.qs[n - 1] / 1e3 : 0.0,
+	       (unsigned long long)bn.drops, (double)(sim_now - t0) / 1e6, nflows2,
+	       (unsigned long long)wins2, max_n, w_ai_at_max_n, w_ai_want);
 	return 0;
 }
 
@@ -414,8 +644,17 @@ int main(int argc, char **argv)
 	c.rx_peer_max = (uint32_t)strtoul(arg(argc, argv, "rx_peer_max", "4294967295"), NULL, 0);
 	if (!strcmp(arg(argc, argv, "window", "on"), "off"))
 		c.rx_window = 0;
-	A = engine(ADDR_A, &c);
+	line_rate_bps = strtoull(arg(argc, argv, "rate_gbps", "10"), NULL, 0) * 1000000000ull;
+	T_ns = atof(arg(argc, argv, "T_us", "50")) * 1000;
+	c.rx_hpcc.T_ns = T_ns;                   /* the receiver's Rx-HPCC */
+	c.rx_hpcc.line_rate_bps = line_rate_bps;
+	c.rx_hpcc.N_flows = (uint32_t)strtoul(arg(argc, argv, "N", "100"), NULL, 0);
+	memset(c.tag_key, 0x5a, sizeof(c.tag_key));
+	if (!strcmp(arg(argc, argv, "key", "same"), "other"))
+		c.tag_key[0] ^= 1;       /* A's key below differs from B's */
 	B = engine(ADDR_B, &c);
+	memset(c.tag_key, 0x5a, sizeof(c.tag_key));
+	A = engine(ADDR_A, &c);
 	/* multi-buffer packets, as a socket bound with XDP_USE_SG takes them */
 	A->sg = B->sg = strcmp(arg(argc, argv, "sg", "on"), "off") != 0;
 	flow_mtu = (uint32_t)strtoul(arg(argc, argv, "mtu", "1500"), NULL, 0);
@@ -433,7 +672,15 @@ int main(int argc, char **argv)
 	budget = (uint32_t)strtoul(arg(argc, argv, "budget", "4294967295"), NULL, 0);
 	bytes = strtoull(arg(argc, argv, "bytes", "20000000"), NULL, 0);
 	nflows = (uint32_t)strtoul(arg(argc, argv, "flows", "1"), NULL, 0);
-	line_rate_bps = strtoull(arg(argc, argv, "rate_gbps", "10"), NULL, 0) * 1000000000ull;
+	{
+		const char *t = arg(argc, argv, "tamper", "none");
+
+		tamper = !strcmp(t, "forge") ? T_FORGE : !strcmp(t, "replay") ? T_REPLAY :
+			 !strcmp(t, "truncate") ? T_TRUNC : T_NONE;
+		tamper_every = strtoull(arg(argc, argv, "tamper_every", "10"), NULL, 0);
+		if (!tamper_every)
+			tamper_every = 1;
+	}
 	{
 		const char *d = arg(argc, argv, "drop", "");
 		char *end;
@@ -451,6 +698,12 @@ int main(int argc, char **argv)
 		scale(nflows, strtoull(arg(argc, argv, "ms", "20"), NULL, 0));
 		return 0;
 	}
+	if (!strcmp(scenario, "bneck"))
+		return bneck(nflows, bytes, algo_of(arg(argc, argv, "algo", "hpcc")),
+			     (uint32_t)strtoul(arg(argc, argv, "flows2", "0"), NULL, 0),
+			     algo_of(arg(argc, argv, "algo2", "hpcc")),
+			     strtoull(arg(argc, argv, "bneck_gbps", "10"), NULL, 0),
+			     strtoull(arg(argc, argv, "buf_kb", "1000"), NULL, 0), seed);
 	if (!strcmp(scenario, "admit")) {
 		for (i = 0; i < nflows; i++)
 			open_flow(20000, HPCCD_ALGO_DCTCP, HPCCD_TP_SR, seed + i, (uint16_t)(40000 + i));
@@ -481,7 +734,9 @@ int main(int argc, char **argv)
 	       "\"rx_hold_full\": %llu, \"rx_flows\": %d, \"rx_bytes\": %llu, \"rx_crc\": %u, "
 	       "\"want_crc\": %u, \"held\": %llu, \"ooo\": %llu, \"rx_held_now\": %u, "
 	       "\"rx_free\": %u, \"rx_frames\": %u, \"tx_mb_pkts\": %llu, \"rx_mb_pkts\": %llu, "
-	       "\"rx_held_heap\": %llu, \"bad_csum\": %llu, \"rx_mb_bad\": %llu}\n",
+	       "\"rx_held_heap\": %llu, \"bad_csum\": %llu, \"rx_mb_bad\": %llu, "
+	       "\"tampered\": %llu, \"bad_tags\": %llu, \"fb_replayed\": %llu, \"acks\": %llu, "
+	       "\"nacks\": %llu}\n",
 	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
 	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
 	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
@@ -495,7 +750,10 @@ int main(int argc, char **argv)
 	       (unsigned long long)(n ? rs[0].ooo_pkts : 0), B->rx_held, B->n_rx_free,
 	       c.rx_frames, (unsigned long long)A->st.tx_mb_pkts,
 	       (unsigned long long)B->st.rx_mb_pkts, (unsigned long long)B->rx_held_heap,
-	       (unsigned long long)B->st.bad_csum, (unsigned long long)B->st.rx_mb_bad);
+	       (unsigned long long)B->st.bad_csum, (unsigned long long)B->st.rx_mb_bad,
+	       (unsigned long long)tampered, (unsigned long long)fs.bad_tags,
+	       (unsigned long long)fs.fb_replayed, (unsigned long long)fs.acks,
+	       (unsigned long long)fs.nacks);
 	engine_free(A);
 	engine_free(B);
 	return 0;

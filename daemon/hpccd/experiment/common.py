@@ -82,6 +82,21 @@ def star(name: str, subnet: str, switch_id: int, hosts: list[str], rate_mbps: in
     return "\n".join(lines) + "\n"
 
 
+def line(name: str, subnet: str, switch_id: int, rate_mbps: int, buffer_bytes: int,
+         bottleneck_mbps: int, bottleneck_buffer_bytes: int | None = None) -> str:
+    """h1 - s1 - h2, the links at `rate_mbps` but s1 -> h2, the bottleneck,
+    at `bottleneck_mbps` (its buffer `bottleneck_buffer_bytes`, default the
+    others'): one queue, at s1's port toward h2."""
+    lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
+             "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
+             "[[switches]]", 'name = "s1"', f"id = {switch_id:#05x}", "",
+             "[[hosts]]", 'name = "h1"', "[[hosts]]", 'name = "h2"', "",
+             "[[links]]", 'endpoints = ["h1", "s1"]',
+             "[[links]]", 'endpoints = ["s1", "h2"]', f"rate_mbps = {bottleneck_mbps}",
+             *([f"buffer_bytes = {bottleneck_buffer_bytes}"] if bottleneck_buffer_bytes else [])]
+    return "\n".join(lines) + "\n"
+
+
 def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: list[str],
              run_one, what: str, done) -> tuple[list[dict], dict[str, str]]:
     """Run `run_one(algo)` for every algorithm in turn, inside its kernel
@@ -115,12 +130,13 @@ def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo",
 
 
 def dumbbell(name: str, subnet: str, senders: list[str], receivers: list[str], rate_mbps: int,
-             buffer_bytes: int, k_bytes: int, edge_mbps: int | None = None,
-             mtu: int | None = None) -> str:
+             buffer_bytes: int, k_bytes: int | None, edge_mbps: int | None = None,
+             mtu: int | None = None, bottleneck_buffer_bytes: int | None = None) -> str:
     """A dumbbell topology: `senders` on switch s1, `receivers` on s2, the
     s1 - s2 link at `rate_mbps` (the bottleneck) and the hosts' links at
-    `edge_mbps` (default the same); DCTCP threshold marking at K on s1;
-    every link's MTU `mtu` (default the topology's, 1500).  Each receiver
+    `edge_mbps` (default the same); DCTCP threshold marking at K on s1 (none
+    when None); every link's MTU `mtu` (default the topology's, 1500); the
+    bottleneck's buffer `bottleneck_buffer_bytes` (default the others').  Each receiver
     has a port of s2 to itself, so s2's sampler gives each receiver's
     throughput at fine grain."""
     edge = edge_mbps or rate_mbps
@@ -133,7 +149,8 @@ def dumbbell(name: str, subnet: str, senders: list[str], receivers: list[str], r
         lines += ["[[hosts]]", f'name = "{h}"']
     for h in senders:
         lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
-    lines += ["[[links]]", 'endpoints = ["s1", "s2"]', f"rate_mbps = {rate_mbps}"]
+    lines += ["[[links]]", 'endpoints = ["s1", "s2"]', f"rate_mbps = {rate_mbps}",
+              *([f"buffer_bytes = {bottleneck_buffer_bytes}"] if bottleneck_buffer_bytes else [])]
     for h in receivers:
         lines += ["[[links]]", f'endpoints = ["s2", "{h}"]']
     return "\n".join(lines) + "\n"

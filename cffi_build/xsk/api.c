@@ -80,6 +80,7 @@ void hpccd_tp_config_default(struct hpccd_tp_config *c)
 	c->rx_flows = HPCCD_TP_FLOWS_DEFAULT;
 	c->rx_window = UINT32_MAX;               /* create(): 3/4 of the RX ring */
 	hpccd_hpcc_params_default(&c->rx_hpcc);
+	c->cnp_ns = 50000;                       /* DCQCN's N (cnp.c) */
 }
 
 void hpccd_tp_flow_cfg_default(struct hpccd_tp_flow_cfg *c)
@@ -101,6 +102,8 @@ void hpccd_tp_flow_cfg_default(struct hpccd_tp_flow_cfg *c)
 	hpccd_hpcc_params_default(&c->hpcc);
 	hpccd_dctcp_params_default(&c->dctcp);
 	hpccd_ldcp_params_default(&c->ldcp);
+	hpccd_dcqcn_params_default(&c->dcqcn);
+	hpccd_timely_params_default(&c->timely);
 }
 
 static uint32_t pow2_floor(uint32_t v)

@@ -25,6 +25,7 @@
  *   sched.c     which flow sends next: the ready list, the pacing wheel,
  *               the timer wheel (wheel.c), and the probes
  *   timers.c    retransmission and probe timeouts, the next wake-up
+ *   cnp.c       DCQCN's notification point (receiver) and CNPs (sender)
  *   cc_*.c      one file per congestion-control algorithm (cc_hpcc.c: HPCC
  *               and Rx-HPCC) behind one ops
  *               table (struct tp_cc_ops): what the engine asks of it
@@ -108,11 +109,22 @@ struct tp_cc_ops {
 	int (*pkt_ect)(const struct tp_flow *fl, uint64_t idx, int retx);
 	uint32_t (*pkt_flags)(const struct tp_flow *fl, uint64_t idx, int retx);
 	/* the algorithm's congestion signal for the stats: HPCC U, DCTCP
-	 * alpha, LDCP cw */
+	 * alpha, LDCP cw, DCQCN alpha, TIMELY gradient */
 	double (*signal)(const struct tp_flow *fl);
+	/* a CNP of the flow (cnp.c); non-NULL: its DATA ask the receiver
+	 * for CNPs (HPCCD_AUX_CNP).  Returns 1 if the algorithm reacted. */
+	int (*on_cnp)(struct tp_flow *fl, uint64_t now);
+	/* a DATA frame of `wire_bytes` left at now (rate-based algorithms'
+	 * byte counters and timers), before its pacing gap is computed */
+	void (*on_sent)(struct tp_flow *fl, uint32_t wire_bytes, uint64_t now);
 };
 
-extern const struct tp_cc_ops tp_cc_hpcc, tp_cc_rxhpcc, tp_cc_dctcp, tp_cc_ldcp;
+/* W of an algorithm that bounds no bytes in flight (rate-based: DCQCN,
+ * TIMELY, [HPCC] section 5.1): the receiver's window alone limits them. */
+#define TP_W_UNLIMITED 1e15
+
+extern const struct tp_cc_ops tp_cc_hpcc, tp_cc_rxhpcc, tp_cc_dctcp, tp_cc_ldcp,
+	tp_cc_dcqcn, tp_cc_timely;
 /* The table of algorithm `algo` (enum hpccd_algo), NULL if unknown. */
 const struct tp_cc_ops *tp_cc_ops_of(uint32_t algo);
 
@@ -167,6 +179,8 @@ struct tp_flow {
 		struct hpccd_hpcc hpcc;
 		struct hpccd_dctcp dctcp;
 		struct hpccd_ldcp ldcp;
+		struct hpccd_dcqcn dcqcn;
+		struct hpccd_timely timely;
 	} cc;
 };
 
@@ -196,6 +210,8 @@ struct tp_rx {
 	uint32_t echo_len;
 	uint8_t echo[HPCCD_INT_HDR_BYTES + HPCCD_INT_MAX_HOPS * HPCCD_INT_HOP_BYTES];
 	struct hpccd_hpcc rxh;           /* Rx-HPCC: packets with INT only */
+	struct hpccd_dcqcn_np np;        /* DCQCN notification point (cnp.c) */
+	uint32_t np_ce;                  /* CE-marked packets since the last CNP */
 };
 
 /* An out-of-order packet a receiver keeps (selective repeat): its payload
@@ -404,6 +420,11 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 void rx_release(struct hpccd_tp *t, struct tp_rx *r);
 void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_info *wi);
 void rx_timers(struct hpccd_tp *t, uint64_t now);
+
+/* cnp.c: DCQCN's notification point and its CNPs */
+void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *wi, int ce,
+	    uint64_t now);
+void on_cnp(struct hpccd_tp *t, const struct hpccd_wire_info *wi, uint64_t now);
 
 /* timers.c */
 void flow_timers(struct hpccd_tp *t, uint64_t now);

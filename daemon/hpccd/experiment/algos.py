@@ -7,7 +7,9 @@ Kernel TCP (flows of kernel_tcp, congestion control set per socket):
 transport flows (AF_XDP, docs/transport.md): ``hpcc`` (INT on every
 packet, sender-side Algorithm 1), ``hpcc-probe`` (a probe per RTT, [HPCC++2022]
 section 6.2.1), ``rx-hpcc`` (receiver-computed window in NOTIFY),
-``dctcp``, ``ldcp``.
+``dctcp``, ``ldcp``, and the HPCC paper's rate-based baselines ``dcqcn``
+(CNPs from the receiver, the switch marking as [HPCC] section 5.1 sets it)
+and ``timely`` (RTT gradient), with the lab parameters of baselines.py.
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ ALGOS: dict[str, Algo] = {a.name: a for a in (
     Algo("rx-hpcc", "native", "rx-hpcc", False),
     Algo("dctcp", "native", "dctcp", True),
     Algo("ldcp", "native", "ldcp", True),
+    Algo("dcqcn", "native", "dcqcn", True),
+    Algo("timely", "native", "timely", False),
 )}
 
 

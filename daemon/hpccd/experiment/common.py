@@ -2,6 +2,7 @@
 and the idle base RTT."""
 from __future__ import annotations
 
+from . import baselines
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
 from .native import ENGINE_ALGOS, NativeFlow, NativeSink, hpcc_line
@@ -94,7 +95,7 @@ def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: li
     for a in algos:
         try:
             progress(exp, f"{a.name}: {what}")
-            with kcc.session(a, senders, receivers):
+            with kcc.session(a, senders, receivers), baselines.marking(kcc.lab, a):
                 r = run_one(a)
         except Skip as e:
             skipped[a.name] = str(e)

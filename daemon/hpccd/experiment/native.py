@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Any
 
+from . import baselines
+
 __all__ = ["Engines", "NativeSink", "NativeFlow", "ENGINE_ALGOS", "T_NS", "ACK_EVERY",
            "hpcc_params", "hpcc_line"]
 
@@ -32,9 +34,10 @@ ACK_EVERY = 4
 POLL_S = 0.002
 STREAM_BYTES = 1 << 40
 ENGINE_ALGOS = {"hpcc": "hpcc", "rx-hpcc": "rx-hpcc", "dctcp": "dctcp", "ldcp": "ldcp",
-                "hpcc-probe": "hpcc"}
-# Where a runner algorithm's flows get INT (Transport.open_flow's int_mode).
-INT_MODES = {"hpcc-probe": "probe"}
+                "hpcc-probe": "hpcc", "dcqcn": "dcqcn", "timely": "timely"}
+# Where a runner algorithm's flows get INT (Transport.open_flow's int_mode); the
+# baselines none ([HPCC] section 5.1 counts INT overhead for HPCC only).
+INT_MODES = {"hpcc-probe": "probe", "dcqcn": "none", "timely": "none"}
 
 
 def hpcc_params(n_flows: int | None) -> dict[str, Any]:
@@ -86,7 +89,8 @@ class Engines:
             from ..transport import Transport
             line = self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps
             tp = Transport("eth0", netns=self.lab.netns(host), ack_every=ACK_EVERY,
-                           tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line})
+                           tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line},
+                           cnp_ns=baselines.cnp_ns())
             self.tps[host] = tp
         return tp
 
@@ -195,6 +199,8 @@ class NativeFlow:
             self.flow = self.tp.open_flow(self.peer, nbytes or STREAM_BYTES,
                                           algo=ENGINE_ALGOS[self.algo], line_rate_bps=self.line,
                                           hpcc=self.hpcc, dmac=self.dmac,
+                                          dcqcn=baselines.dcqcn_params(self.line),
+                                          timely=baselines.timely_params(self.line),
                                           int_mode=INT_MODES.get(self.algo, "every"))
             self.local = (self.src_addr, self.flow.sport)
         except BaseException as e:

@@ -34,7 +34,11 @@ ACK_EVERY = 4
 POLL_S = 0.002
 STREAM_BYTES = 1 << 40
 ENGINE_ALGOS = {"hpcc": "hpcc", "rx-hpcc": "rx-hpcc", "dctcp": "dctcp", "ldcp": "ldcp",
-                "hpcc-probe": "hpcc", "dcqcn": "dcqcn", "timely": "timely"}
+                "hpcc-probe": "hpcc", "dcqcn": "dcqcn", "timely": "timely",
+                "hpcc-rtt": "hpcc", "hpcc-ack": "hpcc"}
+# HPCC's reaction ([HPCC] section 5.4, Figure 13; the core's research switch,
+# include/hpccd/cc.h): the ablation's variants of native HPCC.
+REACTIONS = {"hpcc-rtt": 1, "hpcc-ack": 2}
 # Where a runner algorithm's flows get INT (Transport.open_flow's int_mode); the
 # baselines none ([HPCC] section 5.1 counts INT overhead for HPCC only).
 INT_MODES = {"hpcc-probe": "probe", "dcqcn": "none", "timely": "none"}
@@ -198,7 +202,9 @@ class NativeFlow:
             self.nbytes = nbytes
             self.flow = self.tp.open_flow(self.peer, nbytes or STREAM_BYTES,
                                           algo=ENGINE_ALGOS[self.algo], line_rate_bps=self.line,
-                                          hpcc=self.hpcc, dmac=self.dmac,
+                                          hpcc={**self.hpcc,
+                                                "reaction": REACTIONS.get(self.algo, 0)},
+                                          dmac=self.dmac,
                                           dcqcn=baselines.dcqcn_params(self.line),
                                           timely=baselines.timely_params(self.line),
                                           int_mode=INT_MODES.get(self.algo, "every"))

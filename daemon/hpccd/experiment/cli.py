@@ -11,6 +11,7 @@ from . import EXPERIMENTS
 from .algos import ALGOS, AlgoError, parse_algos
 from .common import UsageError
 from .reps import run_reps
+from .sweep import parse_sweeps, run_sweep
 
 DEFAULT_ALGOS = "hpcc,cubic,tcp-dctcp"
 
@@ -29,6 +30,10 @@ def add_parser(sub) -> None:
     ep.add_argument("--reps", type=int, default=1, metavar="N",
                     help="run the experiment N times, each in a lab of its own, and report "
                          "every figure's median and spread (default 1)")
+    ep.add_argument("--sweep", action="append", metavar="PARAM=V1,V2,...",
+                    help="HPCC's sensitivity: run once per value of PARAM (w_ai_bytes, eta, "
+                         "max_stage, T_ns), the others at the lab's settings; repeatable, "
+                         "one plot per parameter ([HPCC] Figure 14)")
     ep.add_argument("--senders", type=int, help="incast senders (default 7); fct: sender hosts "
                                                 "and receiver hosts (default 4 each)")
     ep.add_argument("--size", type=int, help="bytes per incast flow (default 500000)")
@@ -81,7 +86,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"hpccctl experiment: --reps {args.reps}: at least 1", file=sys.stderr)
         return 2
     try:
-        if args.reps > 1:
+        sweeps = parse_sweeps(args.sweep)
+        if sweeps:
+            text, folder = run_sweep(mod, _lab_factory, algos, params, args.out, sweeps,
+                                     args.reps)
+        elif args.reps > 1:
             text, folder = run_reps(mod, _lab_factory, algos, params, args.out, args.reps)
         else:
             text, folder = mod.run(_lab_factory, algos, params, args.out)

@@ -44,6 +44,11 @@ REACTIONS = {"hpcc-rtt": 1, "hpcc-ack": 2}
 INT_MODES = {"hpcc-probe": "probe", "dcqcn": "none", "timely": "none"}
 
 
+# HPCC parameters a sweep sets for the runs it makes (sweep.py): fields of
+# the core's struct hpccd_hpcc_params, over the lab settings below.
+HPCC_OVERRIDES: dict[str, Any] = {}
+
+
 def hpcc_params(n_flows: int | None) -> dict[str, Any]:
     """HPCC's parameters for the runner's flows (native and tcp-hpcc): T
     of the lab settings and, from the number of flows the experiment puts on
@@ -57,6 +62,9 @@ def hpcc_params(n_flows: int | None) -> dict[str, Any]:
     p: dict[str, Any] = {"T_ns": T_NS}
     if n_flows:
         p["N_flows"] = int(n_flows)
+    p.update(HPCC_OVERRIDES)
+    if "w_ai_bytes" in HPCC_OVERRIDES:
+        p.pop("N_flows", None)              # W_AI given: N has nothing to set
     return p
 
 
@@ -64,9 +72,12 @@ def hpcc_line(n_flows: int | None) -> str:
     """The summary's line on the HPCC parameters the run used."""
     n = int(n_flows) if n_flows else 100
     why = "the flows on the bottleneck" if n_flows else "the core's default"
-    return (f"\nHPCC (hpcc, rx-hpcc, hpcc-probe, tcp-hpcc): eta 0.95, maxStage 5, T = "
-            f"{T_NS // 1000} us, W_AI = W_init (1 - eta) / N with N = {n} ({why}; [HPCC] "
-            f"section 3.3)")
+    o = HPCC_OVERRIDES
+    w_ai = (f"W_AI = {o['w_ai_bytes']:g} bytes (swept)" if "w_ai_bytes" in o else
+            f"W_AI = W_init (1 - eta) / N with N = {n} ({why}; [HPCC] section 3.3)")
+    return (f"\nHPCC (hpcc, rx-hpcc, hpcc-probe, tcp-hpcc): eta {o.get('eta', 0.95):g}, "
+            f"maxStage {o.get('max_stage', 5)}, T = {o.get('T_ns', T_NS) / 1000:g} us, {w_ai}"
+            + (" [swept]" if o else ""))
 
 
 class Engines:

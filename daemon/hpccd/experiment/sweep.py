@@ -132,9 +132,14 @@ def _plots(mod, points: list[dict[str, Any]], sweeps, res: Results) -> None:
                     ax.errorbar(xs, med, yerr=[lo, hi], marker="o", capsize=3, label=label)
             ax.set_ylabel(head, fontsize=8)
             ax.legend(fontsize=7)
-        axes[-1, 0].set_xlabel(f"{name} ({SWEEPABLE[name][2]})")
+        ax = axes[-1, 0]
+        ax.set_xlabel(f"{name} ({SWEEPABLE[name][2]})")
         if name == "w_ai_bytes":
-            axes[-1, 0].set_xscale("log")
+            ax.set_xscale("log")
+            ax.minorticks_off()
+        values = sorted({p["value"] for p in mine})
+        ax.set_xticks(values)
+        ax.set_xticklabels([f"{v:g}" for v in values])
         fig.suptitle(f"{mod.NAME}: HPCC against {name} (median, bars least to greatest)")
         res.figure(f"sweep_{name}.png", fig)
 

@@ -130,7 +130,8 @@ def test_timely_byte_exact_rtt_cuts_the_rate(dumbbell, engines):
     r = rx.wait_rx_flow(flow.flow_id, timeout=5.0)
     st = res.stats
     print(f"\ntimely: FCT {res.fct_s:.3f} s, goodput {res.goodput_bps / 1e6:.0f} Mbit/s, "
-          f"{st['cc_updates']} RTT samples of {st['acks']} ACKs, srtt {st['srtt_ns'] / 1e3:.0f} us, "
+          f"{st['cc_updates']} RTT samples of {st['acks']} ACKs, "
+          f"srtt {st['srtt_ns'] / 1e3:.0f} us, "
           f"min RTT {st['min_rtt_ns'] / 1e3:.0f} us, least rate seen "
           f"{min(rates) / 1e6 if rates else 0:.0f} Mbit/s, "
           f"gradient {st['U']:.3f}; receiver {r.stats['cnps_sent']} CNPs")

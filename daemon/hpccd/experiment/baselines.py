@@ -105,7 +105,8 @@ def marking(lab, algo: Algo) -> Iterator[None]:
 def params_line(line_bps: int) -> str:
     """The summary's line on the baselines' lab parameters."""
     d, t, e = dcqcn_params(line_bps), timely_params(line_bps), dcqcn_ecn(line_bps)
-    return (f"\nDCQCN at {line_bps / 1e9:g} Gbit/s: K = T = {d['K_ns'] / 1000:.0f} us, N = {cnp_ns() / 1000:.0f} us, "
+    return (f"\nDCQCN at {line_bps / 1e9:g} Gbit/s: K = T = {d['K_ns'] / 1000:.0f} us, "
+            f"N = {cnp_ns() / 1000:.0f} us, "
             f"B = {d['B_bytes']} bytes, R_AI = {d['R_AI_bps'] / 1e6:g} Mbit/s, marking "
             f"K_min {e.kmin_bytes} B, K_max {e.kmax_bytes} B, P_max {e.pmax:g}; TIMELY at "
             f"{line_bps / 1e9:g} Gbit/s: "

@@ -27,7 +27,7 @@ from typing import Any
 from . import baselines
 
 __all__ = ["Engines", "NativeSink", "NativeFlow", "ENGINE_ALGOS", "T_NS", "ACK_EVERY",
-           "hpcc_params", "hpcc_line"]
+           "flow_kwargs", "hpcc_params", "hpcc_line"]
 
 T_NS = 300_000
 ACK_EVERY = 4
@@ -66,6 +66,18 @@ def hpcc_params(n_flows: int | None) -> dict[str, Any]:
     if "w_ai_bytes" in HPCC_OVERRIDES:
         p.pop("N_flows", None)              # W_AI given: N has nothing to set
     return p
+
+
+def flow_kwargs(algo: str, line_bps: int, hpcc: dict[str, Any]) -> dict[str, Any]:
+    """Transport.open_flow keywords of runner algorithm `algo`'s native flow
+    on a `line_bps` NIC: the engine's algorithm, HPCC's parameters `hpcc`
+    with the variant's reaction, the baselines' lab parameters
+    (baselines.py), and where its INT goes."""
+    return {"algo": ENGINE_ALGOS[algo], "line_rate_bps": line_bps,
+            "hpcc": {**hpcc, "reaction": REACTIONS.get(algo, 0)},
+            "dcqcn": baselines.dcqcn_params(line_bps),
+            "timely": baselines.timely_params(line_bps),
+            "int_mode": INT_MODES.get(algo, "every")}
 
 
 def hpcc_line(n_flows: int | None) -> str:
@@ -211,14 +223,8 @@ class NativeFlow:
                 barrier.wait()
             self.start_ns = time.monotonic_ns()
             self.nbytes = nbytes
-            self.flow = self.tp.open_flow(self.peer, nbytes or STREAM_BYTES,
-                                          algo=ENGINE_ALGOS[self.algo], line_rate_bps=self.line,
-                                          hpcc={**self.hpcc,
-                                                "reaction": REACTIONS.get(self.algo, 0)},
-                                          dmac=self.dmac,
-                                          dcqcn=baselines.dcqcn_params(self.line),
-                                          timely=baselines.timely_params(self.line),
-                                          int_mode=INT_MODES.get(self.algo, "every"))
+            self.flow = self.tp.open_flow(self.peer, nbytes or STREAM_BYTES, dmac=self.dmac,
+                                          **flow_kwargs(self.algo, self.line, self.hpcc))
             self.local = (self.src_addr, self.flow.sport)
         except BaseException as e:
             self.error = e

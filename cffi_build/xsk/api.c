@@ -469,6 +469,12 @@ static int flow_check(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 	if (c->recovery != HPCCD_TP_SR && c->recovery != HPCCD_TP_GBN)
 		return tp__fail(t, -EINVAL, "%s: recovery %u: selective repeat (%d) or go-back-N (%d)",
 				who, c->recovery, HPCCD_TP_SR, HPCCD_TP_GBN);
+	if (c->rate_win > 1 ||
+	    (c->rate_win && c->algo != HPCCD_ALGO_DCQCN && c->algo != HPCCD_ALGO_TIMELY) ||
+	    (c->rate_win && !(c->hpcc.T_ns > 0 && c->hpcc.T_ns < 1e12)))
+		return tp__fail(t, -EINVAL, "%s: rate_win %u: 0, or 1 for DCQCN and TIMELY with "
+				"hpcc.T_ns set (W = line rate x T, [HPCC] section 5.1)",
+				who, c->rate_win);
 	if (!c->line_rate_bps || !c->rto_min_ns || c->rto_max_ns < c->rto_min_ns ||
 	    !c->timeout_ns)
 		return tp__fail(t, -EINVAL, "%s: line rate, RTO bounds and timeout must be set",

@@ -8,8 +8,9 @@
  * timers fire late by at most one packet gap, when the flow sends next).
  * DCQCN bounds no bytes in flight ([HPCC] section 5.1: "neither of them
  * limits inflight bytes"): W is unlimited, the receiver's window alone
- * applies.  Every data packet is ECT(0): the switch marks them (the
- * thresholds of docs/lab.md "DCQCN and TIMELY").
+ * applies; c.rate_win makes it "DCQCN+win" (W = HPCC's W_init).  Every
+ * data packet is ECT(0): the switch marks them (the thresholds of
+ * docs/experiments.md "DCQCN and TIMELY in the lab").
  */
 #include "tp.h"
 
@@ -22,7 +23,7 @@ static int dcqcn_init(struct tp_flow *fl, const char **why)
 
 static void dcqcn_sync(struct tp_flow *fl)
 {
-	fl->W = TP_W_UNLIMITED;
+	fl->W = tp_rate_w(fl);
 	fl->rate_bps = cap_rate(fl, fl->cc.dcqcn.RC);
 }
 

@@ -6,7 +6,8 @@
  * new data (a completion event), the same sample the engine's RTT
  * estimator takes (feedback.c: now minus the echoed DATA ts).  TIMELY
  * bounds no bytes in flight ([HPCC] section 5.1): W is unlimited, the
- * receiver's window alone applies.  Data packets are ECT(0) only if the
+ * receiver's window alone applies; c.rate_win makes it "TIMELY+win" (W =
+ * HPCC's W_init).  Data packets are ECT(0) only if the
  * flow asks (c.ecn): TIMELY reads no marks.
  */
 #include "tp.h"
@@ -19,7 +20,7 @@ static int timely_init(struct tp_flow *fl, const char **why)
 
 static void timely_sync(struct tp_flow *fl)
 {
-	fl->W = TP_W_UNLIMITED;
+	fl->W = tp_rate_w(fl);
 	fl->rate_bps = cap_rate(fl, fl->cc.timely.rate);
 }
 

@@ -184,6 +184,14 @@ struct tp_flow {
 	} cc;
 };
 
+/* W of a rate-based flow: unlimited, or with c.rate_win ("+win", [HPCC]
+ * section 5.1) HPCC's W_init = line rate x T, in wire bytes. */
+static inline double tp_rate_w(const struct tp_flow *fl)
+{
+	return fl->c.rate_win ? (double)fl->c.line_rate_bps * fl->c.hpcc.T_ns / 8e9
+			      : TP_W_UNLIMITED;
+}
+
 struct tp_rx {
 	uint8_t used;                    /* 0 empty, 1 used, 2 tombstone */
 	uint8_t done;

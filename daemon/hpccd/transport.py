@@ -459,7 +459,7 @@ class Transport:
                   dctcp: Mapping[str, Any] | None = None,
                   ldcp: Mapping[str, Any] | None = None,
                   dcqcn: Mapping[str, Any] | None = None,
-                  timely: Mapping[str, Any] | None = None):
+                  timely: Mapping[str, Any] | None = None, rate_win: bool = False):
         """open_flow's struct hpccd_tp_flow_cfg, and what keeps its buffer alive."""
         if algo not in ALGOS:
             raise ValueError(f"flow to {peer}: algorithm {algo!r}, one of {sorted(ALGOS)}")
@@ -519,6 +519,7 @@ class Transport:
         # engine sets their line rate from it)
         _apply(c.dcqcn, dcqcn, f"flow to {peer}: dcqcn")
         _apply(c.timely, timely, f"flow to {peer}: timely")
+        c.rate_win = int(rate_win)          # "+win": W = line rate x hpcc T_ns
         return c, keep
 
     def open_flow(self, peer: str, nbytes: int | None = None, *, sport: int | None = None,
@@ -533,6 +534,8 @@ class Transport:
         and the engine sends one probe with int_room records per RTT while
         data is in flight ([HPCC++2022] section 6.2.1); a probe unanswered for
         probe_timeout_ns (default 1 ms) is lost, and the next one leaves.
+        rate_win (DCQCN, TIMELY): "DCQCN+win" / "TIMELY+win" of [HPCC] section
+        5.1, bytes in flight bounded by W = line_rate_bps x hpcc T_ns.
         recovery: "sr" (selective repeat: the receiver keeps out-of-order data
         and reports it in SACK blocks, the sender resends the holes only) or
         "gbn" (go-back-N, as the HPCC paper's NIC)."""

@@ -200,6 +200,12 @@ struct hpccd_tp_flow_cfg {
 					 * default 1 ms */
 	struct hpccd_dcqcn_params dcqcn;  /* DCQCN (rate-based, CNPs) */
 	struct hpccd_timely_params timely; /* TIMELY (rate-based, RTT samples) */
+	/* DCQCN and TIMELY: 1 = "+win" ([HPCC] section 5.1, "DCQCN+win",
+	 * "TIMELY+win"): bytes in flight bounded by a sending window "same as
+	 * we use for HPCC", W = line_rate_bps x hpcc.T_ns (HPCC's W_init);
+	 * 0 = none (the papers' algorithms) */
+	uint32_t rate_win;
+	uint32_t pad4;
 };
 
 struct hpccd_tp_flow_stats {

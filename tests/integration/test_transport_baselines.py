@@ -141,3 +141,25 @@ def test_timely_byte_exact_rtt_cuts_the_rate(dumbbell, engines):
     # the line-rate start overfills the bottleneck: the queue's RTT grows
     # (a positive gradient, then above T_high) and TIMELY cuts the rate
     assert rates and min(rates) < LINE / 2
+
+
+@pytest.mark.parametrize("algo", ["dcqcn", "timely"])
+def test_plus_win_byte_exact_within_hpccs_window(dumbbell, engines, algo):
+    """"+win" ([HPCC] section 5.1): the same algorithms with a sending window,
+    HPCC's W_init = line rate x T (1 Gbit/s x 300 us = 37,500 wire bytes)."""
+    rx = engines("r1")
+    tx = engines("h1")
+    with baselines.marking(dumbbell, ALGOS[algo]):
+        flow = tx.open_flow(dumbbell.address("r1"), NBYTES, algo=algo, line_rate_bps=LINE,
+                            int_mode="none", timeout_s=30, rate_win=True,
+                            hpcc={"T_ns": baselines.LAB_T_NS},
+                            dcqcn=baselines.dcqcn_params(LINE),
+                            timely=baselines.timely_params(LINE))
+        res = flow.wait(60)
+    r = rx.wait_rx_flow(flow.flow_id, timeout=5.0)
+    st = res.stats
+    print(f"\n{algo}+win: FCT {res.fct_s:.3f} s, goodput {res.goodput_bps / 1e6:.0f} Mbit/s, "
+          f"W {st['window_bytes']:.0f} B, window-limited {st['wnd_limited_ns'] / 1e9:.3f} s, "
+          f"{st['cnps']} CNPs")
+    assert r.bytes == NBYTES and r.crc32 == pattern_crc32(flow.seed, NBYTES)
+    assert st["window_bytes"] == LINE * baselines.LAB_T_NS / 8e9 == 37_500

@@ -212,3 +212,27 @@ def test_timely_above_t_high_cuts_by_hand_computed_factor(harness):
     lo = LINE * (1 - 0.8 * (1 - 500e3 / (rtt + 2e3)))
     assert lo <= res["rate_first"] <= hi, res
     assert res["rate_min"] == 1e6, res
+
+
+@pytest.mark.parametrize("algo", ["dcqcn", "timely"])
+def test_plus_win_bounds_bytes_in_flight_by_hpccs_w_init(harness, algo):
+    """"DCQCN+win", "TIMELY+win" ([HPCC] section 5.1): W = line rate x T (the
+    harness's T = 50 us: 62,500 bytes at 10 Gbit/s).  Over a 200 us RTT the
+    window, not the rate, sets the pace: W / RTT, the 20 MB in about
+    20e6 x 1514/1436 (wire per payload) / 62,500 x 200 us = 67.5 ms, where
+    the flow without a window runs at the line rate (~17 ms)."""
+    free = run(harness, "transfer", 88, algo=algo, delay_us=100)
+    win = run(harness, "transfer", 88, algo=algo, delay_us=100, win=1)
+    assert exact(free) and exact(win), (free, win)
+    assert free["window_bytes"] >= 1e15 and free["wnd_limited_us"] == 0, free
+    assert win["window_bytes"] == LINE * 50e3 / 8e9 == 62_500, win
+    assert win["wnd_limited_us"] > 0.5 * win["fct_us"], win
+    bound_us = 20e6 * 1514 / 1436 / 62_500 * 200
+    assert 0.9 * bound_us <= win["fct_us"] <= 1.15 * bound_us, win
+    assert free["fct_us"] < 0.3 * win["fct_us"], (free, win)
+
+
+def test_plus_win_is_refused_for_window_based_algorithms(harness):
+    r = subprocess.run([str(harness), "transfer", "89", "algo=dctcp", "win=1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "rate_win 1" in r.stderr, r.stderr

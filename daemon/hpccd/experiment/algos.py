@@ -11,7 +11,9 @@ section 6.2.1), ``rx-hpcc`` (receiver-computed window in NOTIFY),
 ``hpcc-rtt`` (the reference window off: W changes once per RTT only) and
 ``hpcc-ack`` (W^c updated on every ACK); and the HPCC paper's rate-based baselines ``dcqcn``
 (CNPs from the receiver, the switch marking as [HPCC] section 5.1 sets it)
-and ``timely`` (RTT gradient), with the lab parameters of baselines.py.
+and ``timely`` (RTT gradient), with the lab parameters of baselines.py,
+and their "+win" versions of [HPCC] section 5.1, ``dcqcn-win`` and
+``timely-win`` (bytes in flight bounded by HPCC's W_init = B x T).
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ ALGOS: dict[str, Algo] = {a.name: a for a in (
     Algo("ldcp", "native", "ldcp", True),
     Algo("dcqcn", "native", "dcqcn", True),
     Algo("timely", "native", "timely", False),
+    Algo("dcqcn-win", "native", "dcqcn-win", True),
+    Algo("timely-win", "native", "timely-win", False),
 )}
 
 

@@ -89,7 +89,7 @@ def dcqcn_ecn(rate_bps: int):
 def marking(lab, algo: Algo) -> Iterator[None]:
     """Every switch port marks as DCQCN's would while `algo` (if DCQCN) runs."""
     sw = getattr(lab, "int_switch", None)
-    if algo.cc != "dcqcn" or sw is None:
+    if algo.cc not in ("dcqcn", "dcqcn-win") or sw is None:
         yield
         return
     ports = list(sw.ports.items())

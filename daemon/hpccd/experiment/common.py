@@ -112,7 +112,7 @@ def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo",
     """The summary's tail: the HPCC parameters (N of W_AI: `hpcc_n`, see
     native.hpcc_params), each row's bottleneck verdict, then the skipped."""
     text = hpcc_line(hpcc_n)
-    if any(r[key] in ("dcqcn", "timely") for r in rows):
+    if any(r[key] in ("dcqcn", "timely", "dcqcn-win", "timely-win") for r in rows):
         text += baselines.params_line(1_000_000_000)
     text += "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
     return text + "".join(f"\n{name}: skipped: {why}" for name, why in skipped.items())

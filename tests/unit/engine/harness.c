@@ -18,7 +18,8 @@
  * Scenarios: transfer (one flow A -> B; loss, reorder, recovery, algo,
  * bytes, window, budget, frames, rate_gbps, drop=I,J,...: those frames
  * A -> B lost, ce=P: ECN-capable frames A -> B CE-marked with probability
- * P, ce_list=I,J,...: those frames CE-marked, delay_us: one-way delay),
+ * P, ce_list=I,J,...: those frames CE-marked, delay_us: one-way delay,
+ * win=1: DCQCN/TIMELY "+win"),
  * restart (B loses its state mid-flow),
  * admit (A opens `flows` flows; B admits rx_peer_max of them).  Prints one
  * JSON object with what happened.
@@ -245,6 +246,8 @@ static const char *arg(int argc, char **argv, const char *key, const char *dflt)
 #define ADDR_A 0x0a000001u
 #define ADDR_B 0x0a000002u
 
+static uint32_t rate_win;        /* win=1: DCQCN+win, TIMELY+win */
+
 static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint64_t seed,
 			  uint16_t sport)
 {
@@ -269,6 +272,7 @@ static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint
 	c.ldcp.rtt_ns = 50000;
 	c.rto_min_ns = 1000000;
 	c.timeout_ns = 2000000000ull;
+	c.rate_win = rate_win;
 	rc = hpccd_tp__flow_open(A, &c, &id);
 	if (rc) {
 		fprintf(stderr, "harness: flow_open: %s\n", hpccd_tp__error(A));
@@ -456,6 +460,7 @@ int main(int argc, char **argv)
 	parse_list(arg(argc, argv, "drop", ""), drop_list, &n_drop);
 	parse_list(arg(argc, argv, "ce_list", ""), ce_list, &n_ce_list);
 	ce_prob = atof(arg(argc, argv, "ce", "0"));
+	rate_win = (uint32_t)strtoul(arg(argc, argv, "win", "0"), NULL, 0);
 	ab.delay_ns = ba.delay_ns = strtoull(arg(argc, argv, "delay_us", "10"), NULL, 0) * 1000;
 	sim_now = now_ns();
 
@@ -496,7 +501,7 @@ int main(int argc, char **argv)
 	       "\"rx_free\": %u, \"rx_frames\": %u, \"ce_marked\": %llu, \"cnps\": %llu, "
 	       "\"cnps_sent\": %llu, \"cc_updates\": %llu, \"rate_min\": %.17g, "
 	       "\"rate_first\": %.17g, \"rate_end\": %.17g, \"signal\": %.17g, "
-	       "\"line_bps\": %llu}\n",
+	       "\"line_bps\": %llu, \"window_bytes\": %.17g, \"wnd_limited_us\": %.1f}\n",
 	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
 	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
 	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
@@ -510,7 +515,8 @@ int main(int argc, char **argv)
 	       (unsigned long long)(n ? rs[0].ooo_pkts : 0), B->rx_held, B->n_rx_free,
 	       c.rx_frames, (unsigned long long)ce_marked, (unsigned long long)fs.cnps,
 	       (unsigned long long)(n ? rs[0].cnps_sent : 0), (unsigned long long)fs.cc_updates,
-	       rate_min, rate_first, fs.rate_bps, fs.U, (unsigned long long)line_rate_bps);
+	       rate_min, rate_first, fs.rate_bps, fs.U, (unsigned long long)line_rate_bps,
+	       fs.window_bytes, (double)fs.wnd_limited_ns / 1e3);
 	engine_free(A);
 	engine_free(B);
 	return 0;

@@ -222,10 +222,11 @@ def test_small_incast_with_the_baselines_and_the_ablation(tmp_path):
     from conftest import lab_ctx
 
     params = {"senders": 3, "size": 200_000, "warmup": 0.5, "observe": 0.6}
-    text, folder = incast.run(lab_ctx, parse_algos("dcqcn,timely,hpcc-rtt,hpcc-ack"),
-                              params, str(tmp_path))
+    algos = parse_algos("dcqcn,timely,dcqcn-win,timely-win,hpcc-rtt,hpcc-ack")
+    text, folder = incast.run(lab_ctx, algos, params, str(tmp_path))
     doc = json.load(open(os.path.join(folder, "summary.json")))
-    assert [r["algo"] for r in doc["results"]] == ["dcqcn", "timely", "hpcc-rtt", "hpcc-ack"]
+    assert [r["algo"] for r in doc["results"]] == ["dcqcn", "timely", "dcqcn-win", "timely-win",
+                                                "hpcc-rtt", "hpcc-ack"]
     assert not doc.get("skipped")
     for x in doc["results"]:
         assert 3 * 200_000 * 8 / x["link_bps"] <= x["fct_max_s"] < 5.0, x

@@ -64,6 +64,11 @@ int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 			break;
 		on_probe_resp(t, f, len, &wi, now);
 		return 0;
+	case HPCCD_T_CNP:
+		if (wi.sport != t->cfg.udp_port)
+			break;
+		on_cnp(t, &wi, now);
+		return 0;
 	}
 	t->st.bad_body++;    /* wrong direction */
 	return 0;

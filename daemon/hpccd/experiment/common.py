@@ -2,6 +2,7 @@
 and the idle base RTT."""
 from __future__ import annotations
 
+from . import baselines
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
 from .native import ENGINE_ALGOS, NativeFlow, NativeSink, hpcc_line
@@ -109,7 +110,7 @@ def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: li
     for a in algos:
         try:
             progress(exp, f"{a.name}: {what}")
-            with kcc.session(a, senders, receivers):
+            with kcc.session(a, senders, receivers), baselines.marking(kcc.lab, a):
                 r = run_one(a)
         except Skip as e:
             skipped[a.name] = str(e)
@@ -125,7 +126,10 @@ def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo",
                   hpcc_n: int | None = None) -> str:
     """The summary's tail: the HPCC parameters (N of W_AI: `hpcc_n`, see
     native.hpcc_params), each row's bottleneck verdict, then the skipped."""
-    text = hpcc_line(hpcc_n) + "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
+    text = hpcc_line(hpcc_n)
+    if any(r[key] in ("dcqcn", "timely", "dcqcn-win", "timely-win") for r in rows):
+        text += baselines.params_line(1_000_000_000)
+    text += "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
     return text + "".join(f"\n{name}: skipped: {why}" for name, why in skipped.items())
 
 

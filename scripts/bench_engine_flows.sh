@@ -9,7 +9,14 @@
 # data packet.  Median of --reps runs per N, printed with its ratio to one
 # flow.  The machine's other load shows in the spread: run it idle.
 #
+# With CACHEGRIND=1 it prints, instead of times, what the machine's other
+# load cannot change: instructions and simulated cache misses per data
+# packet (valgrind's callgrind with its cache simulation, counting only the
+# timed turns of the two engines: D1 = first-level data cache, LL = last
+# level), one run of 20 ms per N.
+#
 #   bash scripts/bench_engine_flows.sh [REPS] [FLOWS...]
+#   CACHEGRIND=1 bash scripts/bench_engine_flows.sh 1 [FLOWS...]
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPS=${1:-5}
@@ -21,6 +28,33 @@ SRCS=$(ls "$ROOT"/cffi_build/xsk/*.c | grep -v '/rings.c$')
 gcc -O2 -std=gnu11 -ffp-contract=off -fno-fast-math -I"$ROOT/include" -I"$ROOT/cffi_build/xsk" \
 	-o "$EXE" "$ROOT/tests/unit/engine/harness.c" "$ROOT/tests/unit/engine/fake_rings.c" $SRCS \
 	"$ROOT"/cffi_build/cc/*.c -lxdp -lbpf -lisal -lm -lpthread
+if [[ ${CACHEGRIND:-0} == 1 ]]; then
+	command -v valgrind >/dev/null || { echo "CACHEGRIND=1 needs valgrind (apt install valgrind)" >&2; exit 2; }
+	echo "per data packet in the timed turns of both engines, 20 ms simulated; callgrind's simulated caches"
+	D=$(dirname "$EXE")
+	for n in $FLOWS; do
+		valgrind --tool=callgrind --cache-sim=yes --toggle-collect=timed_turns \
+			--callgrind-out-file="$D/cg.out" "$EXE" scale 1 flows="$n" ms=20 rx_peer_max=0 \
+			>"$D/out.json" 2>/dev/null
+		python3 - "$D" "$n" <<'PY'
+import json, sys
+d, n = sys.argv[1], sys.argv[2]
+ev = tot = None
+for line in open(f"{d}/cg.out"):
+    if line.startswith("events:"):
+        ev = line.split()[1:]
+    elif line.startswith("totals:") or line.startswith("summary:"):
+        tot = [int(x) for x in line.split()[1:]]
+c = dict(zip(ev, tot))
+k = json.load(open(f"{d}/out.json"))["pkts"]
+d1 = c["D1mr"] + c["D1mw"]
+ll = c["DLmr"] + c["DLmw"]
+print(f"{n:>6} flows: {c['Ir'] / k:7.0f} instructions, {d1 / k:6.1f} D1 misses, "
+      f"{ll / k:5.2f} LL data misses per packet ({k} packets)")
+PY
+	done
+	exit 0
+fi
 echo "engine CPU per data packet (both engines: sender and receiver), 20 ms simulated, $REPS runs each"
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 base=""

@@ -564,7 +564,11 @@ class Daemon:
             new = config_mod.set_value(self.config, param, value)
             self.apply(new)
         except (ConfigError, ComponentError) as e:
-            self._reload_failed(e)
+            # A refused request (a typo, a value out of range) is not a failed
+            # reload: the running configuration is the last one applied, and
+            # hpccd_config_last_reload_successful stays as it was.  Counted in
+            # hpccd_control_requests_total{command="set",result="error"}.
+            log.info("set %s = %s refused: %s", param, value, e)
             raise ControlError(str(e)) from None
         self.notifier.status(self._status_line())
         return {"param": param, "value": value, "applied": True,

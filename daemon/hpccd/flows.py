@@ -41,8 +41,11 @@ RTT_BUCKETS = (10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 
 FCT_BUCKETS = (100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3,
                250e-3, 500e-3, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Per-flow totals the components report; per group they become counters.
-GROUP_COUNTERS = ("bytes_sent", "bytes_acked", "retx_packets", "retx_bytes", "probes_sent",
-                  "probes_answered", "probes_lost", "notify_sent", "notify_received")
+# bytes_sent and retx_bytes are frame bytes (what went on the wire); payload_sent
+# and bytes_acked are payload bytes.
+GROUP_COUNTERS = ("bytes_sent", "payload_sent", "bytes_acked", "retx_packets", "retx_bytes",
+                  "probes_sent", "probes_answered", "probes_lost", "notify_sent",
+                  "notify_received")
 # INT hop words: ts 24 bits of ns, txBytes 20 bits of 128-byte units.
 _TS_MOD = 1 << 24
 _TX_MOD = (1 << 20) * 128
@@ -80,7 +83,8 @@ class Flow:
     cw_pkts: float | None = None  # LDCP's cw
     rtt_s: float | None = None    # last RTT sample
     probe_rtt_s: float | None = None
-    bytes_sent: int = 0
+    bytes_sent: int = 0           # frame bytes sent, retransmissions included
+    payload_sent: int = 0         # payload bytes sent, first transmissions only
     bytes_acked: int = 0
     retx_packets: int = 0
     retx_bytes: int = 0

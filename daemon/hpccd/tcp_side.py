@@ -394,6 +394,10 @@ class TcpCc:
         fcntl.flock(fd, fcntl.LOCK_SH)           # EX -> SH, under the registry lock
 
     def _join(self) -> None:
+        # The objects are not loaded (the registration's programs run), but a
+        # missing or broken one fails the start as it does for the registrant.
+        for n in self.names:
+            bpf.BpfObject.open(self.obj_dir / CC_NAMES[n][0]).close()
         st = self._read_state()
         maps = st.get("maps", {})
         there = _cc_available()

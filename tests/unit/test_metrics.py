@@ -166,8 +166,9 @@ def test_group_counters_survive_the_flows_that_end():
     f = _add(ft, CFG, "10.0.9.9")
     ft.update(f.id, bytes_sent=100, retx_packets=1)
     assert _sent(st) == 100
-    ft.update(f.id, bytes_sent=300, retx_packets=2)
+    ft.update(f.id, bytes_sent=300, payload_sent=240, retx_packets=2)
     assert _sent(st) == 300
+    assert _sent(st, "hpccd_sent_payload_bytes_total") == 240   # wire and payload apart
     ft.finish(f.id)
     assert _sent(st) == 300
     g = _scrape(st)
@@ -182,9 +183,9 @@ def test_group_counters_survive_the_flows_that_end():
             if l["algorithm"] == "hpcc" and l["peer"] == "default"] == [1]
 
 
-def _sent(st) -> float:
+def _sent(st, name: str = "hpccd_sent_bytes_total") -> float:
     g = _scrape(st)
-    return next(v for l, v in g["hpccd_sent_bytes_total"]
+    return next(v for l, v in g[name]
                 if l["algorithm"] == "hpcc" and l["peer"] == "default")
 
 

@@ -171,6 +171,8 @@ class FlowTable:
         self._groups: dict[tuple[str, str], _Group] = {}
         self._drops: collections.Counter[tuple[str, str]] = collections.Counter()
         self._hops: collections.OrderedDict[tuple[int, int], _Hop] = collections.OrderedDict()
+        # flow id -> hop -> (ts_ns, tx_bytes) of the last core record seen (observe_hop_rec)
+        self._hop_prev: dict[int, dict[int, tuple[int, int]]] = {}
         self.refused = 0
         self.configure(max_flows, peers, algorithms, int_hop_series)
 
@@ -269,6 +271,7 @@ class FlowTable:
         stay in its group."""
         with self._lock:
             f = self._flows.pop(flow_id)
+            self._hop_prev.pop(flow_id, None)
             self._set(f, fields)
             g = self._group(f.algorithm, f.peer)
             for k in GROUP_COUNTERS:
@@ -307,6 +310,33 @@ class FlowTable:
                 dt = (ts - old.ts) % _TS_MOD
                 util = (((tx - old.tx) % _TX_MOD) * 8e9 / dt / speed) if dt else old.utilization
             self._hops[key] = _Hop(f["qlen_units"] * 80, speed, util, ts, tx, now)
+            while len(self._hops) > self.int_hop_series:
+                self._hops.popitem(last=False)
+
+    def observe_hop_rec(self, flow_id: int, path_id: int, hop: int, ts_ns: int,
+                        tx_bytes: int, qlen_bytes: int, bw_bps: int) -> None:
+        """An INT hop as a flow's HPCC core holds it (the native engines:
+        decoded, the narrow counters unwrapped per flow, struct
+        hpccd_int_rec): its queue, and the link's utilisation from the
+        previous record of the same flow and hop (the engines are read every
+        poll, so the modular difference of observe_hop would be ambiguous
+        after a ts wrap, 16.7 ms; the unwrapped counters are not)."""
+        now = time.monotonic()
+        key = (path_id, hop)
+        with self._lock:
+            if self.int_hop_series <= 0 or flow_id not in self._flows:
+                return
+            prev = self._hop_prev.setdefault(flow_id, {}).get(hop)
+            old = self._hops.pop(key, None)
+            util = None
+            if prev is not None and bw_bps:
+                if ts_ns > prev[0] and tx_bytes >= prev[1]:
+                    util = (tx_bytes - prev[1]) * 8e9 / (ts_ns - prev[0]) / bw_bps
+                elif ts_ns == prev[0] and old is not None:
+                    util = old.utilization          # the same record: nothing new
+            self._hop_prev[flow_id][hop] = (ts_ns, tx_bytes)
+            self._hops[key] = _Hop(qlen_bytes, bw_bps, util, ts_ns % _TS_MOD,
+                                   tx_bytes % _TX_MOD, now)
             while len(self._hops) > self.int_hop_series:
                 self._hops.popitem(last=False)
 

@@ -226,6 +226,7 @@ class TransportComponent(Component):
                 e.receivers[key] = fid
             else:
                 self.ctx.flows.update(fid, **fields)
+            self._observe_int(fid, r.stats)
             if r.done:
                 self.ctx.flows.finish(fid, completed=True, fct_s=r.fct_s)
                 done.append(key)
@@ -238,6 +239,13 @@ class TransportComponent(Component):
             e.tp.rx_reap()
             for k in done:
                 e.receivers.pop(k, None)
+
+    def _observe_int(self, fid: int, st: dict[str, Any]) -> None:
+        """The last INT the flow's HPCC core took (a sender's INT-echo ACK or
+        probe response, a receiver's NewINT) into hpccd_int_hop_*."""
+        for i, h in enumerate(st.get("int_hops", ())):
+            self.ctx.flows.observe_hop_rec(fid, st["int_path_id"], i, h["ts_ns"],
+                                           h["tx_bytes"], h["qlen_bytes"], h["bw_bps"])
 
     @staticmethod
     def _fields(r: tp_mod.FlowResult) -> dict[str, Any]:
@@ -272,6 +280,7 @@ class TransportComponent(Component):
             self._drop(s.drops, k, cause, r.stats[k])
         fields = self._fields(r)
         self.ctx.flows.update(s.fid, **fields)
+        self._observe_int(s.fid, r.stats)
         if r.stats["srtt_ns"] or r.stats["probe_srtt_ns"]:
             self.ctx.flows.observe_rtt(s.fid, fields["rtt_s"], fields["probe_rtt_s"])
         if r.state in ("done", "failed"):

@@ -236,6 +236,11 @@ struct hpccd_tp_flow_stats {
 	double U;                       /* HPCC: U; DCTCP: alpha; LDCP: cw in packets */
 	uint32_t mss;                   /* payload bytes per packet */
 	uint32_t hdr_bytes;             /* frame bytes around the payload, INT room included */
+	/* HPCC: the last INT the core took (INT-echo ACK or probe response):
+	 * its path and hops, decoded, counters unwrapped (the core's L); 0 hops:
+	 * none yet, or another algorithm.  The daemon's hpccd_int_hop_* metrics. */
+	uint32_t int_path_id, int_nhops;
+	struct hpccd_int_rec int_hops[HPCCD_INT_MAX_HOPS];
 };
 
 struct hpccd_tp_rx_stats {
@@ -251,6 +256,10 @@ struct hpccd_tp_rx_stats {
 	uint64_t held_pkts;             /* out-of-order packets kept (selective repeat) */
 	uint64_t acks_sent, nacks_sent, notifies_sent;
 	uint64_t first_ns, last_ns;     /* first DATA; the FIN's delivery (or last DATA) */
+	/* the last INT of the flow's data the receiver's core took (NewINT),
+	 * as in hpccd_tp_flow_stats; 0 hops: none (no INT, or NOTIFY off) */
+	uint32_t int_path_id, int_nhops;
+	struct hpccd_int_rec int_hops[HPCCD_INT_MAX_HOPS];
 };
 
 struct hpccd_tp_stats {

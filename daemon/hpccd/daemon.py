@@ -37,7 +37,8 @@ components, close the sockets, detach every program, exit 0.
 ``hpccd --cleanup`` (the unit's ExecStopPost) removes what a daemon that
 died left attached; it refuses to touch anything while a daemon answers on
 the control socket, and leaves alone every interface a live daemon owns
-(its owner record) and struct_ops that live daemons share.  ``hpccd --check`` only validates the file.
+(its owner record) and struct_ops that live daemons share.  ``hpccd
+--check`` only validates the file.
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ __all__ = ["RUN_DIR", "Owner", "InterfaceOwnedError", "claim", "owner", "record_
            "release", "alive", "start_time", "netns_id"]
 
 # Writable under the unit's sandbox: RuntimeDirectory=hpccd (systemd/hpccd.service).
-RUN_DIR = os.environ.get("HPCCD_RUN_DIR", "/run/hpccd")
+RUN_DIR = "/run/hpccd"
 LOCK_WAIT_S = 10.0
 
 

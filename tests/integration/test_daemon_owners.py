@@ -242,7 +242,19 @@ SIGNALS = [(signal.SIGKILL, signal.SIGTERM, signal.SIGKILL),
                               for k, o in enumerate(ORDERS)])
 def test_three_daemons_stopped_in_every_order(olab, case):
     lab = olab
-    ds = [start(lab, lab.d, h, f"c{case}") for h in HOSTS]
+    ds: list[Hpccd] = []
+    try:
+        for h in HOSTS:
+            ds.append(start(lab, lab.d, h, f"c{case}"))
+        stop_in_order(lab, ds, case)
+    finally:                                 # a failed case leaves nothing to the next one
+        for h in ds:
+            if h.proc.poll() is None:
+                h.stop(signal.SIGKILL)
+                cleanup_cmd(lab, h)
+
+
+def stop_in_order(lab, ds: list[Hpccd], case: int) -> None:
     assert_live_intact(lab, ds)
     live = list(ds)
     for i, sig in zip(ORDERS[case], SIGNALS[case]):
@@ -267,6 +279,10 @@ def test_three_daemons_stopped_in_every_order(olab, case):
 
 def test_second_daemon_on_an_owned_interface_is_refused(olab):
     lab = olab
+    for h in lab.procs:                      # what an earlier failed test left
+        if h.proc.poll() is None:
+            h.stop(signal.SIGKILL)
+            cleanup_cmd(lab, h)
     first = start(lab, lab.d, "h1", "first")
     ids = attached(lab, "h1")
     second = Hpccd(lab, lab.d, "h1", "second")

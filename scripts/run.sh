@@ -34,6 +34,7 @@ APT_PACKAGES=(
 	libclang-rt-14-dev                         # libFuzzer + sanitizer runtimes (fuzz/)
 	debhelper dh-python python3-cffi python3-all-dev dpkg-dev fakeroot   # the Debian package
 	python3-scapy python3-pyroute2 python3-prometheus-client             # ... its man pages
+	prometheus                                 # the integration test of the metrics: a real server scrapes a lab
 )
 
 # Run-time needs of a p4c/BMv2 build (Debian 12), installed only with

@@ -633,6 +633,19 @@ void tp__echo_reply(struct hpccd_tp *t, const struct tp_rx *r)
 	t->st.echo_replies++;
 }
 
+/* The core's last INT (L), for the daemon's per-hop metrics. */
+static void int_copy(const struct hpccd_hpcc *h, uint32_t *path_id, uint32_t *nhops,
+		     struct hpccd_int_rec *hops)
+{
+	uint32_t n = h->have_L ? h->n_hops : 0;
+
+	if (n > HPCCD_INT_MAX_HOPS)
+		n = HPCCD_INT_MAX_HOPS;
+	*path_id = h->path_id;
+	*nhops = n;
+	memcpy(hops, h->L, n * sizeof(*hops));
+}
+
 int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_flow_stats *o)
 {
 	struct tp_flow *fl;
@@ -666,6 +679,9 @@ int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_f
 	o->U = fl->ops->signal(fl);
 	o->mss = fl->mss;
 	o->hdr_bytes = fl->hdr_max;
+	o->int_path_id = o->int_nhops = 0;
+	if (fl->c.algo == HPCCD_ALGO_HPCC)      /* fl->cc is the algorithm's */
+		int_copy(&fl->cc.hpcc, &o->int_path_id, &o->int_nhops, o->int_hops);
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
@@ -708,6 +724,7 @@ int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32
 		out[n].sport = r->sport;
 		out[n].crc32 = r->crc;
 		out[n].err = r->err;
+		int_copy(&r->rxh, &out[n].int_path_id, &out[n].int_nhops, out[n].int_hops);
 		n++;
 	}
 	pthread_mutex_unlock(&t->lock);

@@ -46,6 +46,10 @@ def _cmd_decode(args: argparse.Namespace) -> int:
 def _cmd_lab(args: argparse.Namespace) -> int:
     from . import lab
 
+    if args.lab_cmd == "prometheus":
+        from . import lab_metrics
+
+        return lab_metrics.cli(args)
     return lab.cli(args)
 
 
@@ -117,6 +121,19 @@ def build_parser() -> argparse.ArgumentParser:
     ls = lsub.add_parser("status", help="namespaces, links and per-port queue counters")
     ls.add_argument("name", nargs="?", metavar="NAME", help="lab name (default: every lab)")
     ls.add_argument("--json", action="store_true", help="print JSON")
+    lp = lsub.add_parser("prometheus", help="give each host an address the root namespace "
+                                            "reaches and print a prometheus.yml scraping "
+                                            "their daemons",
+                         description="Management links (mgmt0, 169.254.128.0/17) from the "
+                                     "root namespace to every host of the lab, and the "
+                                     "Prometheus configuration that scrapes the daemon of "
+                                     "each host there (docs/lab.md, \"Metrics of a lab\").")
+    lp.add_argument("name", metavar="NAME", help="lab name")
+    lp.add_argument("--port", type=int, default=9477,
+                    help="port of the daemons' exporters (default 9477)")
+    lp.add_argument("--interval", default="5s", help="scrape interval (default 5s)")
+    lp.add_argument("--out", metavar="FILE", help="write the configuration to FILE "
+                                                  "instead of standard output")
     lab.set_defaults(func=_cmd_lab)
     # send PEER --bytes N --algo A, recv: the native transport (hpccd.transfer_cli)
     from . import transfer_cli

@@ -16,6 +16,11 @@ Lifecycle, all calls from the daemon's main thread:
 1. ``cls.cleanup_stale(cfg)`` — at start (before anything is attached) and
    by ``hpccd --cleanup``: remove what a dead daemon left behind that the
    core's clean-up does not know about (registered struct_ops, pins).
+   Several daemons run on one host (one per network namespace): what is
+   host-wide may belong to a live one, and is removed only when no live
+   daemon holds it (the TCP side's struct_ops: hpccd.tcp_side.TcpCc's
+   shared lock); the core removes programs only from interfaces no live
+   daemon owns (hpccd.ownership).
 2. ``cls(ctx)`` then ``start()`` — after the core has attached xdp_host and
    tc_tracker (``ctx.interfaces``) and before READY=1.  Raising fails the
    start: the core then calls ``stop()`` on this component (so it must

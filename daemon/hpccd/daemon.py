@@ -5,10 +5,14 @@ Start-up, in order (any failure undoes what was done and exits non-zero):
 1. load and validate the configuration (exit status 2 when it is refused,
    with the file, line and key on stderr);
 2. open the control socket (a daemon that still answers on it owns the
-   programs: start-up is refused before touching anything); remove what a
-   dead daemon left: hpccd_* XDP programs and tc filters on
-   the configured interfaces (hpccd.bpf.cleanup_stale), the components'
-   own leftovers, a control socket nobody answers on;
+   programs: start-up is refused before touching anything); claim the
+   configured interfaces (hpccd.ownership: an owner record with pid and
+   start time per interface; another live daemon's interface refuses the
+   start with exit status 2, touching nothing); remove what a dead daemon
+   left: hpccd_* XDP programs and tc filters on the claimed interfaces
+   (hpccd.bpf.cleanup_stale), the components' own leftovers (the TCP
+   side's struct_ops only when no live daemon shares them), a control
+   socket nobody answers on;
 3. per interface: load xdp_host with the port, DSCP and flags of the
    configuration as load-time constants, write the integrity key and the
    interface's IPv4 addresses into its maps, attach it (generic/skb mode on
@@ -32,7 +36,9 @@ components, close the sockets, detach every program, exit 0.
 
 ``hpccd --cleanup`` (the unit's ExecStopPost) removes what a daemon that
 died left attached; it refuses to touch anything while a daemon answers on
-the control socket.  ``hpccd --check`` only validates the file.
+the control socket, and leaves alone every interface a live daemon owns
+(its owner record) and struct_ops that live daemons share.  ``hpccd
+--check`` only validates the file.
 """
 from __future__ import annotations
 
@@ -49,7 +55,7 @@ import sys
 import time
 from typing import Any
 
-from . import __version__, bpf, bpf_counters
+from . import __version__, bpf, bpf_counters, ownership
 from . import config as config_mod
 from .component import AttachedInterface, Component, ComponentError, DaemonContext, load_class
 from .config import Config, ConfigError
@@ -80,6 +86,11 @@ class DaemonError(RuntimeError):
 
 class NoInterfaceError(DaemonError):
     """A configured interface is not in the daemon's network namespace."""
+
+
+class InterfaceOwnedError(DaemonError):
+    """Another live daemon owns a configured interface (exit status 2: a
+    restart would not help until that daemon is stopped)."""
 
 
 def find_bpf_dir(cfg: Config) -> pathlib.Path:
@@ -168,6 +179,7 @@ class Daemon:
         self._wake_r = self._wake_w = -1
         self._next_poll: dict[str, float] = {}
         self._next_addr = 0.0
+        self._claimed: list[int] = []       # ifindexes of our owner records
 
     # ---- start ----
 
@@ -178,6 +190,7 @@ class Daemon:
         # clean-up below must not remove them (ControlError: refused).
         self.control = ControlServer(cfg.control_socket, self._handle, self.sel)
         self.control.open()
+        self._claim()
         self.notifier.status("starting: removing stale attachments")
         cleanup(cfg, classes)
         self.tag_key = cfg.read_key()
@@ -211,6 +224,24 @@ class Daemon:
                                   f"{e.strerror}") from None
         log.info("hpccd %s ready: %s", __version__, self._status_line())
         self.notifier.ready(self._status_line())
+
+    def _claim(self) -> None:
+        """Owner records for the configured interfaces that exist here (a
+        missing one fails in _attach); refused if another live daemon owns one."""
+        present = []
+        for itf in self.config.interfaces:
+            try:
+                present.append((itf.name, socket.if_nametoindex(itf.name)))
+            except OSError:
+                pass
+        try:
+            stale = ownership.claim(present, self.config.control_socket)
+        except ownership.InterfaceOwnedError as e:
+            raise InterfaceOwnedError(str(e)) from None
+        self._claimed = [ifindex for _, ifindex in present]
+        for o in stale:
+            log.warning("%s: its owner, hpccd pid %d, is gone: removing what it left",
+                        o.name, o.pid)
 
     def _attach(self, i: int, itf: config_mod.Interface, bpf_dir: pathlib.Path
                 ) -> AttachedInterface:
@@ -247,6 +278,8 @@ class Daemon:
                 att.tc = tc
                 tc.load()
                 bpf.tc_attach(ifindex, tc.program(TC_PROG), "egress", TC_HANDLE, TC_PRIO)
+            ownership.record_programs(ifindex, xdp.program(XDP_PROG).id,
+                                      tc.program(TC_PROG).id if tc else None)
             log.info("%s (ifindex %d): xdp_host attached in %s mode%s; addresses %s",
                      itf.name, ifindex, mode, ", tc_tracker on egress" if tc else "",
                      ", ".join(addrs) or "none")
@@ -286,6 +319,12 @@ class Daemon:
         for name, att in list(self.interfaces.items()):
             problems += self._detach(att)
             del self.interfaces[name]
+        if self._claimed:
+            try:
+                ownership.release(self._claimed)
+            except OSError as e:
+                problems.append(f"owner records: {e}")
+            self._claimed = []
         return problems
 
     def _detach(self, att: AttachedInterface) -> list[str]:
@@ -527,7 +566,11 @@ class Daemon:
             new = config_mod.set_value(self.config, param, value)
             self.apply(new)
         except (ConfigError, ComponentError) as e:
-            self._reload_failed(e)
+            # A refused request (a typo, a value out of range) is not a failed
+            # reload: the running configuration is the last one applied, and
+            # hpccd_config_last_reload_successful stays as it was.  Counted in
+            # hpccd_control_requests_total{command="set",result="error"}.
+            log.info("set %s = %s refused: %s", param, value, e)
             raise ControlError(str(e)) from None
         self.notifier.status(self._status_line())
         return {"param": param, "value": value, "applied": True,
@@ -579,13 +622,21 @@ def cleanup(cfg: Config | None, classes: dict[str, type[Component]] | None = Non
     pins nothing, and struct_ops are host-wide (another daemon in another
     namespace may own them), so the TCP-side component handles its own."""
     names = ifaces if ifaces is not None else [i.name for i in cfg.interfaces] if cfg else []
-    present = []
+    present, owned = [], []
     for n in names:
         try:
-            present.append(socket.if_nametoindex(n))
+            ifindex = socket.if_nametoindex(n)
         except OSError:
             log.warning("clean-up: no interface %r here", n)
+            continue
+        o = ownership.owner(ifindex)
+        if o is not None and o.pid != os.getpid():
+            owned.append(f"{n}: {o.describe()}")    # live: not ours to touch
+        else:
+            present.append(ifindex)
     done = bpf.cleanup_stale(present, pin_dir=None, struct_ops=False)
+    done["records"] = ownership.release(present, dead_only=True)
+    done["owned"] = owned
     # The clsact qdisc tc_attach created, where a stale filter of ours was
     # removed and nothing else is left on it.
     for ifindex in sorted({ifindex for ifindex, _ in done["tc"]}):
@@ -597,7 +648,7 @@ def cleanup(cfg: Config | None, classes: dict[str, type[Component]] | None = Non
                 raise
     for name, cls in (classes or {}).items():
         done[f"component:{name}"] = cls.cleanup_stale(cfg) if cfg else []
-    removed = {k: v for k, v in done.items() if v}
+    removed = {k: v for k, v in done.items() if v and k != "owned"}
     if removed:
         log.warning("removed what a previous daemon left: %s", removed)
     return done
@@ -638,6 +689,9 @@ def _cleanup_command(cfg_path: str) -> int:
             done["control_socket"] = [sock]
         except OSError as e:
             print(f"hpccd --cleanup: {sock}: {e.strerror}", file=sys.stderr)
+    owned = done.pop("owned", [])
+    for o in owned:
+        print(f"hpccd --cleanup: left alone, a live daemon owns it: {o}", file=sys.stderr)
     n = sum(len(v) for v in done.values())
     print(f"hpccd --cleanup: removed {n} leftover(s)"
           + (f": {({k: v for k, v in done.items() if v})}" if n else ""))
@@ -732,7 +786,7 @@ def _main(argv: list[str] | None) -> int:
             log.error("start failed: %s", _start_error(e))
             log.debug("start failed", exc_info=True)   # log_level = "debug": where
             notifier.status(f"start failed: {e}")
-            code = (EXIT_CONFIG if isinstance(e, ConfigError) else
+            code = (EXIT_CONFIG if isinstance(e, (ConfigError, InterfaceOwnedError)) else
                     EXIT_NO_INTERFACE if isinstance(e, NoInterfaceError) else 1)
         else:
             d.run()

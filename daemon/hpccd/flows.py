@@ -41,8 +41,11 @@ RTT_BUCKETS = (10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 
 FCT_BUCKETS = (100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3,
                250e-3, 500e-3, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Per-flow totals the components report; per group they become counters.
-GROUP_COUNTERS = ("bytes_sent", "bytes_acked", "retx_packets", "retx_bytes", "probes_sent",
-                  "probes_answered", "probes_lost", "notify_sent", "notify_received")
+# bytes_sent and retx_bytes are frame bytes (what went on the wire); payload_sent
+# and bytes_acked are payload bytes.
+GROUP_COUNTERS = ("bytes_sent", "payload_sent", "bytes_acked", "retx_packets", "retx_bytes",
+                  "probes_sent", "probes_answered", "probes_lost", "notify_sent",
+                  "notify_received")
 # INT hop words: ts 24 bits of ns, txBytes 20 bits of 128-byte units.
 _TS_MOD = 1 << 24
 _TX_MOD = (1 << 20) * 128
@@ -80,7 +83,8 @@ class Flow:
     cw_pkts: float | None = None  # LDCP's cw
     rtt_s: float | None = None    # last RTT sample
     probe_rtt_s: float | None = None
-    bytes_sent: int = 0
+    bytes_sent: int = 0           # frame bytes sent, retransmissions included
+    payload_sent: int = 0         # payload bytes sent, first transmissions only
     bytes_acked: int = 0
     retx_packets: int = 0
     retx_bytes: int = 0
@@ -167,6 +171,8 @@ class FlowTable:
         self._groups: dict[tuple[str, str], _Group] = {}
         self._drops: collections.Counter[tuple[str, str]] = collections.Counter()
         self._hops: collections.OrderedDict[tuple[int, int], _Hop] = collections.OrderedDict()
+        # flow id -> hop -> (ts_ns, tx_bytes) of the last core record seen (observe_hop_rec)
+        self._hop_prev: dict[int, dict[int, tuple[int, int]]] = {}
         self.refused = 0
         self.configure(max_flows, peers, algorithms, int_hop_series)
 
@@ -265,6 +271,7 @@ class FlowTable:
         stay in its group."""
         with self._lock:
             f = self._flows.pop(flow_id)
+            self._hop_prev.pop(flow_id, None)
             self._set(f, fields)
             g = self._group(f.algorithm, f.peer)
             for k in GROUP_COUNTERS:
@@ -303,6 +310,33 @@ class FlowTable:
                 dt = (ts - old.ts) % _TS_MOD
                 util = (((tx - old.tx) % _TX_MOD) * 8e9 / dt / speed) if dt else old.utilization
             self._hops[key] = _Hop(f["qlen_units"] * 80, speed, util, ts, tx, now)
+            while len(self._hops) > self.int_hop_series:
+                self._hops.popitem(last=False)
+
+    def observe_hop_rec(self, flow_id: int, path_id: int, hop: int, ts_ns: int,
+                        tx_bytes: int, qlen_bytes: int, bw_bps: int) -> None:
+        """An INT hop as a flow's HPCC core holds it (the native engines:
+        decoded, the narrow counters unwrapped per flow, struct
+        hpccd_int_rec): its queue, and the link's utilisation from the
+        previous record of the same flow and hop (the engines are read every
+        poll, so the modular difference of observe_hop would be ambiguous
+        after a ts wrap, 16.7 ms; the unwrapped counters are not)."""
+        now = time.monotonic()
+        key = (path_id, hop)
+        with self._lock:
+            if self.int_hop_series <= 0 or flow_id not in self._flows:
+                return
+            prev = self._hop_prev.setdefault(flow_id, {}).get(hop)
+            old = self._hops.pop(key, None)
+            util = None
+            if prev is not None and bw_bps:
+                if ts_ns > prev[0] and tx_bytes >= prev[1]:
+                    util = (tx_bytes - prev[1]) * 8e9 / (ts_ns - prev[0]) / bw_bps
+                elif ts_ns == prev[0] and old is not None:
+                    util = old.utilization          # the same record: nothing new
+            self._hop_prev[flow_id][hop] = (ts_ns, tx_bytes)
+            self._hops[key] = _Hop(qlen_bytes, bw_bps, util, ts_ns % _TS_MOD,
+                                   tx_bytes % _TX_MOD, now)
             while len(self._hops) > self.int_hop_series:
                 self._hops.popitem(last=False)
 

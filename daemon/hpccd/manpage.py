@@ -22,7 +22,8 @@ __all__ = ["render", "PAGES"]
 # name: (section, one-line summary, FILES lines)
 PAGES = {
     "hpccd": ("8", "INT-based congestion control daemon (HPCC, HPCC++, DCTCP, LDCP)",
-              ["/etc/hpccd/hpccd.toml", "/run/hpccd-daemon/control.sock", "/run/hpccd/tcp_cc.lock"]),
+              ["/etc/hpccd/hpccd.toml", "/run/hpccd-daemon/control.sock", "/run/hpccd/tcp_cc.lock",
+               "/run/hpccd/owners/"]),
     "hpccctl": ("1", "control and tools of hpccd",
                 ["/run/hpccd-daemon/control.sock", "/run/hpccd/lab-*.json"]),
 }

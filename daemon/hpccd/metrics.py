@@ -53,7 +53,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("hpccd_build_info", "gauge", ("version",), "Always 1; the daemon's version."),
     Metric("hpccd_start_time_seconds", "gauge", (), "Unix time the daemon started."),
     Metric("hpccd_config_reloads_total", "counter", ("result",),
-           "Configuration reloads (SIGHUP, hpccctl set), by result: ok or error."),
+           "Configuration reloads (SIGHUP, an accepted hpccctl set), by result: ok or error."),
     Metric("hpccd_config_last_reload_successful", "gauge", (),
            "1 if the last reload was applied, 0 if it was refused (the old configuration runs)."),
     Metric("hpccd_config_last_reload_timestamp_seconds", "gauge", (),
@@ -92,10 +92,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("hpccd_probe_rtt_seconds", "histogram", G,
            "Probe round-trip times (probe to PROBE_RESP, [HPCC++2022] section 6.2.1)."),
     Metric("hpccd_flow_completion_seconds", "histogram", G, "Flow completion times."),
-    Metric("hpccd_sent_bytes_total", "counter", G, "Payload bytes sent, retransmissions included."),
+    Metric("hpccd_sent_bytes_total", "counter", G,
+           "Frame bytes sent (headers, INT room and retransmissions included): the flows' wire bytes."),
+    Metric("hpccd_sent_payload_bytes_total", "counter", G,
+           "Payload bytes sent, first transmissions only (the highest byte sent)."),
     Metric("hpccd_acked_bytes_total", "counter", G, "Payload bytes acknowledged."),
     Metric("hpccd_retransmitted_packets_total", "counter", G, "Packets retransmitted."),
-    Metric("hpccd_retransmitted_bytes_total", "counter", G, "Bytes retransmitted."),
+    Metric("hpccd_retransmitted_bytes_total", "counter", G, "Frame bytes retransmitted."),
     Metric("hpccd_probes_sent_total", "counter", G, "Probes sent (one per RTT while data is in flight)."),
     Metric("hpccd_probes_answered_total", "counter", G, "Probes whose response arrived."),
     Metric("hpccd_probes_lost_total", "counter", G,
@@ -237,6 +240,7 @@ class HpccdCollector(Collector):
             fam.hist("hpccd_flow_completion_seconds", lb, g["fct"])
             c = g["counters"]
             fam.add("hpccd_sent_bytes_total", lb, c["bytes_sent"])
+            fam.add("hpccd_sent_payload_bytes_total", lb, c["payload_sent"])
             fam.add("hpccd_acked_bytes_total", lb, c["bytes_acked"])
             fam.add("hpccd_retransmitted_packets_total", lb, c["retx_packets"])
             fam.add("hpccd_retransmitted_bytes_total", lb, c["retx_bytes"])

@@ -66,6 +66,7 @@ import contextlib
 import dataclasses
 import errno
 import fcntl
+import json
 import logging
 import os
 import pathlib
@@ -203,8 +204,19 @@ def _cc_available() -> list[str]:
 
 
 class TcpCc:
-    """The struct_ops congestion controls "hpcc" and "dctcp", registered by
-    one owner at a time (see the module docstring)."""
+    """The struct_ops congestion controls "hpcc" and "dctcp", shared by every
+    live owner on the host (see the module docstring).
+
+    Reference counting by the kernel: every owner holds a *shared* ``flock``
+    of :data:`LOCK_FILE` while it runs (the kernel drops it however the owner
+    dies).  Joining and leaving happen under an exclusive ``flock`` of
+    ``tcp_cc.registry.lock`` beside it.  The first owner (nobody holds the
+    shared lock: an exclusive try succeeds) unregisters what dead owners
+    left, registers both, and writes the ids of the registration's maps to
+    ``tcp_cc.json``; a later owner opens those maps by id.  The last owner
+    to leave (an exclusive try succeeds once its own shared lock is gone)
+    unregisters; an earlier one leaves the registration in place, also when
+    it is the process that registered (its links are disconnected first)."""
 
     def __init__(self, obj_dir: str | os.PathLike | None = None,
                  names: Iterable[str] = ("hpcc", "dctcp"), lock_file: str = LOCK_FILE):
@@ -214,93 +226,253 @@ class TcpCc:
             if n not in CC_NAMES:
                 raise ValueError(f"unknown congestion control {n!r} (known: {', '.join(CC_NAMES)})")
         self.lock_file = lock_file
+        d = os.path.dirname(lock_file)
+        self.registry_lock = os.path.join(d, "tcp_cc.registry.lock")
+        self.state_file = os.path.join(d, "tcp_cc.json")
         self.objs: dict[str, bpf.BpfObject] = {}
         self.links: dict[str, bpf.Link] = {}
+        self._maps: dict[tuple[str, str], bpf.Map] = {}
         self._lock_fd = -1
+        self.registered = False          # this owner registered them (and holds objs, links)
         self.removed_stale: list[str] = []
+        self.unregistered = False        # the last stop() unregistered them
+        self._token = f"{os.getpid()}-{id(self):x}-{time.monotonic_ns()}"
 
     @property
     def started(self) -> bool:
         return self._lock_fd >= 0
 
-    def _lock(self, wait_s: float) -> None:
+    # ---- locks and the state file ----
+
+    def _open(self, path: str) -> int:
         try:
-            os.makedirs(os.path.dirname(self.lock_file), mode=0o755, exist_ok=True)
-            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as e:
-            raise TcpSideError(f"lock of the TCP congestion controls {self.lock_file}: "
-                               f"{e.strerror} (systemd/hpccd.service gives the daemon "
-                               f"/run/hpccd as a RuntimeDirectory)") from e
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise TcpSideError(
-                        f"another process owns the TCP congestion controls ({self.lock_file} "
-                        f"is locked): only one hpccd per host may register them") from None
-                time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
+            raise TcpSideError(f"lock of the TCP congestion controls {path}: {e.strerror} "
+                               f"(systemd/hpccd.service gives the daemon /run/hpccd as a "
+                               f"RuntimeDirectory)") from e
 
-    def _unlock(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)          # releases the flock
-            self._lock_fd = -1
+    @contextlib.contextmanager
+    def _registry(self, wait_s: float):
+        fd = self._open(self.registry_lock)
+        try:
+            deadline = time.monotonic() + max(wait_s, 10.0)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TcpSideError(f"{self.registry_lock} stays locked") from None
+                    time.sleep(0.02)
+            yield
+        finally:
+            os.close(fd)
 
-    @classmethod
-    def cleanup_stale(cls) -> list[str]:
-        """Unregister struct_ops left by a dead owner.  Only safe while holding
-        the lock (start() calls it then), or when no hpccd runs at all."""
+    @staticmethod
+    def _try(fd: int, how: int) -> bool:
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def _read_state(self) -> dict:
+        try:
+            with open(self.state_file) as f:
+                st = json.load(f)
+            return st if isinstance(st, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _write_state(self, st: dict) -> None:
+        tmp = f"{self.state_file}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(st, f)
+        os.replace(tmp, self.state_file)
+
+    def _set_owner(self, st: dict, present: bool) -> None:
+        from . import ownership
+
+        owners = [o for o in st.get("owners", []) if isinstance(o, dict)
+                  and o.get("token") != self._token
+                  and ownership.alive(int(o.get("pid", 0)), o.get("start"))]
+        if present:
+            me = os.getpid()
+            owners.append({"pid": me, "start": ownership.start_time(me), "token": self._token})
+        st["owners"] = owners
+
+    def others(self) -> list[int]:
+        """Pids of the other live owners (from tcp_cc.json)."""
+        from . import ownership
+
+        return [int(o["pid"]) for o in self._read_state().get("owners", [])
+                if isinstance(o, dict) and o.get("token") != self._token
+                and ownership.alive(int(o.get("pid", 0)), o.get("start"))]
+
+    # ---- registration ----
+
+    @staticmethod
+    def _unregister_all() -> list[str]:
         removed = []
         for _, (_, map_name) in CC_NAMES.items():
             removed += bpf.cleanup_stale([], name_prefix=map_name, pin_dir=None)["struct_ops"]
         return removed
 
+    @classmethod
+    def cleanup_stale(cls, lock_file: str = LOCK_FILE) -> list[str]:
+        """Unregister struct_ops left by dead owners, only if no live owner
+        holds the shared lock; returns what it unregistered."""
+        self = cls(lock_file=lock_file)
+        with self._registry(0.0):
+            fd = self._open(self.lock_file)
+            try:
+                if not self._try(fd, fcntl.LOCK_EX):
+                    return []                # live owners share them: theirs
+                removed = self._unregister_all()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.state_file)
+                return removed
+            finally:
+                os.close(fd)
+
     def start(self, wait_s: float = 0.0) -> "TcpCc":
-        """Take the lock (waiting up to `wait_s`), remove stale registrations,
-        load and register each congestion control.  On failure nothing is
-        left registered and the lock is released."""
+        """Join the owners of the registration, or register (after removing
+        stale registrations) when there is none.  `wait_s`: how long to wait
+        for an exclusive owner (an older hpccd) to go.  On failure nothing is
+        left registered by this call and no lock is held."""
         if self.started:
             return self
-        self._lock(wait_s)
-        try:
-            self.removed_stale = self.cleanup_stale()
-            for n in self.names:
-                there = _cc_available()
-                if n in there:
-                    raise TcpSideError(f"a congestion control named {n!r} is registered by "
-                                       f"someone else (not a hpccd_ struct_ops map)")
-                path, map_name = CC_NAMES[n]
-                obj = bpf.BpfObject.open(self.obj_dir / path)
-                self.objs[n] = obj
-                obj.load()
-                self.links[n] = obj.attach_struct_ops(map_name)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        deadline = time.monotonic() + wait_s
+        while True:
+            fd_wait = False
+            with self._registry(wait_s):
+                fd = self._open(self.lock_file)
+                try:
+                    if self._try(fd, fcntl.LOCK_EX):
+                        self._register(fd)       # nobody else: register
+                    elif self._try(fd, fcntl.LOCK_SH):
+                        self._join()             # live owners: use their registration
+                    elif time.monotonic() >= deadline:
+                        raise TcpSideError(
+                            f"another process holds the TCP congestion controls "
+                            f"exclusively ({self.lock_file} is locked): an hpccd "
+                            f"older than shared registration; stop it first")
+                    else:
+                        fd_wait = True           # an exclusive holder: wait below
+                    if not fd_wait:
+                        st = self._read_state()
+                        self._set_owner(st, True)
+                        self._write_state(st)
+                        self._lock_fd, fd = fd, -1
+                        return self
+                except BaseException:
+                    self._close_handles(unregister=self.registered)
+                    raise
+                finally:
+                    if fd >= 0:
+                        os.close(fd)
+            time.sleep(0.05)                     # (continue above): outside the registry lock
+
+    def _register(self, fd: int) -> None:
+        self.removed_stale = self._unregister_all()
+        for n in self.names:
+            if n in _cc_available():
+                raise TcpSideError(f"a congestion control named {n!r} is registered by "
+                                   f"someone else (not a hpccd_ struct_ops map)")
+        self.registered = True
+        maps: dict[str, dict[str, int]] = {}
+        for n in self.names:
+            path, map_name = CC_NAMES[n]
+            obj = bpf.BpfObject.open(self.obj_dir / path)
+            self.objs[n] = obj
+            obj.load()
+            self.links[n] = obj.attach_struct_ops(map_name)
+            maps[n] = {m: obj.map(m).id for m in obj.map_names() if "." not in m}
+        self._write_state({"registrant": os.getpid(), "maps": maps, "owners": []})
+        fcntl.flock(fd, fcntl.LOCK_SH)           # EX -> SH, under the registry lock
+
+    def _join(self) -> None:
+        # The objects are not loaded (the registration's programs run), but a
+        # missing or broken one fails the start as it does for the registrant.
+        for n in self.names:
+            bpf.BpfObject.open(self.obj_dir / CC_NAMES[n][0]).close()
+        st = self._read_state()
+        maps = st.get("maps", {})
+        there = _cc_available()
+        for n in self.names:
+            if n not in there or n not in maps:
+                raise TcpSideError(f"live owners hold {self.lock_file} but {n!r} is not "
+                                   f"registered as {self.state_file} says: unregistered by "
+                                   f"hand? Stop every hpccd, then start again")
+            for m, map_id in maps[n].items():
+                try:
+                    h = bpf.Map.from_id(int(map_id))
+                except bpf.BpfError as e:
+                    raise TcpSideError(f"the shared {n!r} registration: map {m} (id "
+                                       f"{map_id}): {e}") from None
+                if not m.startswith(h.name):     # kernel names are cut at 15 characters
+                    h.close()
+                    raise TcpSideError(f"the shared {n!r} registration: map id {map_id} is "
+                                       f"{h.name!r}, not {m!r}")
+                self._maps[(n, m)] = h
 
     def map(self, cc_name: str, map_name: str) -> bpf.Map:
-        return self.objs[cc_name].map(map_name)
+        if cc_name in self.objs:
+            return self.objs[cc_name].map(map_name)
+        try:
+            return self._maps[(cc_name, map_name)]
+        except KeyError:
+            raise TcpSideError(f"{cc_name}: no map {map_name!r} (not started?)") from None
 
-    def stop(self) -> None:
-        """Unregister and close everything; release the lock.  Idempotent."""
-        errs = []
-        for n, link in list(self.links.items()):
+    def _close_handles(self, unregister: bool) -> list[Exception]:
+        errs: list[Exception] = []
+        for link in list(self.links.values()):
             try:
-                link.destroy()
+                if unregister:
+                    link.destroy()
+                else:
+                    link.disconnect()            # others still use the registration
             except bpf.BpfError as e:
                 errs.append(e)
         self.links.clear()
         for obj in self.objs.values():
             obj.close()
         self.objs.clear()
-        self._unlock()
+        for h in self._maps.values():
+            h.close()
+        self._maps.clear()
+        self.registered = False
+        return errs
+
+    def stop(self) -> None:
+        """Leave: release the shared lock; the last owner unregisters.
+        Idempotent."""
+        if not self.started:
+            self._close_handles(unregister=False)
+            return
+        errs: list[Exception] = []
+        with self._registry(10.0):
+            st = self._read_state()
+            self._set_owner(st, False)
+            os.close(self._lock_fd)              # our shared lock goes
+            self._lock_fd = -1
+            fd = self._open(self.lock_file)
+            try:
+                last = self._try(fd, fcntl.LOCK_EX)
+                self.unregistered = last
+                if last:
+                    errs += self._close_handles(unregister=True)
+                    if not errs:
+                        self._unregister_all()   # registered by an owner that died
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.state_file)
+                else:
+                    errs += self._close_handles(unregister=False)
+                    self._write_state(st)
+            finally:
+                os.close(fd)
         if errs:
             raise errs[0]
 
@@ -441,7 +613,8 @@ class TcpSide:
             for fs in list(self.flows.values()):
                 self._forget(fs)
             self.flows.clear()
-            if self._cfg is not None:
+            # The heartbeat is host-wide: zeroed only when no other owner runs.
+            if self._cfg is not None and not (self.tcp_cc and self.tcp_cc.others()):
                 with contextlib.suppress(bpf.BpfError):
                     self._cfg.update(0, bytes(struct.calcsize(CFG_FMT)))
             self._win = self._cfg = self._cst = None
@@ -641,9 +814,9 @@ class TcpSide:
     def counters(self) -> dict[str, dict[str, tuple[int, int]]]:
         """The CCs' per-CPU counters, summed: {"hpcc": {...}, "dctcp": {...}}."""
         out = {}
-        if self.tcp_cc is not None and "hpcc" in self.tcp_cc.objs:
+        if self.tcp_cc is not None and self.tcp_cc.started and "hpcc" in self.tcp_cc.names:
             out["hpcc"] = read_counters(self.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), HPCC_COUNTERS)
-        if self.tcp_cc is not None and "dctcp" in self.tcp_cc.objs:
+        if self.tcp_cc is not None and self.tcp_cc.started and "dctcp" in self.tcp_cc.names:
             out["dctcp"] = read_counters(self.tcp_cc.map("dctcp", "hpccd_dctcp_cnt"),
                                          DCTCP_COUNTERS)
         return out
@@ -676,7 +849,7 @@ if _Component is not None:
 
         @classmethod
         def cleanup_stale(cls, cfg) -> list[str]:
-            return TcpCc.cleanup_stale()
+            return TcpCc.cleanup_stale()        # only when no live daemon shares them
 
         def start(self) -> None:
             ifc = next((i for i in self.ctx.interfaces.values() if i.tc is not None), None)

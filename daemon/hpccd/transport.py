@@ -83,7 +83,10 @@ def _struct_dict(obj) -> dict[str, Any]:
         if name.startswith("pad"):
             continue
         v = getattr(obj, name)
-        if f.type.kind == "array":
+        if name == "int_hops":          # the last INT's hops (struct hpccd_int_rec), in use
+            v = [{"ts_ns": h.ts_ns, "tx_bytes": h.tx_bytes, "qlen_bytes": h.qlen_bytes,
+                  "bw_bps": h.bw_bps} for h in v[0:obj.int_nhops]]
+        elif f.type.kind == "array":
             v = list(v)
         out[name] = v
     return out

@@ -25,7 +25,11 @@ DCTCP endpoints, [DCTCP] section 4) and the configuration's INT mode:
 
 The NIC rate of a flow (pacing ceiling, B_NIC) is the peer's
 ``hpcc.line_rate_bps``.  Receiver flows appear by themselves (DATA of any
-sender); they are published with the local policy of the sender's address.
+sender); they are published with the ``peer`` label of the sender's address
+and ``algorithm="unknown"`` (:data:`RECEIVER_ALGORITHM`): the wire does not
+carry the sender's algorithm, and this host's policy for that address is
+not it (the sender's own policy chose it; HPCC and Rx-HPCC data even look
+the same to a receiver).
 
 poll() publishes every flow's state to the daemon's flow table (windows,
 rates, U / alpha / cw, smoothed RTT and probe RTT, bytes, retransmissions,
@@ -74,6 +78,9 @@ FLOW_DROPS = {
 DROP_CAUSES = tuple(ENGINE_DROPS.values()) + tuple(FLOW_DROPS.values()) + ("malformed",)
 ENGINE_MODE = "copy"                      # zero-copy needs a driver with it (not veth)
 
+
+# The algorithm label of receiver flows: the receiver cannot know the sender's.
+RECEIVER_ALGORITHM = "unknown"
 
 class _Sender:
     def __init__(self, fid: int, engine: "_Engine", flow: tp_mod.Flow, info: dict[str, Any]):
@@ -212,13 +219,14 @@ class TransportComponent(Component):
                     fid = self.ctx.flows.add(
                         kind="native", role="receiver", saddr=e.tp.local_addr,
                         sport=e.tp.udp_port, daddr=r.saddr, dport=r.sport, proto=17,
-                        peer=pol.peer, algorithm=pol.algorithm, component=self.name,
+                        peer=pol.peer, algorithm=RECEIVER_ALGORITHM, component=self.name,
                         engine=e.name, **fields).id
                 except FlowLimitError:
                     continue
                 e.receivers[key] = fid
             else:
                 self.ctx.flows.update(fid, **fields)
+            self._observe_int(fid, r.stats)
             if r.done:
                 self.ctx.flows.finish(fid, completed=True, fct_s=r.fct_s)
                 done.append(key)
@@ -232,6 +240,13 @@ class TransportComponent(Component):
             for k in done:
                 e.receivers.pop(k, None)
 
+    def _observe_int(self, fid: int, st: dict[str, Any]) -> None:
+        """The last INT the flow's HPCC core took (a sender's INT-echo ACK or
+        probe response, a receiver's NewINT) into hpccd_int_hop_*."""
+        for i, h in enumerate(st.get("int_hops", ())):
+            self.ctx.flows.observe_hop_rec(fid, st["int_path_id"], i, h["ts_ns"],
+                                           h["tx_bytes"], h["qlen_bytes"], h["bw_bps"])
+
     @staticmethod
     def _fields(r: tp_mod.FlowResult) -> dict[str, Any]:
         st = r.stats
@@ -240,7 +255,7 @@ class TransportComponent(Component):
             inflight_bytes=st["snd_nxt"] - st["snd_una"],
             rtt_s=st["srtt_ns"] / 1e9 if st["srtt_ns"] else None,
             probe_rtt_s=st["probe_srtt_ns"] / 1e9 if st["probe_srtt_ns"] else None,
-            bytes_sent=st["wire_bytes"], bytes_acked=st["snd_una"],
+            bytes_sent=st["wire_bytes"], payload_sent=st["snd_max"], bytes_acked=st["snd_una"],
             retx_packets=st["retx_pkts"], retx_bytes=st["retx_bytes"],
             probes_sent=st["probes_sent"], probes_answered=st["probes_answered"],
             probes_lost=st["probes_lost"], notify_received=st["rx_windows"],
@@ -268,6 +283,7 @@ class TransportComponent(Component):
             self._drop(s.drops, k, cause, r.stats[k])
         fields = self._fields(r)
         self.ctx.flows.update(s.fid, **fields)
+        self._observe_int(s.fid, r.stats)
         if r.stats["srtt_ns"] or r.stats["probe_srtt_ns"]:
             self.ctx.flows.observe_rtt(s.fid, fields["rtt_s"], fields["probe_rtt_s"])
         if r.state in ("done", "failed"):

@@ -260,6 +260,11 @@ struct hpccd_tp_flow_stats {
 	uint32_t mss;                   /* payload bytes per packet */
 	uint32_t hdr_bytes;             /* frame bytes around the payload, INT room included */
 	uint64_t cnps;                  /* CNPs received (DCQCN; others ignore them) */
+	/* HPCC: the last INT the core took (INT-echo ACK or probe response):
+	 * its path and hops, decoded, counters unwrapped (the core's L); 0 hops:
+	 * none yet, or another algorithm.  The daemon's hpccd_int_hop_* metrics. */
+	uint32_t int_path_id, int_nhops;
+	struct hpccd_int_rec int_hops[HPCCD_INT_MAX_HOPS];
 };
 
 struct hpccd_tp_rx_stats {
@@ -277,6 +282,10 @@ struct hpccd_tp_rx_stats {
 	uint64_t windows_sent;          /* of which carried an Rx-HPCC window */
 	uint64_t first_ns, last_ns;     /* first DATA; the FIN's delivery (or last DATA) */
 	uint64_t cnps_sent;             /* DCQCN notification point (HPCCD_AUX_CNP) */
+	/* the last INT of the flow's data the receiver's core took (NewINT),
+	 * as in hpccd_tp_flow_stats; 0 hops: none (no INT) */
+	uint32_t int_path_id, int_nhops;
+	struct hpccd_int_rec int_hops[HPCCD_INT_MAX_HOPS];
 };
 
 struct hpccd_tp_stats {

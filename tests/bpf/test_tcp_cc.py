@@ -5,10 +5,14 @@ Invariants protected:
 - both objects load through the verifier and register; while registered the
   names are in tcp_available_congestion_control, after stop() they are not,
   and nothing named hpccd_tcp_* is left registered;
-- one owner at a time (the host-wide names): a second TcpCc is refused while
-  the first holds the lock, and changes nothing;
+- the host-wide names are shared by every live owner (one per namespace's
+  daemon): a second TcpCc joins the first one's registration (the same
+  maps), either may leave first, the registration stays while one owner
+  lives and goes with the last one; TcpCc.cleanup_stale() (every daemon's
+  start-up clean-up) touches nothing while an owner lives;
 - a registration left by a SIGKILLed owner is removed by the next start(),
-  which then registers its own;
+  which then registers its own; one whose registrant was SIGKILLed while
+  another owner lives stays, and that owner, the last, unregisters it;
 - the Python layouts (struct formats, counter slot names) are the header's;
 - a TCP-side probe built by hpccd.tcp_side is what docs/wire-format.md and
   the scapy layers say (DSCP, no TCP flag, correct TCP checksum, INT with
@@ -89,18 +93,36 @@ def test_load_register_unregister():
     assert not registered_maps()
 
 
-def test_second_owner_is_refused():
+@pytest.mark.parametrize("first_leaves", ["registrant", "joiner"])
+def test_second_owner_shares_last_one_unregisters(first_leaves):
     a = TcpCc(BUILT)
     a.start(wait_s=LOCK_WAIT_S)
+    b = TcpCc(BUILT)
     try:
-        b = TcpCc(BUILT)
-        with pytest.raises(TcpSideError, match="another process"):
-            b.start(wait_s=0)
-        assert all(n in available() for n in NAMES)       # a's registrations untouched
-        assert not b.started and not b.links
+        b.start(wait_s=0)
+        assert a.registered and not b.registered and not b.removed_stale
+        for n, m in (("hpcc", "hpccd_tcp_win"), ("hpcc", "hpccd_tcp_cfg"),
+                     ("dctcp", "hpccd_dctcp_cnt")):
+            assert b.map(n, m).id == a.map(n, m).id
+        assert sorted(registered_maps()) == ["hpccd_tcp_dctcp", "hpccd_tcp_hpcc"]
+        assert TcpCc.cleanup_stale() == []                 # live owners: not stale
+        first, last = (a, b) if first_leaves == "registrant" else (b, a)
+        first.stop()
+        assert not first.unregistered and not first.started
+        assert all(n in available() for n in NAMES)        # the other one still uses them
+        assert sorted(registered_maps()) == ["hpccd_tcp_dctcp", "hpccd_tcp_hpcc"]
+        win = last.map("hpcc", "hpccd_tcp_win")
+        key = bytes(16)
+        win.update(key, struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4))
+        assert win.lookup(key) == struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4)
+        win.delete(key)
+        last.stop()
+        assert last.unregistered
     finally:
         a.stop()
+        b.stop()
     assert not any(n in available() for n in NAMES)
+    assert not registered_maps()
 
 
 CHILD = """
@@ -139,6 +161,48 @@ def test_stale_registration_removed_at_start():
         c.stop()
     assert not any(n in available() for n in NAMES)
     assert not registered_maps()
+
+
+CHILD_OWNER = """
+import sys, time
+sys.path.insert(0, {daemon!r})
+from hpccd.tcp_side import TcpCc
+c = TcpCc({built!r}).start(wait_s=60)
+print("registered" if c.registered else "joined", flush=True)
+time.sleep(600)
+"""
+
+
+def test_registrant_sigkilled_while_another_owner_lives():
+    child = subprocess.Popen([sys.executable, "-c", CHILD_OWNER.format(
+        daemon=str(ROOT / "daemon"), built=str(BUILT))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b = TcpCc(BUILT)
+    try:
+        line = child.stdout.readline()
+        assert line.strip() == "registered", (line, child.stderr.read()
+                                              if child.poll() is not None else "")
+        b.start(wait_s=LOCK_WAIT_S)
+        assert not b.registered
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        # The registrant is gone, b still owns a share: nothing is stale.
+        assert TcpCc.cleanup_stale() == []
+        assert all(n in available() for n in NAMES)
+        assert b.others() == []
+        cfg = b.map("hpcc", "hpccd_tcp_cfg")
+        cfg.update(0, struct.pack(tcp_side.CFG_FMT, 1, 2, 3, 4))
+        b.stop()                                          # the last owner
+        assert b.unregistered
+        assert not any(n in available() for n in NAMES)
+        assert not registered_maps()
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+        child.stdout.close()
+        child.stderr.close()
+        b.stop()
 
 
 # ---- layouts -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import pathlib
+import os
 import re
 import textwrap
 
@@ -368,6 +369,48 @@ def _schema_keys() -> set[str]:
     for table, keys in config.PARAM_KEYS.items():
         out.update(f"{table}.{k}" for k in keys)
     return out
+
+
+def _example_keys(text: str) -> set[str]:
+    """TABLE.KEY of every key the example sets, or shows commented out
+    (``# key = value`` under its table); a [peers.X] sub-table counts as
+    the peers key X, its keys as X's (overrides)."""
+    out, table = set(), None
+    for ln in text.splitlines():
+        s = ln.strip()
+        m = re.match(r"^\[\[?([a-z_.]+)\]\]?", s)
+        if m:
+            table = m.group(1)
+            if table.startswith("peers."):
+                out.add(table)
+                table = table.split(".", 1)[1]
+            continue
+        m = re.match(r"^(?:# )?([A-Za-z_]+) = ", s)
+        if m and table:
+            out.add(f"{table}.{m.group(1)}")
+    return out
+
+
+def test_example_covers_every_key():
+    """systemd/hpccd.toml shows every key of the schema (set, or commented out
+    where it has no fixed default or excludes another), and no unknown one."""
+    text = EXAMPLE.read_text()
+    got = _example_keys(text)
+    peer_tables = {k for k in got if k.startswith("peers.") and k.count(".") == 1}
+    assert _schema_keys() - got == set(), "keys missing from systemd/hpccd.toml"
+    assert got - _schema_keys() == set(), "systemd/hpccd.toml shows unknown keys"
+    assert {"peers.hpcc", "peers.dctcp", "peers.ldcp"} <= peer_tables
+    # the commented-out ones are valid where they stand: uncommented one at a
+    # time (w_ai_bytes replacing N_flows, which it excludes), the file loads
+    commented = [ln for ln in text.splitlines() if re.match(r"^# [a-z_A-Z]+ = ", ln)]
+    assert commented
+    for ln in commented:
+        if ln.startswith("# cpus") and len(os.sched_getaffinity(0)) < 4:
+            continue                    # checked against this machine's CPUs
+        t = text.replace(ln, ln[2:]).replace('"/etc/hpccd/tag.key"', '""')
+        if ln.startswith("# w_ai_bytes"):
+            t = t.replace("\nN_flows = 16", "\n# N_flows = 16")
+        config.loads(t, str(EXAMPLE))
 
 
 def test_reference_documents_every_key():

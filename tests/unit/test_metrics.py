@@ -166,8 +166,9 @@ def test_group_counters_survive_the_flows_that_end():
     f = _add(ft, CFG, "10.0.9.9")
     ft.update(f.id, bytes_sent=100, retx_packets=1)
     assert _sent(st) == 100
-    ft.update(f.id, bytes_sent=300, retx_packets=2)
+    ft.update(f.id, bytes_sent=300, payload_sent=240, retx_packets=2)
     assert _sent(st) == 300
+    assert _sent(st, "hpccd_sent_payload_bytes_total") == 240   # wire and payload apart
     ft.finish(f.id)
     assert _sent(st) == 300
     g = _scrape(st)
@@ -182,10 +183,43 @@ def test_group_counters_survive_the_flows_that_end():
             if l["algorithm"] == "hpcc" and l["peer"] == "default"] == [1]
 
 
-def _sent(st) -> float:
+def _sent(st, name: str = "hpccd_sent_bytes_total") -> float:
     g = _scrape(st)
-    return next(v for l, v in g["hpccd_sent_bytes_total"]
+    return next(v for l, v in g[name]
                 if l["algorithm"] == "hpcc" and l["peer"] == "default")
+
+
+def test_native_int_records_fill_the_hop_series():
+    """observe_hop_rec (the native engines' last INT, counters unwrapped per
+    flow): queue at once, utilisation from the same flow's previous record,
+    unchanged when the record is the same, none across a path reset; the
+    previous records go with the flow."""
+    ft = FlowTable(10, ("default",), config.ALGORITHMS, 8)
+    st = _state(flows=ft)
+    f = _add(ft, CFG, "10.0.9.9")
+    bw = 10_000_000_000
+    ft.observe_hop_rec(f.id, 0x2A, 1, 1_000_000, 50_000, 12_000, bw)
+    g = _scrape(st)
+    assert g["hpccd_int_hop_queue_bytes"] == [({"path_id": "0x02a", "hop": "1"}, 12000)]
+    assert "hpccd_int_hop_utilization_ratio" not in g
+    # 100 us later, 100 KB more: 8 Gbit/s of 10 (past a 2^24 ns ts wrap: unwrapped)
+    t2 = 1_000_000 + (1 << 24) + 100_000
+    ft.observe_hop_rec(f.id, 0x2A, 1, t2, 50_000 + 100_000 * ((1 << 24) + 100_000) // 100_000,
+                       3_000, bw)
+    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2, 0, 3_000, bw)          # reset: no figure
+    g = _scrape(st)
+    assert "hpccd_int_hop_utilization_ratio" not in g
+    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2 + 100_000, 100_000, 3_000, bw)
+    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2 + 100_000, 100_000, 3_000, bw)   # same record
+    g = _scrape(st)
+    assert g["hpccd_int_hop_queue_bytes"] == [({"path_id": "0x02a", "hop": "1"}, 3000)]
+    (lb, u), = g["hpccd_int_hop_utilization_ratio"]
+    assert u == pytest.approx(0.8)
+    ft.finish(f.id)
+    assert f.id not in ft._hop_prev
+    ft.observe_hop_rec(f.id, 0x2A, 2, 1, 1, 1, bw)                    # ended: ignored
+    assert ("0x02a", "2") not in {(l["path_id"], l["hop"])
+                                  for l, _ in _scrape(st)["hpccd_int_hop_queue_bytes"]}
 
 
 def test_flow_table_limits_and_fields():
@@ -272,3 +306,36 @@ def test_dashboard_loads_as_is():
         if p["type"] != "row":
             assert p["datasource"]["uid"] == "${datasource}"
             assert p["targets"]
+
+
+def _yaml(path: pathlib.Path):
+    """`path` parsed by Debian's python3-yaml (not a dependency of the .venv)."""
+    import subprocess
+
+    r = subprocess.run(["/usr/bin/python3", "-c", "import json, sys, yaml; "
+                        "print(json.dumps(yaml.safe_load(open(sys.argv[1]))))", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0 and "No module named 'yaml'" in r.stderr:
+        pytest.skip("python3-yaml is not installed")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_grafana_provisioning_fits_the_dashboard():
+    """The provisioning files beside the dashboard: a Prometheus data source of
+    the type the dashboard's datasource variable lists, and a file provider
+    whose folder is where docs/metrics.md says to put the dashboard."""
+    prov = DASHBOARD.parent / "provisioning"
+    ds = _yaml(prov / "datasources" / "hpccd.yaml")
+    assert ds["apiVersion"] == 1
+    (src,) = ds["datasources"]
+    dash = json.loads(DASHBOARD.read_text())
+    (var,) = [v for v in dash["templating"]["list"] if v["type"] == "datasource"]
+    assert src["type"] == var["query"] == "prometheus"
+    assert src["uid"] and src["url"].startswith("http") and src["access"] == "proxy"
+    dp = _yaml(prov / "dashboards" / "hpccd.yaml")
+    (p,) = dp["providers"]
+    assert dp["apiVersion"] == 1 and p["type"] == "file"
+    docs = (ROOT / "docs" / "metrics.md").read_text()
+    assert p["options"]["path"] in docs
+    assert "grafana/provisioning/datasources/hpccd.yaml" in docs

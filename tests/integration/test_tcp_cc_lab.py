@@ -565,11 +565,10 @@ def test_hpcc_under_tcp_side_keeps_the_queue_below_cubic(chain):
     T = int(os.environ.get("HPCCD_TEST_T_NS", 0)) or max(base_rtt_ns(chain) * 3 // 2, 100_000)
     params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
               "eta": 0.95, "max_stage": 5, "N_flows": 1}
-    side = TcpSide(chain.progs.tc.map("hpccd_tcp_flows"),
-                   chain.progs.xdp["h1"].map("hpccd_telem"), hpcc_params=params,
+    side = TcpSide(chain.progs.tc, chain.progs.xdp["h1"], hpcc_params=params,
                    netns=chain.netns("h1"), tcp_cc=chain.tcp_cc)
     side.start()
-    side.start_thread(period_s=0.0005)
+    side.start_thread()
     try:
         c0 = read_counters(chain.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), tcp_side.HPCC_COUNTERS)
         runs = []
@@ -577,8 +576,8 @@ def test_hpcc_under_tcp_side_keeps_the_queue_below_cubic(chain):
             runs.append(run_iperf(chain, "cubic"))
             s0 = dict(side.stats)
             runs.append(run_iperf(chain, "hpcc", side=side))
-            runs[-1]["probes"] = {k: side.stats[k] - s0[k] for k in side.stats
-                                  if k.startswith("probes") or k == "windows_written"}
+            s1 = side.stats
+            runs[-1]["probes"] = {k: s1[k] - s0[k] for k in tcp_side.STATS if k != "flows"}
             runs[-1]["probe_rtt_us"] = side.last_probe_rtt_us
         c1 = read_counters(chain.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), tcp_side.HPCC_COUNTERS)
     finally:

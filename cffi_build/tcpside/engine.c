@@ -570,9 +570,19 @@ static void sweep(struct hpccd_tcpp *e)
 	}
 }
 
+/* The heartbeat's period: heartbeat_ns while there are flows; without
+ * any, stale_ns / 4 (the CC looks at the heartbeat of a new flow's first
+ * ACKs, which then finds it at most a quarter of stale_ns old). */
+static uint64_t hb_period(const struct hpccd_tcpp *e)
+{
+	uint64_t idle = e->c.stale_ns / 4;
+
+	return e->n || idle < e->c.heartbeat_ns ? e->c.heartbeat_ns : idle;
+}
+
 static uint64_t next_timer(struct hpccd_tcpp *e)
 {
-	uint64_t t = e->last_heartbeat + e->c.heartbeat_ns;
+	uint64_t t = e->last_heartbeat + hb_period(e);
 
 	if (e->n && e->last_sweep + e->c.sweep_ns < t)
 		t = e->last_sweep + e->c.sweep_ns;
@@ -583,7 +593,7 @@ static uint64_t next_timer(struct hpccd_tcpp *e)
 
 static void timers(struct hpccd_tcpp *e)
 {
-	if (e->now >= e->last_heartbeat + e->c.heartbeat_ns)
+	if (e->now >= e->last_heartbeat + hb_period(e))
 		heartbeat(e);
 	if (e->now >= e->check_at)
 		timeouts(e);

@@ -75,8 +75,8 @@ struct flow {
 	int cand;
 	uint64_t backoff_ns;
 	struct hpccd_hpcc hpcc;
-	int have_T;                    /* T fixed (first response) */
-	double T_ns;
+	double T_ns;                   /* T of the flow (follow_T) */
+	uint64_t n_T;                  /* times T was set */
 	uint64_t probe_seq;            /* last probe sent */
 	uint64_t probe_sent_ns;
 	uint64_t deadline_ns;
@@ -344,25 +344,51 @@ static struct flow *new_flow(struct hpccd_tcpp *e, const struct hpccd_flow_key *
 	return f;
 }
 
-/* T of the flow from what the kernel and the probes measured ([HPCC]
- * section 5.1: "slightly greater than the maximum RTT"), once. */
-static void fix_T(struct hpccd_tcpp *e, struct flow *f)
+/* T of the flow from what the kernel and the probes measure ([HPCC]
+ * section 5.1: T "slightly greater than the maximum RTT" of the network):
+ * T = t_rtt_factor x max(the configured T, the least probe RTT of the flow,
+ * the least srtt the kernel had for it), set when that moves by more than
+ * 1/8 (the minima only fall, so T settles after the first RTTs).  The
+ * core's T-derived values (1/T, W_init, W_max = B_NIC x T, W_AI) are set
+ * anew with it.
+ *
+ * Not the flow's srtt under load: on a host stack (delayed and coalesced
+ * ACKs, GRO, softirq scheduling) it is several times the probes' RTT even
+ * with every queue empty, but it also holds the flow's own queueing, and a
+ * T that follows it (an EWMA of srtt taken at responses whose INT found
+ * the queues empty, or cwnd = R x srtt) fed back through the queue into
+ * a larger T and W: measured, the bottleneck's 500 KB buffer filled and
+ * emptied in turn (docs/tcp-side.md, "Utilisation"). */
+static void set_T(struct hpccd_tcpp *e, struct flow *f, double T)
 {
-	struct hpccd_hpcc_params p = e->c.hpcc;
-	double rtt = f->probe_rtt_min_ns, srtt = (double)f->rtt_min_us * 1000;
-	const char *why = NULL;
+	const struct hpccd_hpcc_params *p = &e->c.hpcc;
+	struct hpccd_hpcc *s = &f->hpcc;
 
-	f->have_T = 1;
+	f->T_ns = T;
+	f->n_T++;
+	s->T = T;
+	s->inv_T = 1.0 / T;
+	if (!p->w_init_bytes)
+		s->w_init = (double)p->line_rate_bps * T / 8e9;
+	if (!p->w_max_bytes)
+		s->w_max = s->w_init;
+	if (!p->w_ai_bytes)
+		s->w_ai = s->w_ai_cfg = s->w_init * (1 - p->eta) / (double)p->N_flows;
+}
+
+static void follow_T(struct hpccd_tcpp *e, struct flow *f)
+{
+	double T = e->c.hpcc.T_ns;
+
 	if (!e->c.t_from_rtt)
 		return;
-	if (srtt > rtt)
-		rtt = srtt;
-	if (rtt * e->c.t_rtt_factor > p.T_ns)
-		p.T_ns = rtt * e->c.t_rtt_factor;
-	p.w_ai_bytes = 0;                              /* derived again from the new T */
-	p.w_init_bytes = p.w_min_bytes = p.w_max_bytes = 0;
-	if (!hpccd_hpcc_init(&f->hpcc, &p, HPCCD_ALGO_HPCC, &why))
-		f->T_ns = p.T_ns;
+	if ((double)f->probe_rtt_min_ns > T)
+		T = (double)f->probe_rtt_min_ns;
+	if ((double)f->rtt_min_us * 1000 > T)
+		T = (double)f->rtt_min_us * 1000;
+	T *= e->c.t_rtt_factor;
+	if (T > f->T_ns * 9 / 8 || T < f->T_ns * 7 / 8)
+		set_T(e, f, T);
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -398,8 +424,7 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 	if (t->nhop) {
 		uint32_t n = t->nhop < HPCCD_INT_MAX_HOPS ? t->nhop : HPCCD_INT_MAX_HOPS;
 
-		if (!f->have_T)
-			fix_T(e, f);
+		follow_T(e, f);
 		f->path_id = t->path_id;
 		f->nhop = (uint8_t)n;
 		memcpy(f->hops, t->hops, 8 * n);
@@ -684,6 +709,7 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 	e->now = mono_ns();
 	end = timeout_ns < 0 ? UINT64_MAX : e->now + (uint64_t)timeout_ns;
 	for (;;) {
+		e->now = mono_ns();
 		if (ring_buffer__consume(e->rb) < 0) {
 			rc = -errno ? -errno : -EIO;
 			break;
@@ -750,6 +776,8 @@ int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uin
 		o->U = f->hpcc.U;
 		o->rate_bps = hpccd_hpcc_rate_bps(&f->hpcc);
 		o->T_ns = f->T_ns;
+		o->W_max = f->hpcc.w_max;
+		o->T_changes = f->n_T;
 		o->probes_sent = f->probes_sent;
 		o->probes_answered = f->probes_answered;
 		o->probes_lost = f->probes_lost;

@@ -321,6 +321,8 @@ class FlowView:
     U: float
     rate_bps: float
     T_ns: float
+    W_max: float                 # the window's cap, B_NIC x T
+    T_changes: int
     probes_sent: int
     probes_answered: int
     probes_lost: int
@@ -344,7 +346,8 @@ class FlowView:
 def _view(o) -> FlowView:
     raw = bytes(_tffi.buffer(o.key, 16))
     return FlowView(FlowKey.unpack(raw), raw, o.flow_id, bool(o.parked), o.W, o.U, o.rate_bps,
-                    o.T_ns, o.probes_sent, o.probes_answered, o.probes_lost, o.late_responses,
+                    o.T_ns, o.W_max, o.T_changes, o.probes_sent, o.probes_answered,
+                    o.probes_lost, o.late_responses,
                     o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
                     o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.path_id,
                     bytes(_tffi.buffer(o.hops, 8 * o.nhop)))

@@ -57,7 +57,7 @@ struct hpccd_tcpp_config {
 	uint64_t timeout_max_ns;
 	uint64_t sweep_ns;        /* period of the sweep while there are flows */
 	uint32_t max_flows;       /* flows at once (rounded up to a power of 2) */
-	uint32_t t_from_rtt;      /* 1: T of a flow from its measured RTT (see .c) */
+	uint32_t t_from_rtt;      /* 1: T of a flow follows its measured RTTs (engine.c) */
 	double t_rtt_factor;      /* T = factor x the flow's RTT bound, when t_from_rtt */
 	uint8_t probe_dscp;
 	uint8_t room;             /* INT hop records reserved in a probe */
@@ -88,13 +88,15 @@ struct hpccd_tcpp_flow_info {
 	uint32_t flow_id;
 	uint32_t parked;
 	double W, U, rate_bps, T_ns;
+	double W_max;             /* the window's cap, B_NIC x T */
+	uint64_t T_changes;       /* times T was set (engine.c, follow_T) */
 	uint64_t probes_sent, probes_answered, probes_lost, late_responses;
 	uint64_t probe_rtt_ns;    /* EWMA (1/8) of probe RTT samples */
 	uint64_t probe_rtt_min_ns;
 	uint64_t last_rtt_ns;
 	uint64_t chain_rtt_ns, chain_interval_ns;
 	uint32_t srtt_us;         /* the kernel's, from hpccd_tcp_cst */
-	uint32_t rtt_min_us;      /* the least srtt seen */
+	uint32_t rtt_min_us;      /* the least srtt seen (T follows it, engine.c follow_T) */
 	uint64_t last_update_ns;  /* CLOCK_MONOTONIC of the last W written */
 	uint16_t path_id;
 	uint8_t nhop;

@@ -62,7 +62,7 @@
 #define CAND_BACKOFF_MIN_NS 1000000ull
 #define CAND_BACKOFF_MAX_NS 1000000000ull
 
-static const uint64_t late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1] = {
+const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1] = {
 	5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
 
 struct flow {
@@ -223,7 +223,7 @@ static void count_late(struct hpccd_tcpp *e, uint64_t late)
 {
 	uint32_t b = 0;
 
-	while (b < HPCCD_TCPP_LATE_BUCKETS - 1 && late > late_bounds_us[b] * 1000)
+	while (b < HPCCD_TCPP_LATE_BUCKETS - 1 && late > hpccd_tcpp_late_bounds_us[b] * 1000)
 		b++;
 	e->st.late_hist[b]++;
 	e->st.late_sum_ns += late;

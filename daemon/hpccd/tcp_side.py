@@ -353,8 +353,9 @@ def _view(o) -> FlowView:
                     bytes(_tffi.buffer(o.hops, 8 * o.nhop)))
 
 
-# Buckets of the engine's lateness histogram (include/hpccd/tcp_probe.h), seconds.
-LATENESS_BUCKETS = (5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3)
+# Upper bounds of the engine's lateness histogram buckets, seconds (the C
+# array hpccd_tcpp_late_bounds_us; the last bucket, +Inf, is implicit).
+LATENESS_BUCKETS = tuple(b / 1e6 for b in _tlib.hpccd_tcpp_late_bounds_us)
 STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "send_errors",
          "windows_written", "flows_started", "flows_ended", "flows_refused", "not_hpcc", "wakeups",
          "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",

@@ -38,6 +38,7 @@
 /* Buckets of the lateness histogram, microseconds (upper bounds; the last
  * bucket is everything above the previous bound). */
 #define HPCCD_TCPP_LATE_BUCKETS 12
+extern const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1];
 
 struct hpccd_tcpp_config {
 	/* maps and rings, by fd (the caller keeps them open) */

@@ -10,6 +10,9 @@ switch on s1, xdp_host on both hosts, tc_tracker on h1, hpccd's struct_ops
 component without the rest of the daemon) probing h1's flows.
 
 Printed:
+- with --daemon-idle, only: the real hpccd (test_daemon_lab.py's lab and
+  configuration), idle, its whole process's CPU per second with the
+  transport component alone and with transport + tcp_side;
 - idle: CPU of this whole process (TcpSide's engine thread and everything
   else; the main thread sleeps) per idle second, with no TCP flow at all;
 - per cc and flow count (--flows 1,2,4), median of --reps runs, interleaved:
@@ -25,6 +28,7 @@ Printed:
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
     sudo .venv/bin/python scripts/bench_tcp_side.py --idle-only
+    sudo .venv/bin/python scripts/bench_tcp_side.py --daemon-idle --idle-s 20
 """
 from __future__ import annotations
 
@@ -51,6 +55,48 @@ def thread_cpu_s(tid: int) -> float:
 def process_cpu_s() -> float:
     """CPU time of every thread of this process, seconds (schedstat)."""
     return sum(thread_cpu_s(int(t)) for t in os.listdir("/proc/self/task"))
+
+
+def pid_cpu_s(pid: int) -> float:
+    """CPU time of every thread of process `pid`, seconds (schedstat)."""
+    total = 0.0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+            total += int(f.read().split()[0]) / 1e9
+    return total
+
+
+def daemon_idle(seconds: float) -> int:
+    """The real hpccd in test_daemon_lab.py's lab (one definition of its
+    configuration), idle: its CPU per second with components [transport]
+    and [transport, tcp_side], no flow at all."""
+    import shutil
+    import tempfile
+
+    import test_daemon_lab as dl
+    from conftest import lab_ctx
+    from hpccd.topology import Topology
+
+    d = pathlib.Path(tempfile.mkdtemp(prefix="hpccd-bench-"))
+    (d / "tag.key").write_text(os.urandom(16).hex() + "\n")
+    try:
+        with lab_ctx(Topology.loads(dl.TOPOLOGY)) as lab:
+            for n, comps in enumerate((["transport"], ["transport", "tcp_side"])):
+                dm = dl.Daemon(lab, d, "h1", comps, n)
+                try:
+                    dm.wait_ready()
+                    time.sleep(2.0)                      # past start-up
+                    c0, w0 = pid_cpu_s(dm.proc.pid), time.monotonic()
+                    time.sleep(seconds)
+                    c1, w1 = pid_cpu_s(dm.proc.pid), time.monotonic()
+                    print(f"hpccd {'+'.join(comps)}, idle {w1 - w0:.1f} s: "
+                          f"{(c1 - c0) / (w1 - w0):.2%} of a core (load average {loadavg()})",
+                          flush=True)
+                finally:
+                    dm.stop()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return 0
 
 
 def loadavg() -> str:
@@ -136,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc")
     ap.add_argument("--idle-s", type=float, default=10.0)
     ap.add_argument("--idle-only", action="store_true")
+    ap.add_argument("--daemon-idle", action="store_true",
+                    help="only the real hpccd's CPU, idle, without and with tcp_side")
     ap.add_argument("--T-us", type=float, default=0.0,
                     help="configured T (default: 1.5 x the idle ICMP RTT, at least 100 us); "
                          "each flow's T is then fixed from its RTTs (--no-t-from-rtt: not)")
@@ -144,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bench_tcp_side: needs root (namespaces, XDP, tc, struct_ops)", file=sys.stderr)
         return 2
+    if a.daemon_idle:
+        return daemon_idle(a.idle_s)
     import test_tcp_cc_lab as tl                    # the lab and its helpers, one definition
     from conftest import lab_ctx
     from hpccd import tcp_side as ts

@@ -101,6 +101,7 @@ struct hpccd_tcpp {
 	struct ring_buffer *rb;
 	struct flow *ft;               /* open addressing, linear probing */
 	uint32_t cap, n;
+	uint32_t n_cand;               /* of n, candidates (not probed, see struct flow) */
 	uint32_t next_flow_id;
 	uint64_t now;
 	uint64_t last_heartbeat, last_sweep, check_at;
@@ -452,6 +453,7 @@ static void promote(struct hpccd_tcpp *e, struct flow *f, const struct hpccd_tcp
 	struct hpccd_tcp_telem old;
 
 	f->cand = 0;
+	e->n_cand--;
 	e->st.flows_started++;
 	if (!bpf_map_lookup_elem(e->c.telem_fd, &f->key, &old))
 		f->responses_seen = old.responses;
@@ -473,6 +475,7 @@ static void on_wake(struct hpccd_tcpp *e, const struct hpccd_tcp_wake *w)
 			return;
 		if (!hpcc) {
 			f->cand = 1;
+			e->n_cand++;
 			f->backoff_ns = CAND_BACKOFF_MIN_NS;
 			f->deadline_ns = e->now + f->backoff_ns;
 			if (f->deadline_ns < e->check_at)
@@ -504,6 +507,7 @@ static void candidate(struct hpccd_tcpp *e, struct flow *f)
 	f->backoff_ns *= 2;
 	if (f->backoff_ns > CAND_BACKOFF_MAX_NS) {
 		e->st.not_hpcc++;
+		e->n_cand--;
 		ft_del(e, f);
 		return;
 	}
@@ -602,14 +606,14 @@ static uint64_t hb_period(const struct hpccd_tcpp *e)
 {
 	uint64_t idle = e->c.stale_ns / 4;
 
-	return e->n || idle < e->c.heartbeat_ns ? e->c.heartbeat_ns : idle;
+	return e->n > e->n_cand || idle < e->c.heartbeat_ns ? e->c.heartbeat_ns : idle;
 }
 
 static uint64_t next_timer(struct hpccd_tcpp *e)
 {
 	uint64_t t = e->last_heartbeat + hb_period(e);
 
-	if (e->n && e->last_sweep + e->c.sweep_ns < t)
+	if (e->n > e->n_cand && e->last_sweep + e->c.sweep_ns < t)
 		t = e->last_sweep + e->c.sweep_ns;
 	if (e->check_at < t)
 		t = e->check_at;
@@ -622,9 +626,9 @@ static void timers(struct hpccd_tcpp *e)
 		heartbeat(e);
 	if (e->now >= e->check_at)
 		timeouts(e);
-	if (e->n && e->now >= e->last_sweep + e->c.sweep_ns)
+	if (e->n > e->n_cand && e->now >= e->last_sweep + e->c.sweep_ns)
 		sweep(e);
-	if (!e->n)
+	if (e->n == e->n_cand)
 		e->last_sweep = e->now;                /* first sweep sweep_ns after a flow */
 }
 
@@ -752,7 +756,7 @@ int hpccd_tcpp_stats(struct hpccd_tcpp *e, struct hpccd_tcpp_stats *out)
 {
 	pthread_mutex_lock(&e->mu);
 	*out = e->st;
-	out->flows = e->n;
+	out->flows = e->n - e->n_cand;
 	pthread_mutex_unlock(&e->mu);
 	return 0;
 }

@@ -391,7 +391,7 @@ class TcpSide:
                  t_rtt_factor: float = 1.25,
                  probe_timeout_min_s: float = 0.001, probe_timeout_max_s: float = 0.2,
                  heartbeat_s: float = 0.01, sweep_s: float = 0.1, max_flows: int = 4096,
-                 lock_wait_s: float = 0.0):
+                 nice: int = -10, lock_wait_s: float = 0.0):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -420,6 +420,7 @@ class TcpSide:
         self.heartbeat_ns = int(heartbeat_s * 1e9)
         self.sweep_ns = int(sweep_s * 1e9)
         self.max_flows = int(max_flows)
+        self.nice = int(nice)
         self.lock_wait_s = lock_wait_s
         # on_int(path_id, hop index, 8-byte hop record): called by
         # publish_int() with the last response of each flow updated since
@@ -510,7 +511,16 @@ class TcpSide:
 
     def run(self) -> None:
         """Serve the engine's events until stop(); a failing engine call is
-        logged and retried after 100 ms."""
+        logged and retried after 100 ms.  The thread asks for nice
+        ``self.nice`` (-10 by default): on a loaded host a probe engine that
+        waits for a core delays every flow's next window, and past stale_ns
+        the CC falls back to Reno; it sleeps whenever it has nothing to do."""
+        if self.nice:
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
+            except OSError as e:
+                log.info("tcp_side probe engine: nice %d refused (%s); runs at 0",
+                         self.nice, e.strerror)
         while not self._stop_evt.is_set():
             eng = self._eng
             if eng is None:

@@ -90,8 +90,9 @@ struct flow {
 	uint32_t srtt_us, rtt_min_us, snd_una;
 	uint64_t last_update_ns;
 	uint16_t path_id;
-	uint8_t nhop;
+	uint8_t nhop, nhop_prev;
 	uint8_t hops[64];
+	uint8_t hops_prev[64];         /* the response before (a pair gives utilisation) */
 };
 
 struct hpccd_tcpp {
@@ -426,6 +427,8 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		uint32_t n = t->nhop < HPCCD_INT_MAX_HOPS ? t->nhop : HPCCD_INT_MAX_HOPS;
 
 		follow_T(e, f);
+		memcpy(f->hops_prev, f->hops, sizeof(f->hops));
+		f->nhop_prev = f->path_id == t->path_id ? f->nhop : 0;
 		f->path_id = t->path_id;
 		f->nhop = (uint8_t)n;
 		memcpy(f->hops, t->hops, 8 * n);
@@ -797,6 +800,8 @@ int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uin
 		o->path_id = f->path_id;
 		o->nhop = f->nhop;
 		memcpy(o->hops, f->hops, sizeof(o->hops));
+		o->nhop_prev = f->nhop_prev;
+		memcpy(o->hops_prev, f->hops_prev, sizeof(o->hops_prev));
 		k++;
 	}
 	pthread_mutex_unlock(&e->mu);

@@ -337,6 +337,7 @@ class FlowView:
     last_update_ns: int
     path_id: int
     hops: bytes                  # the last response's hop records (wire order)
+    hops_prev: bytes             # the response's before, same path (b"" if none)
 
     @property
     def probes_per_rtt(self) -> float | None:
@@ -350,7 +351,8 @@ def _view(o) -> FlowView:
                     o.probes_lost, o.late_responses,
                     o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
                     o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.path_id,
-                    bytes(_tffi.buffer(o.hops, 8 * o.nhop)))
+                    bytes(_tffi.buffer(o.hops, 8 * o.nhop)),
+                    bytes(_tffi.buffer(o.hops_prev, 8 * o.nhop_prev)))
 
 
 # Upper bounds of the engine's lateness histogram buckets, seconds (the C
@@ -573,15 +575,18 @@ class TcpSide:
         return fl[-1].probe_rtt_ns / 1e3 if fl else 0.0
 
     def publish_int(self, flows: Iterable[FlowView] | None = None) -> None:
-        """on_int(...) for every hop of each flow's last response that is new
-        since the previous call."""
+        """on_int(...) for every hop of each flow's last two responses (the
+        one before first: a record and the previous one of the same hop, a
+        probe RTT apart, give the hop's utilisation), when new since the
+        previous call."""
         if self.on_int is None:
             return
         for v in (self.flows.values() if flows is None else flows):
             if v.hops and self._int_seen.get(v.raw_key) != v.last_update_ns:
                 self._int_seen[v.raw_key] = v.last_update_ns
-                for i in range(len(v.hops) // 8):
-                    self.on_int(v.path_id, i, v.hops[8 * i:8 * i + 8])
+                for hops in (v.hops_prev, v.hops):
+                    for i in range(len(hops) // 8):
+                        self.on_int(v.path_id, i, hops[8 * i:8 * i + 8])
 
     def counters(self) -> dict[str, dict[str, tuple[int, int]]]:
         """The CCs' per-CPU counters, summed: {"hpcc": {...}, "dctcp": {...}}."""

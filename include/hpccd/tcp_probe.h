@@ -101,8 +101,10 @@ struct hpccd_tcpp_flow_info {
 	uint64_t last_update_ns;  /* CLOCK_MONOTONIC of the last W written */
 	uint16_t path_id;
 	uint8_t nhop;
-	uint8_t pad[5];
+	uint8_t nhop_prev;        /* hops of the response before on the same path, 0: none */
+	uint8_t pad[4];
 	uint8_t hops[64];         /* the last response's hop records, wire order */
+	uint8_t hops_prev[64];    /* the response's before (utilisation from the pair) */
 };
 
 struct hpccd_tcpp;

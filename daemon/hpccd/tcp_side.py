@@ -563,7 +563,11 @@ class TcpSide:
     def flows(self) -> dict[bytes, FlowView]:
         if self._eng is None:
             return {}
-        n = self.max_flows
+        st = _tffi.new("struct hpccd_tcpp_stats *")
+        _tlib.hpccd_tcpp_stats(self._eng, st)
+        if not st.flows:
+            return {}
+        n = min(self.max_flows, st.flows + 16)      # room for flows that start meanwhile
         buf = _tffi.new("struct hpccd_tcpp_flow_info[]", n)
         k = _tlib.hpccd_tcpp_flows(self._eng, buf, n)
         return {v.raw_key: v for v in (_view(buf[i]) for i in range(k))}

@@ -81,6 +81,7 @@ struct flow {
 	uint64_t probe_sent_ns;
 	uint64_t deadline_ns;
 	int outstanding;
+	int pending;                   /* in flight, next probe due at deadline_ns (gap) */
 	int parked;
 	int chained;                   /* the last probe followed a response, no park */
 	uint64_t responses_seen;
@@ -268,6 +269,7 @@ static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	f->probe_seq = seq;
 	f->probe_sent_ns = now;
 	f->outstanding = 1;
+	f->pending = 0;
 	f->parked = 0;
 	f->probes_sent++;
 	f->deadline_ns = now + timeout_ns(e, f);
@@ -308,7 +310,20 @@ static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	}
 	apply_cst(f, &st);
 	if (st.snd_una != st.snd_nxt || tracker_ahead(e, f)) {
-		send_probe(e, f, since);
+		/* Not sooner than probe_gap_rtt x the flow's srtt after the last
+		 * probe: once per RTT of the flow, which on a host stack is
+		 * several times the probe's own. */
+		uint64_t due = f->probe_sent_ns +
+			       (uint64_t)((double)f->srtt_us * 1000 * e->c.probe_gap_rtt);
+
+		if (due > e->now) {
+			f->pending = 1;
+			f->deadline_ns = due;
+			if (due < e->check_at)
+				e->check_at = due;
+			return;
+		}
+		send_probe(e, f, since && since < due ? due : since);
 		return;
 	}
 	f->chained = 0;
@@ -470,7 +485,7 @@ static void on_wake(struct hpccd_tcpp *e, const struct hpccd_tcp_wake *w)
 	int hpcc = !cst_of(e, &w->key, &st);
 
 	e->st.wake_records++;
-	if (f && f->cand)
+	if (f && (f->cand || f->pending))
 		return;                                /* its timer looks again */
 	if (!f) {
 		f = new_flow(e, &w->key);
@@ -541,7 +556,7 @@ static void timeouts(struct hpccd_tcpp *e)
 	for (i = 0; i < e->cap; i++) {
 		struct flow *f = &e->ft[i];
 
-		if (!f->used || (!f->outstanding && !f->cand))
+		if (!f->used || (!f->outstanding && !f->cand && !f->pending))
 			continue;
 		if (f->deadline_ns > e->now) {
 			if (f->deadline_ns < next_check)
@@ -551,6 +566,13 @@ static void timeouts(struct hpccd_tcpp *e)
 		if (f->cand) {
 			candidate(e, f);
 			if (f->used && f->cand && f->deadline_ns < next_check)
+				next_check = f->deadline_ns;
+			continue;
+		}
+		if (f->pending) {                      /* the gap is over */
+			f->pending = 0;
+			next(e, f, f->deadline_ns);
+			if (f->used && (f->outstanding || f->pending) && f->deadline_ns < next_check)
 				next_check = f->deadline_ns;
 			continue;
 		}
@@ -567,7 +589,8 @@ static void timeouts(struct hpccd_tcpp *e)
 			e->st.probes_lost++;
 			next(e, f, 0);
 		}
-		if (f->used && (f->outstanding || f->cand) && f->deadline_ns < next_check)
+		if (f->used && (f->outstanding || f->cand || f->pending) &&
+		    f->deadline_ns < next_check)
 			next_check = f->deadline_ns;
 		/* (next() may have moved another flow into slot i: checked
 		 * at the next pass, at most timeout_min_ns later) */
@@ -649,7 +672,8 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	*out = NULL;
 	if (!c->heartbeat_ns || !c->sweep_ns || !c->stale_ns || c->room > 8 ||
 	    !c->max_flows || c->max_flows > (1u << 20) ||
-	    c->timeout_min_ns > c->timeout_max_ns || (c->t_from_rtt && c->t_rtt_factor < 1.0))
+	    c->timeout_min_ns > c->timeout_max_ns || (c->t_from_rtt && c->t_rtt_factor < 1.0) ||
+	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16))
 		return -EINVAL;
 	if (hpccd_hpcc_init(&probe, &c->hpcc, HPCCD_ALGO_HPCC, &why))
 		return -EINVAL;
@@ -709,8 +733,9 @@ fail:
 int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 {
 	struct epoll_event evs[2];
-	uint64_t end, t, buf;
-	int n, i, rc = 0, ms;
+	uint64_t end, t, buf, wait;
+	struct timespec ts;
+	int n, i, rc = 0;
 
 	pthread_mutex_lock(&e->mu);
 	e->now = mono_ns();
@@ -728,12 +753,15 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 		t = next_timer(e);
 		if (end < t)
 			t = end;
-		/* epoll's milliseconds, rounded up: early wakes cost a loop */
-		ms = t <= e->now ? 0 : (int)((t - e->now + 999999) / 1000000);
-		if (ms > 60000)
-			ms = 60000;
+		/* nanoseconds (epoll_pwait2): a probe due in 300 us must not
+		 * wait for epoll_wait's next millisecond */
+		wait = t <= e->now ? 0 : t - e->now;
+		if (wait > 60000000000ull)
+			wait = 60000000000ull;
+		ts.tv_sec = (time_t)(wait / 1000000000ull);
+		ts.tv_nsec = (long)(wait % 1000000000ull);
 		pthread_mutex_unlock(&e->mu);
-		n = epoll_wait(e->epfd, evs, 2, ms);
+		n = epoll_pwait2(e->epfd, evs, 2, &ts, NULL);
 		pthread_mutex_lock(&e->mu);
 		if (n < 0 && errno != EINTR) {
 			rc = -errno;

@@ -393,7 +393,7 @@ class TcpSide:
                  t_rtt_factor: float = 1.25,
                  probe_timeout_min_s: float = 0.001, probe_timeout_max_s: float = 0.2,
                  heartbeat_s: float = 0.01, sweep_s: float = 0.1, max_flows: int = 4096,
-                 nice: int = -10, lock_wait_s: float = 0.0):
+                 probe_gap_rtt: float = 1.0, nice: int = -10, lock_wait_s: float = 0.0):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -423,6 +423,9 @@ class TcpSide:
         self.sweep_ns = int(sweep_s * 1e9)
         self.max_flows = int(max_flows)
         self.nice = int(nice)
+        if not 0 <= probe_gap_rtt <= 16:
+            raise ValueError(f"probe_gap_rtt must be within [0, 16] (RTTs), got {probe_gap_rtt}")
+        self.probe_gap_rtt = float(probe_gap_rtt)
         self.lock_wait_s = lock_wait_s
         # on_int(path_id, hop index, 8-byte hop record): called by
         # publish_int() with the last response of each flow updated since
@@ -453,6 +456,7 @@ class TcpSide:
         c.timeout_min_ns, c.timeout_max_ns = self.timeout_min_ns, self.timeout_max_ns
         c.max_flows = self.max_flows
         c.t_from_rtt, c.t_rtt_factor = int(self.t_from_rtt), self.t_rtt_factor
+        c.probe_gap_rtt = self.probe_gap_rtt
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 

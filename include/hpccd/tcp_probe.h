@@ -60,6 +60,8 @@ struct hpccd_tcpp_config {
 	uint32_t max_flows;       /* flows at once (rounded up to a power of 2) */
 	uint32_t t_from_rtt;      /* 1: T of a flow follows its measured RTTs (engine.c) */
 	double t_rtt_factor;      /* T = factor x the flow's RTT bound, when t_from_rtt */
+	double probe_gap_rtt;     /* next probe >= this x the flow's srtt after the last
+				   * (1: once per RTT of the flow; 0: at each response) */
 	uint8_t probe_dscp;
 	uint8_t room;             /* INT hop records reserved in a probe */
 	uint8_t pad[6];

@@ -637,7 +637,19 @@ if _Component is not None:
 
         @classmethod
         def cleanup_stale(cls, cfg) -> list[str]:
-            return TcpCc.cleanup_stale()
+            """What a dead owner left registered, removed under the lock (a
+            live owner elsewhere on the host holds it: then nothing is
+            stale, and its registrations are left alone)."""
+            probe = TcpCc()
+            try:
+                probe._lock(0.0)
+            except TcpSideError as e:
+                log.info("tcp_side clean-up: %s; its registrations are left alone", e)
+                return []
+            try:
+                return TcpCc.cleanup_stale()
+            finally:
+                probe._unlock()
 
         def start(self) -> None:
             ifc = next((i for i in self.ctx.interfaces.values() if i.tc is not None), None)

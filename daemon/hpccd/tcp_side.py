@@ -22,39 +22,41 @@ Pieces:
   named ``hpccd_tcp_hpcc`` / ``hpccd_tcp_dctcp``, found by hpccd.bpf's
   clean-up), so a live owner's registration is never torn down.
   :meth:`TcpCc.stop` unregisters and releases the lock: nothing is left.
-- :class:`TcpSide` is the probe loop: :meth:`start`, :meth:`step` (one
-  pass, never blocks), :meth:`stop`, and :meth:`run` / :meth:`start_thread`
-  to step in a thread of its own until stopped.
+- :class:`TcpSide` drives the probe engine (include/hpccd/tcp_probe.h,
+  cffi_build/tcpside/, module ``hpccd._tcpside``): :meth:`start`,
+  :meth:`start_thread` (the engine's loop in a thread of its own, the GIL
+  released), :meth:`step` (what is pending, in the caller's thread),
+  :meth:`stop`; :attr:`flows` and :attr:`stats` are its snapshots.
 - :data:`COMPONENT` plugs it into the daemon (hpccd.component).
 
-Per flow (key: struct hpccd_flow_key, the tc tracker's), in :meth:`step`:
+Per flow (key: struct hpccd_flow_key, the tc tracker's), the engine, woken
+only by events (engine.c has the details; docs/tcp-side.md the why):
 
-1. A flow is *active* while the tracker (``hpccd_tcp_flows``) has seen its
-   data within ``idle_s`` and no FIN/RST, and the "hpcc" congestion control
-   runs it (an entry in ``hpccd_tcp_cst``, written by the CC at init and on
-   every ACK, deleted at release).  Flows of other congestion controls are
-   not probed: nothing would apply their W.
-2. Probe per RTT only while data is in flight ([HPCC++2022] section 6.2.1):
-   the next probe leaves when the response to the last one has arrived
-   and bytes are in flight (the CC's snd_nxt != snd_una as of the last ACK,
-   or the tracker's snd_nxt, updated per segment sent, beyond the CC's
-   snd_una), or when the last one timed out (``timeout`` = 3 x the larger of srtt and the probe RTT, within
-   [probe_timeout_min_s, probe_timeout_max_s]); timed-out probes are counted
-   as lost.  The effective interval is max(RTT, the step period): Python
-   is not on the per-packet path, and a probe costs one sendto().
-3. A response (``responses`` grew and ``probe_seq`` is the outstanding
-   probe's number) goes to ``Hpcc.new_ack_wire`` with seq = snd_nxt = the
-   probe number: every response is the first feedback of a new RTT, so it
-   updates the reference window W^c (Algorithm 1 lines 22-24), once per
-   RTT as [HPCC++2020] asks.  Its local time is the XDP reception time.
-4. The new W goes to ``hpccd_tcp_win`` with the telemetry's time: the CC
-   treats a W older than ``stale_ns`` as stale and falls back to Reno (see
-   ebpf/tcp_hpcc.bpf.c and docs/tcp-side.md for why).
-5. A flow that ended (CC state gone, FIN/RST, idle) has its window and
-   telemetry entries deleted.
+1. A segment with payload of a parked flow (a new flow starts parked) makes
+   tc_tracker write a record into the ring ``hpccd_tcp_wake``; a flow the
+   "hpcc" CC runs (an entry in ``hpccd_tcp_cst``) gets its first probe.
+   Flows of other congestion controls are not probed: nothing would apply
+   their W.
+2. A response, verified by xdp_host, arrives as a record of the ring
+   ``hpccd_telem_rb``; an answer to the outstanding probe goes to the HPCC
+   core with seq = snd_nxt = the probe number (every response is the first
+   feedback of a new RTT, so W^c is updated once per RTT), and W and R =
+   W / T go into ``hpccd_tcp_win`` with the telemetry's time (the CC
+   treats a W older than ``stale_ns`` as stale and falls back to Reno).
+3. The next probe leaves if bytes are in flight ([HPCC++2022] section
+   6.2.1; the CC's snd_nxt != snd_una as of its last ACK, or the tracker's
+   snd_nxt beyond the CC's snd_una), not sooner than ``probe_gap_rtt`` x
+   the flow's srtt after the last; else the flow is parked
+   (``hpccd_tcp_park``) until 1. happens again.
+4. A probe unanswered after 3 x max(srtt, probe RTT), within
+   [probe_timeout_min_s, probe_timeout_max_s], is lost (counted), then 3.
+5. A flow whose socket is gone has its window, telemetry and park entries
+   deleted (the engine's sweep).
 
-The daemon's heartbeat (``hpccd_tcp_cfg.heartbeat_ns``) is refreshed at most
-every ``heartbeat_s``; the CC falls back when it is older than ``stale_ns``.
+T per flow: ``t_rtt_factor`` x max(the configured T, the least probe RTT,
+the least kernel srtt) ([HPCC] section 5.1).  The heartbeat
+(``hpccd_tcp_cfg.heartbeat_ns``) is written by the engine every
+``heartbeat_s`` while it has flows, every stale_ns / 4 without.
 
 Probes are sent from a raw IPv4 socket (IPPROTO_RAW) opened in the
 daemon's network namespace, so they leave through the same routing, tc

@@ -159,7 +159,8 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups")}
-    modes = {k: c1[k][0] - c0[k][0] for k in tcp_side.HPCC_COUNTERS[:5]}
+    from hpccd.tcp_side import HPCC_COUNTERS
+    modes = {k: c1[k][0] - c0[k][0] for k in HPCC_COUNTERS[:5]}
     return {"cc": cc, "flows": flows, "util": util,
             "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
             "jain": jain(rates), "goodput_mbps": sum(rates) / 1e6,
@@ -173,7 +174,6 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
-    global tcp_side
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -198,7 +198,6 @@ def main(argv: list[str] | None = None) -> int:
     from conftest import lab_ctx
     from hpccd import tcp_side as ts
     from hpccd.topology import Topology
-    tcp_side = ts
     tl.LINK_BPS = 1_000_000_000                     # the CHAIN topology's bottleneck
 
     print(f"load average before: {loadavg()}")
@@ -272,8 +271,6 @@ def main(argv: list[str] | None = None) -> int:
         cc_obj.stop()
     return 0
 
-
-tcp_side = None
 
 if __name__ == "__main__":
     sys.exit(main())

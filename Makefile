@@ -25,16 +25,22 @@ LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
 # -lisal.
 TRANSPORT_SRCS := $(wildcard cffi_build/xsk/*.c cffi_build/xsk/*.h) $(CC_SRCS)
 TRANSPORT_MODULE := daemon/hpccd/_transport$(EXT_SUFFIX)
+# The TCP-side probe engine (cffi_build/tcpside/*.c) with the core, -lbpf.
+TCPSIDE_SRCS := $(wildcard cffi_build/tcpside/*.c) $(CC_SRCS) ebpf/hpccd_kern_user.h ebpf/hpccd_tcp_cc.h
+TCPSIDE_MODULE := daemon/hpccd/_tcpside$(EXT_SUFFIX)
 
 all: cffi bpf
 
-cffi: $(CC_MODULE) $(LOADER_MODULE) $(TRANSPORT_MODULE)
+cffi: $(CC_MODULE) $(LOADER_MODULE) $(TRANSPORT_MODULE) $(TCPSIDE_MODULE)
 
 $(CC_MODULE): cffi_build/build_cc.py cffi_build/cffi_common.py $(CC_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_cc.py
 
 $(LOADER_MODULE): cffi_build/build_bpf.py cffi_build/cffi_common.py $(LOADER_SRCS) $(LOADER_HDRS)
 	$(PYTHON) cffi_build/build_bpf.py
+
+$(TCPSIDE_MODULE): cffi_build/build_tcpside.py cffi_build/cffi_common.py $(TCPSIDE_SRCS) $(CC_HDRS)
+	$(PYTHON) cffi_build/build_tcpside.py
 
 $(TRANSPORT_MODULE): cffi_build/build_transport.py cffi_build/cffi_common.py $(TRANSPORT_SRCS) $(CC_HDRS)
 	$(PYTHON) cffi_build/build_transport.py
@@ -83,4 +89,4 @@ bench: all
 	bash scripts/bench_cc.sh
 
 clean:
-	rm -rf build daemon/hpccd/_cc*.so daemon/hpccd/_bpf*.so daemon/hpccd/_transport*.so
+	rm -rf build daemon/hpccd/_cc*.so daemon/hpccd/_bpf*.so daemon/hpccd/_transport*.so daemon/hpccd/_tcpside*.so

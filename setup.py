@@ -1,6 +1,6 @@
 """What pyproject.toml cannot say: the compiled parts of the package.
 
-- The cffi modules ``hpccd._cc``, ``hpccd._bpf`` and ``hpccd._transport``,
+- The cffi modules ``hpccd._cc``, ``hpccd._bpf``, ``hpccd._transport`` and ``hpccd._tcpside``,
   through cffi's setuptools integration (``cffi_modules``) with the same
   builders that ``make`` runs (cffi_build/build_*.py: their sources, headers
   and flags are defined there and nowhere else).
@@ -23,7 +23,8 @@ from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "cffi_build"))        # the builders import cffi_common
-CFFI_MODULES = [f"cffi_build/build_{m}.py:ffibuilder" for m in ("cc", "bpf", "transport")]
+CFFI_MODULES = [f"cffi_build/build_{m}.py:ffibuilder" for m in ("cc", "bpf", "transport",
+                                                                   "tcpside")]
 
 
 class BuildPyWithBpf(build_py):

@@ -86,6 +86,27 @@ struct hpccd_tcp_telem {
 	__u8 pad[3];
 };
 
+/* Record of the ring buffer hpccd_telem_rb (xdp_host.bpf.c): every TCP-side
+ * PROBE_RESP stored in hpccd_telem is also handed to the daemon's probe
+ * engine with its key, so that the engine sleeps until a response arrives
+ * instead of polling the map (docs/tcp-side.md, "The probe engine"). */
+struct hpccd_tcp_resp {
+	struct hpccd_flow_key key;
+	struct hpccd_tcp_telem t;
+};
+
+/* Record of the ring buffer hpccd_tcp_wake (tc_tracker.bpf.c): a segment
+ * with payload left for a flow the probe engine had parked (no data in
+ * flight, no probe outstanding), or for a flow whose entry this segment
+ * created.  One record per park: the tracker deletes the flow's
+ * hpccd_tcp_park entry and writes the record only if the delete was its. */
+struct hpccd_tcp_wake {
+	struct hpccd_flow_key key;
+	__u64 ns;           /* bpf_ktime_get_ns() when the segment left */
+	__u32 snd_nxt;      /* the tracker's snd_nxt after that segment, host order */
+	__u32 pad;
+};
+
 /* ---- tag key ------------------------------------------------------------ */
 
 /* Value of the one-entry array hpccd_tag_key: the 128-bit SipHash-2-4 key
@@ -197,6 +218,9 @@ _Static_assert(sizeof(struct hpccd_tcp_flow) == 48, "tracker entry layout");
 _Static_assert(sizeof(struct hpccd_tcp_telem) ==
 		       HPCCD_INT_MAX_HOPS * HPCCD_INT_HOP_BYTES + 40,
 	       "telemetry entry layout");
+_Static_assert(sizeof(struct hpccd_tcp_resp) == sizeof(struct hpccd_tcp_telem) + 16,
+	       "telemetry record layout");
+_Static_assert(sizeof(struct hpccd_tcp_wake) == 32, "wake record layout");
 _Static_assert(sizeof(struct hpccd_tag_key) == 16, "SipHash key is 128 bits");
 _Static_assert(sizeof(struct hpccd_counter) == 16, "counter slot layout");
 #endif

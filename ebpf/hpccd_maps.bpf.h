@@ -36,6 +36,12 @@
 #ifndef HPCCD_TCP_TELEM_MAX
 #define HPCCD_TCP_TELEM_MAX 4096   /* TCP-side flows being probed at once */
 #endif
+#ifndef HPCCD_TCP_RESP_RB_BYTES
+#define HPCCD_TCP_RESP_RB_BYTES (1 << 18) /* PROBE_RESP records: 1,900 of 136 bytes */
+#endif
+#ifndef HPCCD_TCP_WAKE_RB_BYTES
+#define HPCCD_TCP_WAKE_RB_BYTES (1 << 16) /* wake records: 1,300 of 40 bytes */
+#endif
 #ifndef HPCCD_LOCAL_ADDRS_MAX
 #define HPCCD_LOCAL_ADDRS_MAX 16   /* IPv4 addresses of this host */
 #endif
@@ -85,6 +91,13 @@ struct {
 	__type(value, struct hpccd_tcp_telem);
 } hpccd_telem SEC(".maps");
 
+/* Every PROBE_RESP stored in hpccd_telem, with its key (struct
+ * hpccd_tcp_resp), for the probe engine that sleeps on it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, HPCCD_TCP_RESP_RB_BYTES);
+} hpccd_telem_rb SEC(".maps");
+
 /* SipHash-2-4 key of the integrity tag, entry 0; all zero = not configured. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -121,6 +134,22 @@ struct {
 	__type(key, struct hpccd_flow_key);
 	__type(value, struct hpccd_tcp_flow);
 } hpccd_tcp_flows SEC(".maps");
+
+/* Flows the probe engine parked (no data in flight, no probe out): the
+ * next segment with payload deletes the entry and writes a wake record.
+ * The tracker parks a flow itself when it creates its entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HPCCD_TCP_FLOWS_MAX);
+	__type(key, struct hpccd_flow_key);
+	__type(value, __u32);
+} hpccd_tcp_park SEC(".maps");
+
+/* Wake records (struct hpccd_tcp_wake) for the probe engine. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, HPCCD_TCP_WAKE_RB_BYTES);
+} hpccd_tcp_wake SEC(".maps");
 
 /* Per-CPU counters of tc_tracker, one slot per enum hpccd_tc_counter. */
 struct {

@@ -119,12 +119,27 @@ static __always_inline int parse_seg(struct __sk_buff *skb, struct seg *s)
 	return -1;
 }
 
+/* Tell the probe engine (daemon/hpccd/tcp_side.py, cffi_build/tcpside/)
+ * that a parked flow has data in flight again: a record in hpccd_tcp_wake
+ * wakes it from its epoll.  A full ring loses the record; the engine's
+ * sweep of parked flows (every 100 ms while it has flows) finds them. */
+static __always_inline void wake(const struct hpccd_flow_key *k, __u64 now, __u32 snd_nxt)
+{
+	struct hpccd_tcp_wake w;
+
+	__builtin_memcpy(&w.key, k, sizeof(w.key));
+	w.ns = now;
+	w.snd_nxt = snd_nxt;
+	w.pad = 0;
+	bpf_ringbuf_output(&hpccd_tcp_wake, &w, sizeof(w), 0);
+}
+
 SEC("tc")
 int hpccd_tc_tracker(struct __sk_buff *skb)
 {
 	struct hpccd_tcp_flow *f, init;
 	struct seg s;
-	__u32 nxt, ahead, want;
+	__u32 nxt, ahead, want, parked;
 	__u64 now;
 	int slot, err;
 
@@ -166,6 +181,13 @@ int hpccd_tc_tracker(struct __sk_buff *skb)
 		init.tcp_flags = s.flags;
 		err = bpf_map_update_elem(&hpccd_tcp_flows, &s.key, &init, BPF_NOEXIST);
 		if (!err) {
+			/* A new flow starts parked: its first segment with
+			 * payload wakes the probe engine (wake()). */
+			parked = 1;
+			if (s.payload)
+				wake(&s.key, now, nxt);
+			else
+				bpf_map_update_elem(&hpccd_tcp_park, &s.key, &parked, BPF_ANY);
 			slot = HPCCD_TC_NEW_FLOW;
 			goto count;
 		}
@@ -188,6 +210,10 @@ int hpccd_tc_tracker(struct __sk_buff *skb)
 		f->snd_nxt = nxt;
 	f->tcp_flags |= s.flags;
 	f->last_ns = now;
+	/* Data for a parked flow: the one delete that succeeds wakes the
+	 * probe engine, once per park. */
+	if (s.payload && !bpf_map_delete_elem(&hpccd_tcp_park, &s.key))
+		wake(&s.key, now, f->snd_nxt);
 	slot = HPCCD_TC_TRACKED;
 
 count:

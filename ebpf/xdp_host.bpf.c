@@ -327,6 +327,7 @@ static __always_inline __u32 store_telem(struct iphdr *iph, struct tcphdr *th,
 					 struct hpccd_view *v, void *end)
 {
 	struct hpccd_tcp_telem val, *old;
+	struct hpccd_tcp_resp *rec;
 	struct hpccd_flow_key key;
 	struct hpccd_tag_input ti;
 	struct hpccd_int_hop_wire *hop;
@@ -373,6 +374,15 @@ static __always_inline __u32 store_telem(struct iphdr *iph, struct tcphdr *th,
 	 * so a reader sees the old or the new response, never a mix. */
 	if (bpf_map_update_elem(&hpccd_telem, &key, &val, BPF_ANY))
 		return HPCCD_XDP_DROP_TCP_RESP_FULL;
+	/* Wake the probe engine with the response itself (a full ring loses
+	 * the record, not the telemetry: the engine times the probe out and
+	 * reads the map then). */
+	rec = bpf_ringbuf_reserve(&hpccd_telem_rb, sizeof(*rec), 0);
+	if (rec) {
+		__builtin_memcpy(&rec->key, &key, sizeof(key));
+		__builtin_memcpy(&rec->t, &val, sizeof(val));
+		bpf_ringbuf_submit(rec, 0);
+	}
 	return HPCCD_XDP_TCP_RESP_STORED;
 }
 

@@ -124,6 +124,24 @@ METRICS: tuple[Metric, ...] = (
            "Bytes seen by tc_tracker on egress, by counter slot."),
     Metric("hpccd_tcp_tracked_flows", "gauge", ("interface",),
            "Entries of the tc tracker's kernel TCP flow table (LRU)."),
+    # -- TCP side: the probe engine and the struct_ops "hpcc" CC --
+    Metric("hpccd_tcp_probe_lateness_seconds", "histogram", (),
+           "From the event that allowed a TCP-side probe (response received, data of a "
+           "parked flow sent) to the probe's send."),
+    Metric("hpccd_tcp_probe_chain_rtt_seconds_total", "counter", (),
+           "Sum of the kernel srtt over probes that followed a response: over "
+           "hpccd_tcp_probe_chain_interval_seconds_total, probes per RTT."),
+    Metric("hpccd_tcp_probe_chain_interval_seconds_total", "counter", (),
+           "Sum of the intervals between probes that followed a response."),
+    Metric("hpccd_tcp_probes_per_round_trip_ratio", "gauge", (),
+           "Probes per kernel RTT while data was in flight, since the start."),
+    Metric("hpccd_tcp_probe_engine_wakeups_total", "counter", (),
+           "Times the TCP-side probe engine woke (ring records, timers)."),
+    Metric("hpccd_tcp_cc_acks_total", "counter", ("mode",),
+           "ACKs the struct_ops hpcc CC handled, by mode (hpcc, winit, and the Reno "
+           "fallback's fb_stale, fb_no_entry, fb_no_daemon)."),
+    Metric("hpccd_tcp_cc_fallbacks_total", "counter", (),
+           "Times a flow of the hpcc CC entered the Reno fallback."),
     # -- opt-in top-K per flow --
     Metric("hpccd_top_flow_window_bytes", "gauge", ("flow_id", "algorithm", "peer"),
            "Window of the metrics.top_flows fastest flows (absent unless configured)."),
@@ -207,6 +225,11 @@ class HpccdCollector(Collector):
                         fam.add("hpccd_engine_flows", (itf, str(q), "receiver"), receivers)
                 except Exception:
                     self._errors["engines"] = self._errors.get("engines", 0) + 1
+            if hasattr(comp, "probe_metrics"):
+                try:
+                    self._tcp_probe(fam, comp.probe_metrics())
+                except Exception:
+                    self._errors["tcp_side"] = self._errors.get("tcp_side", 0) + 1
         for (cmd, result), n in sorted(s.control_requests.items()):
             fam.add("hpccd_control_requests_total", (cmd, result), n)
 
@@ -215,6 +238,29 @@ class HpccdCollector(Collector):
         for src, n in self._errors.items():
             fam.add("hpccd_collector_errors_total", (src,), n)
         return iter(fam.f.values())
+
+    @staticmethod
+    def _tcp_probe(fam: _Families, m: dict | None) -> None:
+        """The TCP-side probe engine's figures (tcp_side.TcpSideComponent.probe_metrics)."""
+        if not m:
+            return
+        st = m["stats"]
+        from .flows import Histogram
+        from .tcp_side import LATENESS_BUCKETS
+        h = Histogram(LATENESS_BUCKETS)
+        h.counts, h.sum, h.count = list(st["late_hist"]), st["late_sum_ns"] / 1e9, st["late_n"]
+        fam.hist("hpccd_tcp_probe_lateness_seconds", (), h)
+        fam.add("hpccd_tcp_probe_chain_rtt_seconds_total", (), st["chain_rtt_ns"] / 1e9)
+        fam.add("hpccd_tcp_probe_chain_interval_seconds_total", (), st["chain_interval_ns"] / 1e9)
+        if st["chain_interval_ns"]:
+            fam.add("hpccd_tcp_probes_per_round_trip_ratio", (),
+                    st["chain_rtt_ns"] / st["chain_interval_ns"])
+        fam.add("hpccd_tcp_probe_engine_wakeups_total", (), st["wakeups"])
+        modes = {"used_hpcc": "hpcc", "used_winit": "winit", "fb_stale": "fb_stale",
+                 "fb_no_entry": "fb_no_entry", "fb_no_daemon": "fb_no_daemon"}
+        for slot, mode in modes.items():
+            fam.add("hpccd_tcp_cc_acks_total", (mode,), m["cc"].get(slot, (0, 0))[0])
+        fam.add("hpccd_tcp_cc_fallbacks_total", (), m["cc"].get("enter_fallback", (0, 0))[0])
 
     def _flows(self, fam: _Families, s: Any) -> dict[tuple[str, str], int]:
         groups = s.flows.groups()

@@ -22,39 +22,41 @@ Pieces:
   named ``hpccd_tcp_hpcc`` / ``hpccd_tcp_dctcp``, found by hpccd.bpf's
   clean-up), so a live owner's registration is never torn down.
   :meth:`TcpCc.stop` unregisters and releases the lock: nothing is left.
-- :class:`TcpSide` is the probe loop: :meth:`start`, :meth:`step` (one
-  pass, never blocks), :meth:`stop`, and :meth:`run` / :meth:`start_thread`
-  to step in a thread of its own until stopped.
+- :class:`TcpSide` drives the probe engine (include/hpccd/tcp_probe.h,
+  cffi_build/tcpside/, module ``hpccd._tcpside``): :meth:`start`,
+  :meth:`start_thread` (the engine's loop in a thread of its own, the GIL
+  released), :meth:`step` (what is pending, in the caller's thread),
+  :meth:`stop`; :attr:`flows` and :attr:`stats` are its snapshots.
 - :data:`COMPONENT` plugs it into the daemon (hpccd.component).
 
-Per flow (key: struct hpccd_flow_key, the tc tracker's), in :meth:`step`:
+Per flow (key: struct hpccd_flow_key, the tc tracker's), the engine, woken
+only by events (engine.c has the details; docs/tcp-side.md the why):
 
-1. A flow is *active* while the tracker (``hpccd_tcp_flows``) has seen its
-   data within ``idle_s`` and no FIN/RST, and the "hpcc" congestion control
-   runs it (an entry in ``hpccd_tcp_cst``, written by the CC at init and on
-   every ACK, deleted at release).  Flows of other congestion controls are
-   not probed: nothing would apply their W.
-2. Probe per RTT only while data is in flight ([HPCC++2022] section 6.2.1):
-   the next probe leaves when the response to the last one has arrived
-   and bytes are in flight (the CC's snd_nxt != snd_una as of the last ACK,
-   or the tracker's snd_nxt, updated per segment sent, beyond the CC's
-   snd_una), or when the last one timed out (``timeout`` = 3 x the larger of srtt and the probe RTT, within
-   [probe_timeout_min_s, probe_timeout_max_s]); timed-out probes are counted
-   as lost.  The effective interval is max(RTT, the step period): Python
-   is not on the per-packet path, and a probe costs one sendto().
-3. A response (``responses`` grew and ``probe_seq`` is the outstanding
-   probe's number) goes to ``Hpcc.new_ack_wire`` with seq = snd_nxt = the
-   probe number: every response is the first feedback of a new RTT, so it
-   updates the reference window W^c (Algorithm 1 lines 22-24), once per
-   RTT as [HPCC++2020] asks.  Its local time is the XDP reception time.
-4. The new W goes to ``hpccd_tcp_win`` with the telemetry's time: the CC
-   treats a W older than ``stale_ns`` as stale and falls back to Reno (see
-   ebpf/tcp_hpcc.bpf.c and docs/tcp-side.md for why).
-5. A flow that ended (CC state gone, FIN/RST, idle) has its window and
-   telemetry entries deleted.
+1. A segment with payload of a parked flow (a new flow starts parked) makes
+   tc_tracker write a record into the ring ``hpccd_tcp_wake``; a flow the
+   "hpcc" CC runs (an entry in ``hpccd_tcp_cst``) gets its first probe.
+   Flows of other congestion controls are not probed: nothing would apply
+   their W.
+2. A response, verified by xdp_host, arrives as a record of the ring
+   ``hpccd_telem_rb``; an answer to the outstanding probe goes to the HPCC
+   core with seq = snd_nxt = the probe number (every response is the first
+   feedback of a new RTT, so W^c is updated once per RTT), and W and R =
+   W / T go into ``hpccd_tcp_win`` with the telemetry's time (the CC
+   treats a W older than ``stale_ns`` as stale and falls back to Reno).
+3. The next probe leaves if bytes are in flight ([HPCC++2022] section
+   6.2.1; the CC's snd_nxt != snd_una as of its last ACK, or the tracker's
+   snd_nxt beyond the CC's snd_una), not sooner than ``probe_gap_rtt`` x
+   the flow's srtt after the last; else the flow is parked
+   (``hpccd_tcp_park``) until 1. happens again.
+4. A probe unanswered after 3 x max(srtt, probe RTT), within
+   [probe_timeout_min_s, probe_timeout_max_s], is lost (counted), then 3.
+5. A flow whose socket is gone has its window, telemetry and park entries
+   deleted (the engine's sweep).
 
-The daemon's heartbeat (``hpccd_tcp_cfg.heartbeat_ns``) is refreshed at most
-every ``heartbeat_s``; the CC falls back when it is older than ``stale_ns``.
+T per flow: ``t_rtt_factor`` x max(the configured T, the least probe RTT,
+the least kernel srtt) ([HPCC] section 5.1).  The heartbeat
+(``hpccd_tcp_cfg.heartbeat_ns``) is written by the engine every
+``heartbeat_s`` while it has flows, every stale_ns / 4 without.
 
 Probes are sent from a raw IPv4 socket (IPPROTO_RAW) opened in the
 daemon's network namespace, so they leave through the same routing, tc
@@ -64,7 +66,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import fcntl
 import json
 import logging
@@ -77,7 +78,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from . import bpf, cc
-from .checksum import internet_checksum
+from ._tcpside import ffi as _tffi, lib as _tlib
 
 __all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_packet",
            "HPCC_COUNTERS", "DCTCP_COUNTERS", "LOCK_FILE", "CC_NAMES", "WIN_FMT", "CFG_FMT",
@@ -99,6 +100,10 @@ TELEM_FMT = f"={TELEM_HOPS * 8}sQQQIIHBBB3x"   # struct hpccd_tcp_telem
 COUNTER_FMT = "=QQ"                   # struct hpccd_counter
 
 # Counter slots, in the order of the enums of ebpf/hpccd_tcp_cc.h.
+# The maps TcpSide takes from the tracker's and the XDP program's objects.
+TRACKER_MAPS = ("hpccd_tcp_flows", "hpccd_tcp_park", "hpccd_tcp_wake")
+XDP_MAPS = ("hpccd_telem", "hpccd_telem_rb")
+
 HPCC_COUNTERS = ("used_hpcc", "used_winit", "fb_stale", "fb_no_entry", "fb_no_daemon",
                  "init", "release", "enter_fallback", "leave_fallback", "loss", "state_fail")
 DCTCP_COUNTERS = ("init", "no_ecn", "ack", "ack_ece", "window", "ecn_reduction",
@@ -112,7 +117,6 @@ LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 
 PROBE_DSCP_DEFAULT = 45
 INT_ROOM_DEFAULT = 5
-_TCP_FIN, _TCP_RST = 0x01, 0x04
 _IPPROTO_TCP = 6
 
 
@@ -164,25 +168,19 @@ def probe_packet(key: FlowKey, probe_seq: int, flow_id: int, ts: int,
                  dscp: int = PROBE_DSCP_DEFAULT, ecn: int = 0,
                  room: int = INT_ROOM_DEFAULT) -> bytes:
     """A TCP-side PROBE of `key`'s flow as an IPv4 packet (docs/wire-format.md,
-    "TCP-side probe"): DSCP `dscp` with the flow's ECN bits, DF; TCP with the
-    flow's ports, no flag, seq = probe number, ack 0, window 0, correct
-    checksum; INT header (COLLECT, `room` empty hops), hpccd header of type
-    PROBE (len 8, seq = probe number, ts = `ts`), zeroed tag slot.  The IPv4
-    checksum and id are left to the kernel (raw socket, IP_HDRINCL)."""
-    body = struct.pack("!BBH", 0xC0 | 1, room & 0xF, 0x8 << 12) + bytes(8 * room)
-    body += struct.pack("!BBHIIIIIII", (1 << 4) | 4, 0, 8, flow_id & 0xFFFFFFFF,
-                        probe_seq >> 32, probe_seq & 0xFFFFFFFF, 0, 0, ts & 0xFFFFFFFF, 0)
-    body += bytes(8)                                          # tag slot
-    src, dst = socket.inet_aton(key.saddr), socket.inet_aton(key.daddr)
-    tcp = struct.pack("!HHIIBBHHH", key.sport, key.dport, probe_seq & 0xFFFFFFFF, 0,
-                      5 << 4, 0, 0, 0, 0)
-    pseudo = src + dst + struct.pack("!BBH", 0, _IPPROTO_TCP, len(tcp) + len(body))
-    csum = internet_checksum(pseudo + tcp + body)
-    tcp = tcp[:16] + struct.pack("!H", csum) + tcp[18:]
-    total = 20 + len(tcp) + len(body)
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, (dscp << 2) | (ecn & 3), total, 0, 0x4000, 64,
-                     _IPPROTO_TCP, 0, src, dst)
-    return ip + tcp + body
+    "TCP-side probe"), built by the probe engine's builder
+    (hpccd_tcpp_probe_build, include/hpccd/tcp_probe.h): DSCP `dscp` with
+    the flow's ECN bits, DF; TCP with the flow's ports, no flag, seq = probe
+    number, ack 0, window 0, correct checksum; INT header (COLLECT, `room`
+    empty hops), hpccd header of type PROBE (len 8, seq = probe number, ts =
+    `ts`), zeroed tag slot.  The IPv4 checksum and id are left to the
+    kernel (raw socket, IP_HDRINCL)."""
+    buf = _tffi.new("uint8_t[]", 256)
+    n = _tlib.hpccd_tcpp_probe_build(buf, 256, key.pack(), probe_seq, flow_id & 0xFFFFFFFF,
+                                     ts & 0xFFFFFFFF, dscp, ecn, room)
+    if n < 0:
+        raise ValueError(f"probe of {key}: {os.strerror(-n)} (room {room}, at most 8)")
+    return bytes(_tffi.buffer(buf, n))
 
 
 # ---- counters ----------------------------------------------------------------------------
@@ -486,57 +484,104 @@ class TcpCc:
 # ---- the probe loop ----------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class FlowState:
+class FlowView:
+    """One flow as the probe engine last saw it (hpccd_tcpp_flows)."""
+
     key: FlowKey
     raw_key: bytes
-    hpcc: cc.Hpcc
     flow_id: int
-    first_ns: int
-    probe_seq: int = 0               # number of the last probe sent (0: none yet)
-    probe_sent_ns: int = 0
-    outstanding: bool = False
-    responses_seen: int = 0          # hpccd_telem.responses already consumed
-    probes_sent: int = 0
-    probes_answered: int = 0
-    probes_lost: int = 0
-    late_responses: int = 0          # answers to a probe already declared lost
-    overflows: int = 0
-    probe_rtt_ns: float = 0.0        # EWMA of probe RTT samples
-    last_rtt_ns: int = 0
-    srtt_us: int = 0
-    mss: int = 0
-    in_flight: bool = False
-    snd_una: int = 0
-    last_w: float = 0.0
-    last_update_ns: int = 0
-    windows_written: int = 0
-    ecn: int = 0
+    parked: bool
+    W: float
+    U: float
+    rate_bps: float
+    T_ns: float
+    W_max: float                 # the window's cap, B_NIC x T
+    T_changes: int
+    probes_sent: int
+    probes_answered: int
+    probes_lost: int
+    late_responses: int
+    probe_rtt_ns: int            # EWMA (1/8) of the probe RTT samples
+    probe_rtt_min_ns: int
+    last_rtt_ns: int
+    srtt_us: int                 # the kernel's smoothed RTT of the flow
+    rtt_min_us: int              # the least srtt seen
+    chain_rtt_ns: int            # probes per RTT = chain_rtt_ns / chain_interval_ns
+    chain_interval_ns: int
+    last_update_ns: int
+    path_id: int
+    hops: bytes                  # the last response's hop records (wire order)
+    hops_prev: bytes             # the response's before, same path (b"" if none)
+
+    @property
+    def probes_per_rtt(self) -> float | None:
+        return self.chain_rtt_ns / self.chain_interval_ns if self.chain_interval_ns else None
+
+
+def _view(o) -> FlowView:
+    raw = bytes(_tffi.buffer(o.key, 16))
+    return FlowView(FlowKey.unpack(raw), raw, o.flow_id, bool(o.parked), o.W, o.U, o.rate_bps,
+                    o.T_ns, o.W_max, o.T_changes, o.probes_sent, o.probes_answered,
+                    o.probes_lost, o.late_responses,
+                    o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
+                    o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.path_id,
+                    bytes(_tffi.buffer(o.hops, 8 * o.nhop)),
+                    bytes(_tffi.buffer(o.hops_prev, 8 * o.nhop_prev)))
+
+
+# Upper bounds of the engine's lateness histogram buckets, seconds (the C
+# array hpccd_tcpp_late_bounds_us; the last bucket, +Inf, is implicit).
+LATENESS_BUCKETS = tuple(b / 1e6 for b in _tlib.hpccd_tcpp_late_bounds_us)
+STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "send_errors",
+         "windows_written", "flows_started", "flows_ended", "flows_refused", "not_hpcc", "wakeups",
+         "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",
+         "heartbeats", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
+         "chain_interval_ns", "chain_n", "flows")
 
 
 class TcpSide:
     """Probe, compute and enforce HPCC windows for the kernel TCP flows of
-    one host (see the module docstring).
+    one host (see the module docstring): the probe engine in C
+    (include/hpccd/tcp_probe.h, cffi_build/tcpside/), woken by ring buffers,
+    driven by a thread of its own (:meth:`start_thread`) or by :meth:`step`.
 
-    ``flows_map``: the tc tracker's ``hpccd_tcp_flows``; ``telem_map``: the
-    host XDP program's ``hpccd_telem``.  ``hpcc_params``: keyword arguments
+    ``tracker``: the tc tracker's object (maps ``hpccd_tcp_flows``,
+    ``hpccd_tcp_park``, ``hpccd_tcp_wake``), or a mapping of those names to
+    maps; ``xdp``: the host XDP program's object (``hpccd_telem``,
+    ``hpccd_telem_rb``), or a mapping.  ``hpcc_params``: keyword arguments
     of :class:`hpccd.cc.Hpcc` (T_ns, line_rate_bps, eta, ...): W_init = line
-    rate x T is also the window before the first telemetry.  ``netns``:
-    where probes are sent from (None: the calling thread's namespace).
-    ``cc``: a started :class:`TcpCc` to use (e.g. shared by several hosts
-    of a lab, since registrations are host-wide); by default TcpSide makes
-    and owns one."""
+    rate x T is also the window before the first telemetry.  ``t_from_rtt``:
+    each flow's T is ``t_rtt_factor`` x the largest of the configured T,
+    the flow's least kernel srtt and its least probe RTT, fixed at its first
+    response ([HPCC] section 5.1: T slightly greater than the maximum RTT).
+    ``netns``: where probes are sent from (None: the calling thread's
+    namespace).  ``tcp_cc``: a started :class:`TcpCc` to use (e.g. shared by
+    several hosts of a lab, since registrations are host-wide); by default
+    TcpSide makes and owns one."""
 
-    def __init__(self, flows_map: bpf.Map, telem_map: bpf.Map, *,
+    def __init__(self, tracker: Any, xdp: Any, *,
                  hpcc_params: Mapping[str, Any], netns: str | None = None,
                  cc_obj_dir: str | os.PathLike | None = None, tcp_cc: TcpCc | None = None,
                  probe_dscp: int = PROBE_DSCP_DEFAULT, room: int = INT_ROOM_DEFAULT,
-                 stale_ns: int = 100_000_000, idle_s: float = 1.0,
+                 stale_ns: int = 100_000_000, t_from_rtt: bool = True,
+                 t_rtt_factor: float = 1.25,
                  probe_timeout_min_s: float = 0.001, probe_timeout_max_s: float = 0.2,
-                 heartbeat_s: float = 0.01, scan_s: float = 0.005, lock_wait_s: float = 0.0):
-        self.flows_map = flows_map
-        self.telem_map = telem_map
+                 heartbeat_s: float = 0.01, sweep_s: float = 0.1, max_flows: int = 4096,
+                 probe_gap_rtt: float = 1.0, nice: int = -10, lock_wait_s: float = 0.0):
+        def maps(src, names):
+            get = src.get if isinstance(src, Mapping) else src.map
+            return [get(n) for n in names]
+
+        self.flows_map, self.park_map, self.wake_map = maps(
+            tracker, ("hpccd_tcp_flows", "hpccd_tcp_park", "hpccd_tcp_wake"))
+        self.telem_map, self.resp_map = maps(xdp, ("hpccd_telem", "hpccd_telem_rb"))
         self.hpcc_params = dict(hpcc_params)
-        cc.Hpcc(**self.hpcc_params)                  # refuse bad parameters now
+        probe = cc.Hpcc(**self.hpcc_params)          # refuse bad parameters now
+        self.T_ns = probe.T
+        self.w_init = probe.w_init
+        if t_rtt_factor < 1.0:
+            raise ValueError(f"t_rtt_factor must be >= 1 ([HPCC] section 5.1: T slightly "
+                             f"greater than the maximum RTT), got {t_rtt_factor}")
         self.netns = netns
         self.cc_obj_dir = cc_obj_dir
         self._own_cc = tcp_cc is None
@@ -544,80 +589,93 @@ class TcpSide:
         self.probe_dscp = probe_dscp
         self.room = room
         self.stale_ns = int(stale_ns)
-        self.idle_ns = int(idle_s * 1e9)
+        self.t_from_rtt = bool(t_from_rtt)
+        self.t_rtt_factor = float(t_rtt_factor)
         self.timeout_min_ns = int(probe_timeout_min_s * 1e9)
         self.timeout_max_ns = int(probe_timeout_max_s * 1e9)
         self.heartbeat_ns = int(heartbeat_s * 1e9)
-        self.scan_ns = int(scan_s * 1e9)
+        self.sweep_ns = int(sweep_s * 1e9)
+        self.max_flows = int(max_flows)
+        self.nice = int(nice)
+        if not 0 <= probe_gap_rtt <= 16:
+            raise ValueError(f"probe_gap_rtt must be within [0, 16] (RTTs), got {probe_gap_rtt}")
+        self.probe_gap_rtt = float(probe_gap_rtt)
         self.lock_wait_s = lock_wait_s
-        self.flows: dict[bytes, FlowState] = {}
-        # on_int(path_id, hop index, 8-byte hop record) for every hop of
-        # every response fed to HPCC (the daemon's hpccd_int_hop_* metrics)
+        # on_int(path_id, hop index, 8-byte hop record): called by
+        # publish_int() with the last response of each flow updated since
+        # (the daemon's hpccd_int_hop_* metrics)
         self.on_int = None
-        self.ended: list[FlowState] = []             # for the owner to collect (drain_ended)
-        self.last_probe_rtt_us = 0.0                 # probe RTT EWMA of the last flow answered
-        self.stats = {"probes_sent": 0, "probes_answered": 0, "probes_lost": 0,
-                      "late_responses": 0, "send_errors": 0, "windows_written": 0,
-                      "flows_started": 0, "flows_ended": 0, "steps": 0}
+        self._int_seen: dict[bytes, int] = {}
         self._sock: socket.socket | None = None
-        self._win: bpf.Map | None = None
         self._cfg: bpf.Map | None = None
-        self._cst: bpf.Map | None = None
-        self._next_flow_id = 1
-        self._last_heartbeat = 0
-        self._last_scan = 0
+        self._eng = None
         self._thread: threading.Thread | None = None
         self._stop_evt = threading.Event()
-        self._lock = threading.Lock()                # step() vs stop() from another thread
-        probe = cc.Hpcc(**self.hpcc_params)
-        self.T_ns = probe.T
-        self.w_init = probe.w_init
+        self._lock = threading.Lock()                # start/stop vs the thread
 
     # ---- lifecycle ----
 
+    def _config(self):
+        c = _tffi.new("struct hpccd_tcpp_config *")
+        _tlib.hpccd_hpcc_params_default(_tffi.addressof(c, "hpcc"))
+        cc._fill(c.hpcc, cc.Hpcc.PARAMS, self.hpcc_params)      # checked in __init__
+        c.tracker_fd, c.park_fd, c.wake_rb_fd = (self.flows_map.fd, self.park_map.fd,
+                                                 self.wake_map.fd)
+        c.telem_fd, c.resp_rb_fd = self.telem_map.fd, self.resp_map.fd
+        c.win_fd = self.tcp_cc.map("hpcc", "hpccd_tcp_win").fd
+        c.cfg_fd = self._cfg.fd
+        c.cst_fd = self.tcp_cc.map("hpcc", "hpccd_tcp_cst").fd
+        c.sock_fd = self._sock.fileno()
+        c.stale_ns, c.heartbeat_ns, c.sweep_ns = self.stale_ns, self.heartbeat_ns, self.sweep_ns
+        c.timeout_min_ns, c.timeout_max_ns = self.timeout_min_ns, self.timeout_max_ns
+        c.max_flows = self.max_flows
+        c.t_from_rtt, c.t_rtt_factor = int(self.t_from_rtt), self.t_rtt_factor
+        c.probe_gap_rtt = self.probe_gap_rtt
+        c.probe_dscp, c.room = self.probe_dscp, self.room
+        return c
+
     def start(self) -> "TcpSide":
-        """Register the CCs (unless given), open the probe socket, write the
-        configuration and the first heartbeat."""
+        """Register the CCs (unless given), open the probe socket, make the
+        engine (which writes the configuration and the first heartbeat)."""
         try:
             if self.tcp_cc is None:
                 self.tcp_cc = TcpCc(self.cc_obj_dir)
             if not self.tcp_cc.started:
                 self.tcp_cc.start(self.lock_wait_s)
-            self._win = self.tcp_cc.map("hpcc", "hpccd_tcp_win")
             self._cfg = self.tcp_cc.map("hpcc", "hpccd_tcp_cfg")
-            self._cst = self.tcp_cc.map("hpcc", "hpccd_tcp_cst")
             ctx = bpf.in_netns(self.netns) if self.netns else contextlib.nullcontext()
             with ctx:
                 self._sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
             self._sock.setblocking(False)
-            self._write_cfg(time.monotonic_ns())
+            out = _tffi.new("struct hpccd_tcpp **")
+            rc = _tlib.hpccd_tcpp_new(self._config(), out)
+            if rc < 0:
+                raise TcpSideError(f"probe engine: {os.strerror(-rc)}")
+            self._eng = out[0]
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _write_cfg(self, now_ns: int) -> None:
-        line = int(self.hpcc_params.get("line_rate_bps", 100_000_000_000))
-        self._cfg.update(0, struct.pack(CFG_FMT, int(self.w_init), line // 8, self.stale_ns,
-                                        now_ns))
-        self._last_heartbeat = now_ns
-
     def stop(self) -> None:
-        """Stop the thread, delete this host's windows, clear the heartbeat,
-        unregister the CCs if owned, close the socket.  Idempotent."""
+        """Stop the thread, delete this host's windows, telemetry and park
+        entries, clear the heartbeat, unregister the CCs if owned, close the
+        socket.  Idempotent."""
         self._stop_evt.set()
+        if self._eng is not None:
+            _tlib.hpccd_tcpp_stop(self._eng)
         t, self._thread = self._thread, None
         if t is not None and t is not threading.current_thread():
             t.join(timeout=10)
         with self._lock:
-            for fs in list(self.flows.values()):
-                self._forget(fs)
-            self.flows.clear()
+            if self._eng is not None:
+                _tlib.hpccd_tcpp_free(self._eng)
+                self._eng = None
             # The heartbeat is host-wide: zeroed only when no other owner runs.
             if self._cfg is not None and not (self.tcp_cc and self.tcp_cc.others()):
                 with contextlib.suppress(bpf.BpfError):
                     self._cfg.update(0, bytes(struct.calcsize(CFG_FMT)))
-            self._win = self._cfg = self._cst = None
+            self._cfg = None
             if self._sock is not None:
                 self._sock.close()
                 self._sock = None
@@ -630,186 +688,88 @@ class TcpSide:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    # ---- thread ----
+    # ---- running ----
 
-    def run(self, period_s: float = 0.0005) -> None:
-        """step() every `period_s` until stop()."""
-        while not self._stop_evt.is_set():
-            t0 = time.monotonic()
+    def run(self) -> None:
+        """Serve the engine's events until stop(); a failing engine call is
+        logged and retried after 100 ms.  The thread asks for nice
+        ``self.nice`` (-10 by default): on a loaded host a probe engine that
+        waits for a core delays every flow's next window, and past stale_ns
+        the CC falls back to Reno; it sleeps whenever it has nothing to do."""
+        if self.nice:
             try:
-                self.step()
-            except Exception:                                  # keep probing; say why
-                log.exception("tcp_side step failed")
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
+            except OSError as e:
+                log.info("tcp_side probe engine: nice %d refused (%s); runs at 0",
+                         self.nice, e.strerror)
+        while not self._stop_evt.is_set():
+            eng = self._eng
+            if eng is None:
+                return
+            rc = _tlib.hpccd_tcpp_run(eng, -1)            # the GIL is released inside
+            if rc < 0 and not self._stop_evt.is_set():
+                log.error("tcp_side probe engine: %s; again in 100 ms", os.strerror(-rc))
                 self._stop_evt.wait(0.1)
-            left = period_s - (time.monotonic() - t0)
-            if left > 0:
-                self._stop_evt.wait(left)
 
-    def start_thread(self, period_s: float = 0.0005) -> threading.Thread:
+    def start_thread(self) -> threading.Thread:
         self._stop_evt.clear()
-        self._thread = threading.Thread(target=self.run, args=(period_s,),
-                                        name="hpccd-tcp-side", daemon=True)
+        self._thread = threading.Thread(target=self.run, name="hpccd-tcp-side", daemon=True)
         self._thread.start()
         return self._thread
 
-    # ---- one pass ----
-
-    def step(self, now_ns: int | None = None) -> None:
-        with self._lock:
-            if self._sock is None:
-                return
-            now = now_ns if now_ns is not None else time.monotonic_ns()
-            self.stats["steps"] += 1
-            if now - self._last_heartbeat >= self.heartbeat_ns:
-                self._write_cfg(now)
-            if now - self._last_scan >= self.scan_ns or not self.flows:
-                self._scan(now)
-                self._last_scan = now
-            for fs in list(self.flows.values()):
-                self._poll_flow(fs, now)
-
-    def _scan(self, now: int) -> None:
-        """Which flows are active: tracker entries with recent data and no
-        FIN/RST that the "hpcc" CC runs (hpccd_tcp_cst)."""
-        cst = dict(self._cst.lookup_batch())
-        seen = set()
-        for raw_key, raw in self.flows_map.lookup_batch():
-            b, retx, pkts, first, last, snd_nxt, flags = struct.unpack(TCP_FLOW_FMT, raw)
-            if raw_key not in cst:
-                continue
-            if flags & (_TCP_FIN | _TCP_RST) or now - last > self.idle_ns:
-                continue
-            seen.add(raw_key)
-            if raw_key not in self.flows:
-                self._new_flow(raw_key, first, now)
-        for raw_key, fs in list(self.flows.items()):
-            if raw_key not in seen:
-                self._end_flow(fs)
-        for raw_key in seen:
-            self._apply_cst(self.flows[raw_key], cst[raw_key])
-
-    def _new_flow(self, raw_key: bytes, first_ns: int, now: int) -> None:
-        fs = FlowState(FlowKey.unpack(raw_key), raw_key, cc.Hpcc(**self.hpcc_params),
-                       self._next_flow_id, first_ns)
-        self._next_flow_id = (self._next_flow_id + 1) & 0xFFFFFFFF or 1
-        # Telemetry of an earlier flow with this 5-tuple must not be taken
-        # for this one's: start from what the map holds now.
-        old = self.telem_map.lookup(raw_key)
-        if old is not None:
-            fs.responses_seen = struct.unpack(TELEM_FMT, old)[3]
-        self.flows[raw_key] = fs
-        self.stats["flows_started"] += 1
-
-    def _apply_cst(self, fs: FlowState, raw: bytes) -> None:
-        (_init, _last_ack, _acks, una, nxt, _pkts_out, srtt_us, mss, _cwnd, _ssth,
-         _mode) = struct.unpack(CST_FMT, raw)
-        fs.in_flight = una != nxt
-        fs.snd_una = una
-        fs.srtt_us = srtt_us
-        fs.mss = mss
-
-    def _timeout_ns(self, fs: FlowState) -> int:
-        base = max(fs.srtt_us * 1000, fs.probe_rtt_ns)
-        return int(min(max(3 * base, self.timeout_min_ns), self.timeout_max_ns))
-
-    def _poll_flow(self, fs: FlowState, now: int) -> None:
-        if fs.outstanding:
-            raw = self.telem_map.lookup(fs.raw_key)
-            if raw is not None:
-                self._maybe_response(fs, raw)
-            if fs.outstanding and now - fs.probe_sent_ns > self._timeout_ns(fs):
-                fs.outstanding = False
-                fs.probes_lost += 1
-                self.stats["probes_lost"] += 1
-        if not fs.outstanding:
-            st = self._cst.lookup(fs.raw_key)
-            if st is None:                         # released meanwhile
-                return
-            self._apply_cst(fs, st)
-            if not fs.in_flight:
-                # The CC's snd_nxt is as of the last ACK, which may have
-                # acknowledged everything just before more data left: the
-                # tracker's snd_nxt (egress, per segment) says whether any
-                # byte beyond the CC's snd_una has been sent since.
-                tr = self.flows_map.lookup(fs.raw_key)
-                if tr is not None:
-                    ahead = (struct.unpack(TCP_FLOW_FMT, tr)[5] - fs.snd_una) & 0xFFFFFFFF
-                    fs.in_flight = 1 < ahead < 0x80000000     # more than a FIN
-            if fs.in_flight:
-                self._send_probe(fs, now)
-
-    def _maybe_response(self, fs: FlowState, raw: bytes) -> None:
-        (hops, rx_ns, probe_seq, responses, ts_echo, _flow_id, path_id, nhop, _room,
-         int_flags) = struct.unpack(TELEM_FMT, raw)
-        if responses == fs.responses_seen:
+    def step(self, timeout_s: float = 0.0) -> None:
+        """Serve what is pending (waiting up to `timeout_s` for more), in
+        the calling thread; for tests and callers without a thread."""
+        if self._eng is None:
             return
-        fs.responses_seen = responses
-        if probe_seq != fs.probe_seq:
-            # An answer to a probe already declared lost: its INT is older
-            # than what the next response will bring; not fed.
-            fs.late_responses += 1
-            self.stats["late_responses"] += 1
-            return
-        fs.outstanding = False
-        fs.probes_answered += 1
-        self.stats["probes_answered"] += 1
-        rtt = (rx_ns - ts_echo) & 0xFFFFFFFF
-        fs.last_rtt_ns = rtt
-        fs.probe_rtt_ns = rtt if not fs.probe_rtt_ns else 0.875 * fs.probe_rtt_ns + 0.125 * rtt
-        self.last_probe_rtt_us = fs.probe_rtt_ns / 1e3
-        if int_flags & 0x4:                        # HPCCD_INT_F_OVERFLOW
-            fs.overflows += 1
-        if nhop == 0:
-            return                                 # no INT on the path: nothing to learn
-        if self.on_int is not None:                # e.g. the daemon's per-hop metrics
-            for i in range(min(nhop, 8)):
-                self.on_int(path_id, i, hops[8 * i:8 * i + 8])
-        # [HPCC] Algorithm 1 NewAck with seq = snd_nxt = probe number: see
-        # the module docstring (one W^c update per response = per RTT).
-        fs.hpcc.new_ack_wire(rx_ns, probe_seq, probe_seq, path_id, hops[:8 * nhop])
-        W = fs.hpcc.W
-        fs.last_w = W
-        fs.last_update_ns = rx_ns
-        self._win.update(fs.raw_key, struct.pack(WIN_FMT, int(W),
-                                                 int(fs.hpcc.rate_bps / 8), rx_ns, probe_seq))
-        fs.windows_written += 1
-        self.stats["windows_written"] += 1
-
-    def _send_probe(self, fs: FlowState, now: int) -> None:
-        seq = fs.probe_seq + 1
-        pkt = probe_packet(fs.key, seq, fs.flow_id, now, self.probe_dscp, fs.ecn, self.room)
-        try:
-            self._sock.sendto(pkt, (fs.key.daddr, 0))
-        except OSError as e:
-            if e.errno not in (errno.ENOBUFS, errno.EAGAIN, errno.EWOULDBLOCK):
-                raise
-            self.stats["send_errors"] += 1         # local queue full: try next step
-            return
-        fs.probe_seq = seq
-        fs.probe_sent_ns = now
-        fs.outstanding = True
-        fs.probes_sent += 1
-        self.stats["probes_sent"] += 1
-
-    def _forget(self, fs: FlowState) -> None:
-        for m in (self._win, self.telem_map):
-            if m is not None:
-                with contextlib.suppress(bpf.BpfError):
-                    m.delete(fs.raw_key)
-
-    def _end_flow(self, fs: FlowState) -> None:
-        self._forget(fs)
-        del self.flows[fs.raw_key]
-        self.ended.append(fs)
-        del self.ended[:-1000]
-        self.stats["flows_ended"] += 1
+        rc = _tlib.hpccd_tcpp_run(self._eng, int(timeout_s * 1e9))
+        if rc < 0:
+            raise TcpSideError(f"probe engine: {os.strerror(-rc)}")
 
     # ---- observability ----
 
-    def drain_ended(self) -> list[FlowState]:
-        with self._lock:
-            out, self.ended = self.ended, []
+    @property
+    def stats(self) -> dict[str, int]:
+        if self._eng is None:
+            return {k: 0 for k in STATS}
+        s = _tffi.new("struct hpccd_tcpp_stats *")
+        _tlib.hpccd_tcpp_stats(self._eng, s)
+        out = {k: getattr(s, k) for k in STATS}
+        out["late_hist"] = list(s.late_hist)
         return out
+
+    @property
+    def flows(self) -> dict[bytes, FlowView]:
+        if self._eng is None:
+            return {}
+        st = _tffi.new("struct hpccd_tcpp_stats *")
+        _tlib.hpccd_tcpp_stats(self._eng, st)
+        if not st.flows:
+            return {}
+        n = min(self.max_flows, st.flows + 16)      # room for flows that start meanwhile
+        buf = _tffi.new("struct hpccd_tcpp_flow_info[]", n)
+        k = _tlib.hpccd_tcpp_flows(self._eng, buf, n)
+        return {v.raw_key: v for v in (_view(buf[i]) for i in range(k))}
+
+    @property
+    def last_probe_rtt_us(self) -> float:
+        """The probe RTT EWMA of the most recently updated flow."""
+        fl = sorted(self.flows.values(), key=lambda v: v.last_update_ns)
+        return fl[-1].probe_rtt_ns / 1e3 if fl else 0.0
+
+    def publish_int(self, flows: Iterable[FlowView] | None = None) -> None:
+        """on_int(...) for every hop of each flow's last two responses (the
+        one before first: a record and the previous one of the same hop, a
+        probe RTT apart, give the hop's utilisation), when new since the
+        previous call."""
+        if self.on_int is None:
+            return
+        for v in (self.flows.values() if flows is None else flows):
+            if v.hops and self._int_seen.get(v.raw_key) != v.last_update_ns:
+                self._int_seen[v.raw_key] = v.last_update_ns
+                for hops in (v.hops_prev, v.hops):
+                    for i in range(len(hops) // 8):
+                        self.on_int(v.path_id, i, hops[8 * i:8 * i + 8])
 
     def counters(self) -> dict[str, dict[str, tuple[int, int]]]:
         """The CCs' per-CPU counters, summed: {"hpcc": {...}, "dctcp": {...}}."""
@@ -822,12 +782,15 @@ class TcpSide:
         return out
 
     def status(self) -> dict[str, Any]:
-        with self._lock:
-            flows = [{"flow": str(fs.key), "W_bytes": fs.last_w, "U": fs.hpcc.U,
-                      "probes_sent": fs.probes_sent, "probes_answered": fs.probes_answered,
-                      "probes_lost": fs.probes_lost, "probe_rtt_us": fs.probe_rtt_ns / 1e3,
-                      "srtt_us": fs.srtt_us} for fs in self.flows.values()]
-            return {"flows": flows, **self.stats}
+        flows = [{"flow": str(v.key), "W_bytes": v.W, "U": v.U, "T_us": v.T_ns / 1e3,
+                  "probes_sent": v.probes_sent, "probes_answered": v.probes_answered,
+                  "probes_lost": v.probes_lost, "probe_rtt_us": v.probe_rtt_ns / 1e3,
+                  "probe_rtt_min_us": v.probe_rtt_min_ns / 1e3, "srtt_us": v.srtt_us,
+                  "rtt_min_us": v.rtt_min_us, "probes_per_rtt": v.probes_per_rtt,
+                  "parked": v.parked} for v in self.flows.values()]
+        st = self.stats
+        st.pop("late_hist")
+        return {"flows": flows, **st}
 
 
 # ---- daemon component (hpccd.component) ------------------------------------------------------
@@ -856,7 +819,8 @@ if _Component is not None:
             if ifc is None:
                 raise TcpSideError("tcp_side needs an interface with tc_tracker = true")
             params = dict(getattr(self.ctx.config, "params", {}).get("hpcc", {}))
-            self.side = TcpSide(ifc.tc_map("hpccd_tcp_flows"), ifc.xdp_map("hpccd_telem"),
+            self.side = TcpSide({n: ifc.tc_map(n) for n in TRACKER_MAPS},
+                                {n: ifc.xdp_map(n) for n in XDP_MAPS},
                                 hpcc_params=params, netns=self.ctx.netns,
                                 cc_obj_dir=getattr(self.ctx, "bpf_dir", None),
                                 probe_dscp=getattr(self.ctx.config, "probe_dscp",
@@ -875,9 +839,9 @@ if _Component is not None:
             from .flows import FlowLimitError
 
             ids = self.__dict__.setdefault("_ids", {})
-            with side._lock:
-                live = list(side.flows.items())
-            for raw, fs in live:
+            live = side.flows
+            side.publish_int(live.values())
+            for raw, fs in live.items():
                 fid = ids.get(raw)
                 if fid is None:
                     k = fs.key
@@ -890,16 +854,23 @@ if _Component is not None:
                     except FlowLimitError:
                         continue                 # counted by the table; the flow still runs
                 self.ctx.flows.update(
-                    fid, window_bytes=fs.last_w or float(side.w_init),
-                    rate_bps=fs.hpcc.rate_bps, U=fs.hpcc.U,
+                    fid, window_bytes=fs.W or float(side.w_init),
+                    rate_bps=fs.rate_bps, U=fs.U,
                     rtt_s=fs.srtt_us / 1e6 if fs.srtt_us else None,
                     probe_rtt_s=fs.probe_rtt_ns / 1e9 if fs.probe_rtt_ns else None,
                     probes_sent=fs.probes_sent, probes_answered=fs.probes_answered,
                     probes_lost=fs.probes_lost)
-            for fs in side.drain_ended():
-                fid = ids.pop(fs.raw_key, None)
-                if fid is not None:
-                    self.ctx.flows.finish(fid, completed=True)
+            for raw in [r for r in ids if r not in live]:      # ended: the engine let go
+                self.ctx.flows.finish(ids.pop(raw), completed=True)
+
+        def probe_metrics(self) -> dict[str, Any] | None:
+            """The probe engine's figures for the metrics (hpccd.metrics):
+            its counters, the lateness histogram, and the CC's per-ACK mode
+            counters (the Reno fallback among them)."""
+            side = getattr(self, "side", None)
+            if side is None:
+                return None
+            return {"stats": side.stats, "cc": side.counters().get("hpcc", {})}
 
         def status(self) -> dict[str, Any]:
             return self.side.status() if getattr(self, "side", None) else {}

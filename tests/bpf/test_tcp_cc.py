@@ -125,6 +125,21 @@ def test_second_owner_shares_last_one_unregisters(first_leaves):
     assert not registered_maps()
 
 
+def test_daemon_clean_up_leaves_a_live_owner_alone():
+    """The tcp_side component's clean-up (run by every hpccd at start and by
+    `hpccd --cleanup`) removes stale registrations only under the lock: with
+    a live owner it returns nothing and the owner's struct_ops stay."""
+    from hpccd.tcp_side import COMPONENT
+    a = TcpCc(BUILT)
+    a.start(wait_s=LOCK_WAIT_S)
+    try:
+        assert COMPONENT.cleanup_stale(None) == []
+        assert all(n in available() for n in NAMES)
+        assert registered_maps()
+    finally:
+        a.stop()
+
+
 CHILD = """
 import sys, time
 sys.path.insert(0, {daemon!r})

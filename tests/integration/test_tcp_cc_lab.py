@@ -565,25 +565,34 @@ def test_hpcc_under_tcp_side_keeps_the_queue_below_cubic(chain):
     T = int(os.environ.get("HPCCD_TEST_T_NS", 0)) or max(base_rtt_ns(chain) * 3 // 2, 100_000)
     params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
               "eta": 0.95, "max_stage": 5, "N_flows": 1}
-    side = TcpSide(chain.progs.tc.map("hpccd_tcp_flows"),
-                   chain.progs.xdp["h1"].map("hpccd_telem"), hpcc_params=params,
+    side = TcpSide(chain.progs.tc, chain.progs.xdp["h1"], hpcc_params=params,
                    netns=chain.netns("h1"), tcp_cc=chain.tcp_cc)
     side.start()
-    side.start_thread(period_s=0.0005)
+    side.start_thread()
     try:
+        # Idle, the engine sleeps: it wakes for its heartbeat (every
+        # stale_ns / 4 without flows), not on a poll interval (the Python
+        # loop it replaced stepped 2,000 times a second).
+        time.sleep(0.2)
+        i0 = side.stats
+        time.sleep(1.0)
+        i1 = side.stats
+        idle_wakeups = i1["wakeups"] - i0["wakeups"]
+        assert idle_wakeups <= 1.0 / (side.stale_ns / 4 / 1e9) + 10, (i0, i1)
+        assert i1["probes_sent"] == i0["probes_sent"] and i1["flows"] == 0
         c0 = read_counters(chain.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), tcp_side.HPCC_COUNTERS)
         runs = []
         for _ in range(2):
             runs.append(run_iperf(chain, "cubic"))
             s0 = dict(side.stats)
             runs.append(run_iperf(chain, "hpcc", side=side))
-            runs[-1]["probes"] = {k: side.stats[k] - s0[k] for k in side.stats
-                                  if k.startswith("probes") or k == "windows_written"}
+            s1 = side.stats
+            runs[-1]["probes"] = {k: s1[k] - s0[k] for k in tcp_side.STATS if k != "flows"}
             runs[-1]["probe_rtt_us"] = side.last_probe_rtt_us
         c1 = read_counters(chain.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), tcp_side.HPCC_COUNTERS)
     finally:
         side.stop()
-    print(f"[hpcc] T = {T / 1e3:.0f} us")
+    print(f"[hpcc] configured T = {T / 1e3:.0f} us; idle: {idle_wakeups} engine wakeups in 1 s")
     for r in runs:
         print("[hpcc vs cubic] " + fmt(r) + (f" probes {r['probes']}" if "probes" in r else ""))
     d = {k: c1[k][0] - c0[k][0] for k in c1}
@@ -596,6 +605,13 @@ def test_hpcc_under_tcp_side_keeps_the_queue_below_cubic(chain):
         assert p["probes_answered"] > 0.5 * p["probes_sent"] > 100, p
         assert p["windows_written"] > 100, p
         assert r["goodput_mbps"] > 400, r
+        # The flow's first segment woke the engine (a wake record); the
+        # probes followed their responses (a chain), each one sent when
+        # its response arrived or its flow sent data again (lateness).
+        assert p["flows_started"] == 1 and p["wake_records"] >= 1, p
+        assert p["resp_records"] >= p["probes_answered"] - p["probes_lost"], p
+        assert p["chain_n"] > 0.5 * p["probes_sent"], p
+        assert p["late_n"] >= p["chain_n"], p
     for cub, hp in zip(runs[0::2], runs[1::2]):
         assert cub["p50"] > 0.5 * BUFFER, cub
         # Median, 90th percentile and mean at most a quarter of cubic's.  Not

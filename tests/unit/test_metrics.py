@@ -112,7 +112,14 @@ def test_collector_emits_exactly_the_declared_metrics():
                        "hpccd_bpf_tc_bytes_total", "hpccd_tcp_tracked_flows",
                        "hpccd_component_up",
                        # per engine: needs a transport component (test_daemon.py)
-                       "hpccd_engine_flows"}
+                       "hpccd_engine_flows",
+                       # the TCP-side probe engine: needs a tcp_side component (below)
+                       "hpccd_tcp_probe_lateness_seconds",
+                       "hpccd_tcp_probe_chain_rtt_seconds_total",
+                       "hpccd_tcp_probe_chain_interval_seconds_total",
+                       "hpccd_tcp_probes_per_round_trip_ratio",
+                       "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
+                       "hpccd_tcp_cc_fallbacks_total"}
     by = {m.name: m for m in metrics.METRICS}
     for name, samples in got.items():
         base = next((n for n in (name, name[:-7], name[:-4], name[:-6]) if n in by), None)
@@ -143,6 +150,43 @@ def test_collector_emits_exactly_the_declared_metrics():
     assert val("hpccd_control_requests_total", command="status", result="ok") == [3]
     # every (algorithm, peer) label set of the counters is there from the start
     assert len(got["hpccd_flows_started_total"]) == len(config.ALGORITHMS) * 2
+
+
+def test_tcp_side_probe_engine_metrics():
+    """A tcp_side component's probe_metrics(): the lateness histogram from the
+    engine's buckets, probes per RTT as a ratio of two counters, the CC's ACKs
+    by mode and its fallbacks."""
+    from hpccd import tcp_side
+    n = len(tcp_side.LATENESS_BUCKETS) + 1
+    hist = [0] * n
+    hist[0], hist[3], hist[-1] = 5, 2, 1                     # <= 5 us, <= 50 us, > 10 ms
+    stats = {k: 0 for k in tcp_side.STATS}
+    stats.update(late_hist=hist, late_sum_ns=25_000_000, late_n=8, chain_rtt_ns=3_000_000_000,
+                 chain_interval_ns=1_000_000_000, wakeups=77)
+    counters = {k: (0, 0) for k in tcp_side.HPCC_COUNTERS}
+    counters.update(used_hpcc=(900, 0), fb_no_daemon=(12, 0), enter_fallback=(2, 0))
+    comp = types.SimpleNamespace(healthy=lambda: True,
+                                 probe_metrics=lambda: {"stats": stats, "cc": counters})
+    state = _state()
+    state.components = {"tcp_side": comp}
+    got = _scrape(state)
+
+    def val(name, **lb):
+        return [v for l, v in got[name] if all(l.get(k) == x for k, x in lb.items())]
+
+    assert val("hpccd_tcp_probe_lateness_seconds_bucket", le="5e-06") == [5]
+    assert val("hpccd_tcp_probe_lateness_seconds_bucket", le="5e-05") == [7]
+    assert val("hpccd_tcp_probe_lateness_seconds_bucket", le="0.01") == [7]
+    assert val("hpccd_tcp_probe_lateness_seconds_bucket", le="+Inf") == [8]
+    assert val("hpccd_tcp_probe_lateness_seconds_count") == [8]
+    assert val("hpccd_tcp_probe_lateness_seconds_sum") == [pytest.approx(0.025)]
+    assert val("hpccd_tcp_probes_per_round_trip_ratio") == [pytest.approx(3.0)]
+    assert val("hpccd_tcp_probe_chain_rtt_seconds_total") == [pytest.approx(3.0)]
+    assert val("hpccd_tcp_probe_engine_wakeups_total") == [77]
+    assert val("hpccd_tcp_cc_acks_total", mode="hpcc") == [900]
+    assert val("hpccd_tcp_cc_acks_total", mode="fb_no_daemon") == [12]
+    assert val("hpccd_tcp_cc_acks_total", mode="winit") == [0]
+    assert val("hpccd_tcp_cc_fallbacks_total") == [2]
 
 
 def test_top_k_is_opt_in_and_bounded():

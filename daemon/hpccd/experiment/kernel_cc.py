@@ -118,7 +118,7 @@ class KernelCc:
                     bpf.tc_attach("eth0", t.program("hpccd_tc_tracker"), "egress")
                 attached.append((h, "tc"))
                 line = self.lab.topology.links[self.lab.topology.hosts[h].link].rate_bps
-                side = TcpSide(t.map("hpccd_tcp_flows"), xdp[h].map("hpccd_telem"),
+                side = TcpSide(t, xdp[h],
                                hpcc_params={**hpcc_params(self.n_flows), "line_rate_bps": line},
                                netns=self.lab.netns(h), tcp_cc=self.cc)
                 side.start()

@@ -1,0 +1,34 @@
+"""cffi out-of-line API-mode builder for the TCP-side probe engine (``hpccd._tcpside``).
+
+The cdef is read from include/hpccd/tcp_probe.h (preprocessed with
+HPCCD_CFFI_CDEF, as cffi_common does for every module; it includes cc.h for
+struct hpccd_hpcc_params).  The module compiles the engine
+(cffi_build/tcpside/*.c) with the congestion-control core it drives
+(cffi_build/cc/*.c, with the core's numeric flags) and links with -lbpf
+(map calls, ring buffers).  The engine reads the kernel/user structures of
+ebpf/hpccd_kern_user.h and ebpf/hpccd_tcp_cc.h.  Run directly it compiles
+``hpccd._tcpside`` and places it in daemon/hpccd/.
+"""
+from __future__ import annotations
+
+import sys
+
+from cffi import FFI
+
+from cffi_common import (CFLAGS, CFLAGS_NUMERIC, EBPF, HERE, INCLUDE, build_and_install,
+                         cdef_source, includes)
+
+ENGINE_SOURCES = sorted(str(p) for p in (HERE / "tcpside").glob("*.c"))
+CORE_SOURCES = sorted(str(p) for p in (HERE / "cc").glob("*.c"))
+HEADERS = ["hpccd/tcp_probe.h"]
+
+ffibuilder = FFI()
+ffibuilder.cdef(cdef_source(HEADERS, [INCLUDE]))
+ffibuilder.set_source(
+    "hpccd._tcpside", includes(HEADERS),
+    sources=[*ENGINE_SOURCES, *CORE_SOURCES], include_dirs=[str(INCLUDE), str(EBPF)],
+    extra_compile_args=CFLAGS + CFLAGS_NUMERIC, libraries=["bpf", "pthread", "m"])
+
+
+if __name__ == "__main__":
+    sys.exit(build_and_install(ffibuilder))

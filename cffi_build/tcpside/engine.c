@@ -1,0 +1,857 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The TCP-side probe engine (include/hpccd/tcp_probe.h has the contract;
+ * docs/tcp-side.md, "The probe engine", the why).
+ *
+ * Per flow (key: struct hpccd_flow_key, as tc_tracker, xdp_host and the
+ * "hpcc" struct_ops CC key it), in order of events:
+ *
+ *  wake record (tc: a segment with payload of a parked flow, or the first
+ *  one of a new flow): a flow the "hpcc" CC runs (an entry in
+ *  hpccd_tcp_cst) gets a state here if it has none, and a probe leaves
+ *  unless one is outstanding.  Other CCs' flows are left alone (the tracker
+ *  never wakes for them again: nothing parks them).
+ *
+ *  response record (xdp_host, tag verified): an answer to the outstanding
+ *  probe goes to hpccd_hpcc_new_ack_wire with seq = snd_nxt = the probe
+ *  number (every response is the first feedback of a new RTT, so W^c is
+ *  updated once per RTT, [HPCC] Algorithm 1 lines 22-24); W and R = W / T
+ *  go into hpccd_tcp_win with the telemetry's time.  An answer to a probe
+ *  already declared lost is counted, not fed (older INT than the next).
+ *  Then next(): data in flight (the CC's snd_nxt != snd_una as of its last
+ *  ACK, or the tracker's snd_nxt, per segment sent, beyond the CC's
+ *  snd_una) -> the next probe now; else park: an entry in hpccd_tcp_park,
+ *  then the tracker read once more (a segment that left between the first
+ *  read and the park would not have woken us): in flight now -> unpark and
+ *  probe if the delete was ours, else the tracker's wake record is on its
+ *  way.
+ *
+ *  timeout (3 x max(srtt, probe RTT) within [min, max]): the probe is
+ *  lost unless hpccd_telem holds its answer (the ring was full), then
+ *  next().
+ *
+ * T per flow (t_from_rtt): [HPCC] section 5.1 sets T "slightly greater than
+ * the maximum RTT"; here the flow's first probe RTT and the kernel's srtt of
+ * the flow bound it, and T = t_rtt_factor x max(the configured T, the least
+ * srtt seen, the least probe RTT seen) is fixed at the first response (W_init
+ * = B x T and the U of every later response depend on it).  Printed by
+ * hpccctl flows / the metrics (T_ns per flow).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+
+#include "hpccd/tcp_probe.h"
+#include "hpccd_kern_user.h"
+#include "hpccd_tcp_cc.h"
+
+#define PROBE_MAX 160                  /* bytes: 20 + 20 + 4 + 64 + 32 + 8 */
+#define SEQ_AHEAD_MAX 0x80000000u
+#define CAND_BACKOFF_MIN_NS 1000000ull
+#define CAND_BACKOFF_MAX_NS 1000000000ull
+
+const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1] = {
+	5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
+
+struct flow {
+	struct hpccd_flow_key key;
+	uint32_t used;
+	uint32_t flow_id;
+	/* Candidate: woken, but not (yet) run by "hpcc" (iperf3 -C sets the
+	 * CC after connect(), so the first segment may leave under the default
+	 * CC): looked at again after backoff_ns, doubling up to 1 s. */
+	int cand;
+	uint64_t backoff_ns;
+	struct hpccd_hpcc hpcc;
+	double T_ns;                   /* T of the flow (follow_T) */
+	uint64_t n_T;                  /* times T was set */
+	uint64_t probe_seq;            /* last probe sent */
+	uint64_t probe_sent_ns;
+	uint64_t deadline_ns;
+	int outstanding;
+	int pending;                   /* in flight, next probe due at deadline_ns (gap) */
+	int parked;
+	int chained;                   /* the last probe followed a response, no park */
+	uint64_t responses_seen;
+	uint64_t probes_sent, probes_answered, probes_lost, late_responses;
+	uint64_t probe_rtt_ns, probe_rtt_min_ns, last_rtt_ns;
+	uint64_t chain_rtt_ns, chain_interval_ns;
+	uint32_t srtt_us, rtt_min_us, snd_una;
+	uint64_t last_update_ns;
+	uint16_t path_id;
+	uint8_t nhop, nhop_prev;
+	uint8_t hops[64];
+	uint8_t hops_prev[64];         /* the response before (a pair gives utilisation) */
+};
+
+struct hpccd_tcpp {
+	struct hpccd_tcpp_config c;
+	pthread_mutex_t mu;
+	int epfd, evfd;
+	struct ring_buffer *rb;
+	struct flow *ft;               /* open addressing, linear probing */
+	uint32_t cap, n;
+	uint32_t n_cand;               /* of n, candidates (not probed, see struct flow) */
+	uint32_t next_flow_id;
+	uint64_t now;
+	uint64_t last_heartbeat, last_sweep, check_at;
+	uint64_t rate_init_Bps;
+	double w_init;
+	struct hpccd_tcpp_stats st;
+	int stop;
+	int err;                       /* first error of a ring callback */
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- flow table ---------------------------------------------------------- */
+
+static uint32_t key_hash(const struct hpccd_flow_key *k)
+{
+	uint64_t a, b;
+
+	memcpy(&a, k, 8);
+	memcpy(&b, (const char *)k + 8, 8);
+	a ^= b * 0x9E3779B97F4A7C15ull;
+	a ^= a >> 29;
+	a *= 0xBF58476D1CE4E5B9ull;
+	return (uint32_t)(a ^ a >> 32);
+}
+
+static struct flow *ft_find(struct hpccd_tcpp *e, const struct hpccd_flow_key *k)
+{
+	uint32_t m = e->cap - 1, i = key_hash(k) & m;
+
+	for (;; i = (i + 1) & m) {
+		if (!e->ft[i].used)
+			return NULL;
+		if (!memcmp(&e->ft[i].key, k, sizeof(*k)))
+			return &e->ft[i];
+	}
+}
+
+/* Deletion with backward shift: no tombstones. */
+static void ft_del(struct hpccd_tcpp *e, struct flow *f)
+{
+	uint32_t m = e->cap - 1, i = (uint32_t)(f - e->ft), j = i, h;
+
+	e->ft[i].used = 0;
+	e->n--;
+	for (;;) {
+		j = (j + 1) & m;
+		if (!e->ft[j].used)
+			return;
+		h = key_hash(&e->ft[j].key) & m;
+		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+			continue;
+		e->ft[i] = e->ft[j];
+		e->ft[j].used = 0;
+		i = j;
+	}
+}
+
+/* ---- maps --------------------------------------------------------------- */
+
+static int cst_of(struct hpccd_tcpp *e, const struct hpccd_flow_key *k,
+		  struct hpccd_tcp_cc_state *st)
+{
+	return bpf_map_lookup_elem(e->c.cst_fd, k, st) ? -errno : 0;
+}
+
+static void forget(struct hpccd_tcpp *e, struct flow *f)
+{
+	bpf_map_delete_elem(e->c.win_fd, &f->key);
+	bpf_map_delete_elem(e->c.telem_fd, &f->key);
+	bpf_map_delete_elem(e->c.park_fd, &f->key);
+}
+
+static void end_flow(struct hpccd_tcpp *e, struct flow *f)
+{
+	forget(e, f);
+	ft_del(e, f);
+	e->st.flows_ended++;
+}
+
+static void heartbeat(struct hpccd_tcpp *e)
+{
+	struct hpccd_tcp_cc_cfg cfg = {
+		.w_init_bytes = (uint64_t)e->w_init,
+		.rate_init_bps = e->rate_init_Bps,
+		.stale_ns = e->c.stale_ns,
+		.heartbeat_ns = e->now,
+	};
+	uint32_t zero = 0;
+
+	if (!bpf_map_update_elem(e->c.cfg_fd, &zero, &cfg, BPF_ANY)) {
+		e->last_heartbeat = e->now;
+		e->st.heartbeats++;
+	}
+}
+
+/* ---- probes ------------------------------------------------------------- */
+
+static uint64_t timeout_ns(const struct hpccd_tcpp *e, const struct flow *f)
+{
+	uint64_t base = (uint64_t)f->srtt_us * 1000, t;
+
+	if (f->probe_rtt_ns > base)
+		base = f->probe_rtt_ns;
+	t = 3 * base;
+	if (t < e->c.timeout_min_ns)
+		t = e->c.timeout_min_ns;
+	if (t > e->c.timeout_max_ns)
+		t = e->c.timeout_max_ns;
+	return t;
+}
+
+static void count_late(struct hpccd_tcpp *e, uint64_t late)
+{
+	uint32_t b = 0;
+
+	while (b < HPCCD_TCPP_LATE_BUCKETS - 1 && late > hpccd_tcpp_late_bounds_us[b] * 1000)
+		b++;
+	e->st.late_hist[b]++;
+	e->st.late_sum_ns += late;
+	e->st.late_n++;
+	if (late > e->st.late_max_ns)
+		e->st.late_max_ns = late;
+}
+
+/* Send the next probe; `since`: when it became allowed (0: unknown). */
+static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
+{
+	uint8_t pkt[PROBE_MAX];
+	struct sockaddr_in to = { .sin_family = AF_INET };
+	uint64_t seq = f->probe_seq + 1, now = mono_ns();
+	int len = hpccd_tcpp_probe_build(pkt, sizeof(pkt), (const uint8_t *)&f->key, seq,
+					 f->flow_id, (uint32_t)now, e->c.probe_dscp, 0,
+					 e->c.room);
+
+	if (len < 0)
+		return;
+	to.sin_addr.s_addr = f->key.daddr;
+	if (f->chained && f->srtt_us && now > f->probe_sent_ns) {
+		uint64_t iv = now - f->probe_sent_ns, rtt = (uint64_t)f->srtt_us * 1000;
+
+		f->chain_rtt_ns += rtt;
+		f->chain_interval_ns += iv;
+		e->st.chain_rtt_ns += rtt;
+		e->st.chain_interval_ns += iv;
+		e->st.chain_n++;
+	}
+	/* Whether or not the kernel took it: a probe that did not leave
+	 * times out and is counted lost, and the next one follows. */
+	if (sendto(e->c.sock_fd, pkt, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&to,
+		   sizeof(to)) < 0)
+		e->st.send_errors++;
+	else
+		e->st.probes_sent++;
+	if (since && now >= since)
+		count_late(e, now - since);
+	f->probe_seq = seq;
+	f->probe_sent_ns = now;
+	f->outstanding = 1;
+	f->pending = 0;
+	f->parked = 0;
+	f->probes_sent++;
+	f->deadline_ns = now + timeout_ns(e, f);
+	if (f->deadline_ns < e->check_at)
+		e->check_at = f->deadline_ns;
+}
+
+/* In flight: the CC's view as of its last ACK, or the tracker's snd_nxt
+ * (per segment sent) beyond the CC's snd_una (more than a FIN). */
+static int tracker_ahead(struct hpccd_tcpp *e, struct flow *f)
+{
+	struct hpccd_tcp_flow tr;
+	uint32_t ahead;
+
+	if (bpf_map_lookup_elem(e->c.tracker_fd, &f->key, &tr))
+		return 0;
+	ahead = tr.snd_nxt - f->snd_una;
+	return ahead > 1 && ahead < SEQ_AHEAD_MAX;
+}
+
+static void apply_cst(struct flow *f, const struct hpccd_tcp_cc_state *st)
+{
+	f->snd_una = st->snd_una;
+	f->srtt_us = st->srtt_us;
+	if (st->srtt_us && (!f->rtt_min_us || st->srtt_us < f->rtt_min_us))
+		f->rtt_min_us = st->srtt_us;
+}
+
+/* After a response or a timeout: probe again now, or park. */
+static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
+{
+	struct hpccd_tcp_cc_state st;
+	uint32_t one = 1;
+
+	if (cst_of(e, &f->key, &st)) {                 /* released: the flow ended */
+		end_flow(e, f);
+		return;
+	}
+	apply_cst(f, &st);
+	if (st.snd_una != st.snd_nxt || tracker_ahead(e, f)) {
+		/* Not sooner than probe_gap_rtt x the flow's srtt after the last
+		 * probe: once per RTT of the flow, which on a host stack is
+		 * several times the probe's own. */
+		uint64_t due = f->probe_sent_ns +
+			       (uint64_t)((double)f->srtt_us * 1000 * e->c.probe_gap_rtt);
+
+		if (due > e->now) {
+			f->pending = 1;
+			f->deadline_ns = due;
+			if (due < e->check_at)
+				e->check_at = due;
+			return;
+		}
+		send_probe(e, f, since && since < due ? due : since);
+		return;
+	}
+	f->chained = 0;
+	if (bpf_map_update_elem(e->c.park_fd, &f->key, &one, BPF_ANY))
+		return;                                /* park map full: the sweep looks */
+	f->parked = 1;
+	e->st.parks++;
+	if (tracker_ahead(e, f) && !bpf_map_delete_elem(e->c.park_fd, &f->key))
+		send_probe(e, f, 0);
+}
+
+static struct flow *new_flow(struct hpccd_tcpp *e, const struct hpccd_flow_key *k)
+{
+	uint32_t m = e->cap - 1, i = key_hash(k) & m;
+	struct flow *f;
+	const char *why = NULL;
+
+	if (e->n + 1 > e->cap / 2) {                   /* keep probing chains short */
+		e->st.flows_refused++;
+		return NULL;
+	}
+	while (e->ft[i].used)
+		i = (i + 1) & m;
+	f = &e->ft[i];
+	memset(f, 0, sizeof(*f));
+	if (hpccd_hpcc_init(&f->hpcc, &e->c.hpcc, HPCCD_ALGO_HPCC, &why))
+		return NULL;
+	f->key = *k;
+	f->used = 1;
+	f->T_ns = e->c.hpcc.T_ns;
+	f->flow_id = e->next_flow_id++;
+	if (!e->next_flow_id)
+		e->next_flow_id = 1;
+	e->n++;
+	return f;
+}
+
+/* T of the flow from what the kernel and the probes measure ([HPCC]
+ * section 5.1: T "slightly greater than the maximum RTT" of the network):
+ * T = t_rtt_factor x max(the configured T, the least probe RTT of the flow,
+ * the least srtt the kernel had for it), set when that moves by more than
+ * 1/8 (the minima only fall, so T settles after the first RTTs).  The
+ * core's T-derived values (1/T, W_init, W_max = B_NIC x T, W_AI) are set
+ * anew with it.
+ *
+ * Not the flow's srtt under load: on a host stack (delayed and coalesced
+ * ACKs, GRO, softirq scheduling) it is several times the probes' RTT even
+ * with every queue empty, but it also holds the flow's own queueing, and a
+ * T that follows it (an EWMA of srtt taken at responses whose INT found
+ * the queues empty, or cwnd = R x srtt) fed back through the queue into
+ * a larger T and W: measured, the bottleneck's 500 KB buffer filled and
+ * emptied in turn (docs/tcp-side.md, "Utilisation"). */
+static void set_T(struct hpccd_tcpp *e, struct flow *f, double T)
+{
+	const struct hpccd_hpcc_params *p = &e->c.hpcc;
+	struct hpccd_hpcc *s = &f->hpcc;
+
+	f->T_ns = T;
+	f->n_T++;
+	s->T = T;
+	s->inv_T = 1.0 / T;
+	if (!p->w_init_bytes)
+		s->w_init = (double)p->line_rate_bps * T / 8e9;
+	if (!p->w_max_bytes)
+		s->w_max = s->w_init;
+	if (!p->w_ai_bytes)
+		s->w_ai = s->w_ai_cfg = s->w_init * (1 - p->eta) / (double)p->N_flows;
+}
+
+static void follow_T(struct hpccd_tcpp *e, struct flow *f)
+{
+	double T = e->c.hpcc.T_ns;
+
+	if (!e->c.t_from_rtt)
+		return;
+	if ((double)f->probe_rtt_min_ns > T)
+		T = (double)f->probe_rtt_min_ns;
+	if ((double)f->rtt_min_us * 1000 > T)
+		T = (double)f->rtt_min_us * 1000;
+	T *= e->c.t_rtt_factor;
+	if (T > f->T_ns * 9 / 8 || T < f->T_ns * 7 / 8)
+		set_T(e, f, T);
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
+{
+	struct flow *f = ft_find(e, &r->key);
+	const struct hpccd_tcp_telem *t = &r->t;
+	struct hpccd_tcp_win w;
+	uint64_t rtt;
+
+	e->st.resp_records++;
+	if (!f) {
+		e->st.unknown_records++;
+		return;
+	}
+	if (t->responses <= f->responses_seen)
+		return;                                /* already read from the map */
+	f->responses_seen = t->responses;
+	if (!f->outstanding || t->probe_seq != f->probe_seq) {
+		f->late_responses++;
+		e->st.late_responses++;
+		return;
+	}
+	f->outstanding = 0;
+	f->probes_answered++;
+	e->st.probes_answered++;
+	rtt = (uint32_t)((uint32_t)t->rx_ns - t->ts_echo);
+	f->last_rtt_ns = rtt;
+	f->probe_rtt_ns = f->probe_rtt_ns ? (7 * f->probe_rtt_ns + rtt) / 8 : rtt;
+	if (!f->probe_rtt_min_ns || rtt < f->probe_rtt_min_ns)
+		f->probe_rtt_min_ns = rtt;
+	if (t->nhop) {
+		uint32_t n = t->nhop < HPCCD_INT_MAX_HOPS ? t->nhop : HPCCD_INT_MAX_HOPS;
+
+		follow_T(e, f);
+		memcpy(f->hops_prev, f->hops, sizeof(f->hops));
+		f->nhop_prev = f->path_id == t->path_id ? f->nhop : 0;
+		f->path_id = t->path_id;
+		f->nhop = (uint8_t)n;
+		memcpy(f->hops, t->hops, 8 * n);
+		if (hpccd_hpcc_new_ack_wire(&f->hpcc, t->rx_ns, t->probe_seq, t->probe_seq,
+					    t->path_id, t->hops, n) >= 0) {
+			w.cwnd_bytes = (uint64_t)f->hpcc.W;
+			w.pacing_bps = (uint64_t)(hpccd_hpcc_rate_bps(&f->hpcc) / 8);
+			w.updated_ns = t->rx_ns;
+			w.seq = t->probe_seq;
+			if (!bpf_map_update_elem(e->c.win_fd, &f->key, &w, BPF_ANY)) {
+				f->last_update_ns = t->rx_ns;
+				e->st.windows_written++;
+			}
+		}
+	}
+	f->chained = 1;
+	next(e, f, t->rx_ns);
+}
+
+/* A flow the "hpcc" CC runs starts being probed: its state from
+ * hpccd_tcp_cst, the responses an earlier flow of this 5-tuple left in
+ * hpccd_telem not taken for its own. */
+static void promote(struct hpccd_tcpp *e, struct flow *f, const struct hpccd_tcp_cc_state *st)
+{
+	struct hpccd_tcp_telem old;
+
+	f->cand = 0;
+	e->n_cand--;
+	e->st.flows_started++;
+	if (!bpf_map_lookup_elem(e->c.telem_fd, &f->key, &old))
+		f->responses_seen = old.responses;
+	apply_cst(f, st);
+}
+
+static void on_wake(struct hpccd_tcpp *e, const struct hpccd_tcp_wake *w)
+{
+	struct flow *f = ft_find(e, &w->key);
+	struct hpccd_tcp_cc_state st;
+	int hpcc = !cst_of(e, &w->key, &st);
+
+	e->st.wake_records++;
+	if (f && (f->cand || f->pending))
+		return;                                /* its timer looks again */
+	if (!f) {
+		f = new_flow(e, &w->key);
+		if (!f)
+			return;
+		if (!hpcc) {
+			f->cand = 1;
+			e->n_cand++;
+			f->backoff_ns = CAND_BACKOFF_MIN_NS;
+			f->deadline_ns = e->now + f->backoff_ns;
+			if (f->deadline_ns < e->check_at)
+				e->check_at = f->deadline_ns;
+			return;
+		}
+		promote(e, f, &st);
+	} else if (hpcc) {
+		apply_cst(f, &st);
+	}
+	f->parked = 0;
+	if (!f->outstanding) {
+		f->chained = 0;
+		send_probe(e, f, w->ns);
+	}
+}
+
+/* A candidate's time came: "hpcc" now -> probed from here (or parked);
+ * else again later, or given up after CAND_BACKOFF_MAX_NS. */
+static void candidate(struct hpccd_tcpp *e, struct flow *f)
+{
+	struct hpccd_tcp_cc_state st;
+
+	if (!cst_of(e, &f->key, &st)) {
+		promote(e, f, &st);
+		next(e, f, 0);
+		return;
+	}
+	f->backoff_ns *= 2;
+	if (f->backoff_ns > CAND_BACKOFF_MAX_NS) {
+		e->st.not_hpcc++;
+		e->n_cand--;
+		ft_del(e, f);
+		return;
+	}
+	f->deadline_ns = e->now + f->backoff_ns;
+}
+
+static int ring_cb(void *ctx, void *data, size_t size)
+{
+	struct hpccd_tcpp *e = ctx;
+
+	if (size == sizeof(struct hpccd_tcp_resp))
+		on_resp(e, data);
+	else if (size == sizeof(struct hpccd_tcp_wake))
+		on_wake(e, data);
+	else
+		e->st.unknown_records++;
+	return 0;
+}
+
+/* ---- timers ------------------------------------------------------------- */
+
+static void timeouts(struct hpccd_tcpp *e)
+{
+	uint64_t next_check = UINT64_MAX;
+	struct hpccd_tcp_resp r;
+	uint32_t i;
+
+	for (i = 0; i < e->cap; i++) {
+		struct flow *f = &e->ft[i];
+
+		if (!f->used || (!f->outstanding && !f->cand && !f->pending))
+			continue;
+		if (f->deadline_ns > e->now) {
+			if (f->deadline_ns < next_check)
+				next_check = f->deadline_ns;
+			continue;
+		}
+		if (f->cand) {
+			candidate(e, f);
+			if (f->used && f->cand && f->deadline_ns < next_check)
+				next_check = f->deadline_ns;
+			continue;
+		}
+		if (f->pending) {                      /* the gap is over */
+			f->pending = 0;
+			next(e, f, f->deadline_ns);
+			if (f->used && (f->outstanding || f->pending) && f->deadline_ns < next_check)
+				next_check = f->deadline_ns;
+			continue;
+		}
+		/* The ring may have been full: the map has the last answer. */
+		memcpy(&r.key, &f->key, sizeof(r.key));
+		if (!bpf_map_lookup_elem(e->c.telem_fd, &f->key, &r.t) &&
+		    r.t.responses > f->responses_seen && r.t.probe_seq == f->probe_seq) {
+			on_resp(e, &r);
+			e->st.resp_records--;          /* not a ring record */
+		} else {
+			f->outstanding = 0;
+			f->chained = 0;
+			f->probes_lost++;
+			e->st.probes_lost++;
+			next(e, f, 0);
+		}
+		if (f->used && (f->outstanding || f->cand || f->pending) &&
+		    f->deadline_ns < next_check)
+			next_check = f->deadline_ns;
+		/* (next() may have moved another flow into slot i: checked
+		 * at the next pass, at most timeout_min_ns later) */
+	}
+	e->check_at = next_check;
+}
+
+static void sweep(struct hpccd_tcpp *e)
+{
+	struct hpccd_tcp_cc_state st;
+	uint32_t i;
+
+	e->last_sweep = e->now;
+	e->st.sweeps++;
+	for (i = 0; i < e->cap; i++) {
+		struct flow *f = &e->ft[i];
+
+		if (!f->used || f->cand)
+			continue;
+		if (cst_of(e, &f->key, &st)) {
+			end_flow(e, f);
+			i--;                           /* the shift may have filled slot i */
+			continue;
+		}
+		apply_cst(f, &st);
+		if (f->parked && (st.snd_una != st.snd_nxt || tracker_ahead(e, f)) &&
+		    !bpf_map_delete_elem(e->c.park_fd, &f->key)) {
+			e->st.wakes_missed++;
+			f->chained = 0;
+			send_probe(e, f, 0);
+		}
+	}
+}
+
+/* The heartbeat's period: heartbeat_ns while there are flows; without
+ * any, stale_ns / 4 (the CC looks at the heartbeat of a new flow's first
+ * ACKs, which then finds it at most a quarter of stale_ns old). */
+static uint64_t hb_period(const struct hpccd_tcpp *e)
+{
+	uint64_t idle = e->c.stale_ns / 4;
+
+	return e->n > e->n_cand || idle < e->c.heartbeat_ns ? e->c.heartbeat_ns : idle;
+}
+
+static uint64_t next_timer(struct hpccd_tcpp *e)
+{
+	uint64_t t = e->last_heartbeat + hb_period(e);
+
+	if (e->n > e->n_cand && e->last_sweep + e->c.sweep_ns < t)
+		t = e->last_sweep + e->c.sweep_ns;
+	if (e->check_at < t)
+		t = e->check_at;
+	return t;
+}
+
+static void timers(struct hpccd_tcpp *e)
+{
+	if (e->now >= e->last_heartbeat + hb_period(e))
+		heartbeat(e);
+	if (e->now >= e->check_at)
+		timeouts(e);
+	if (e->n > e->n_cand && e->now >= e->last_sweep + e->c.sweep_ns)
+		sweep(e);
+	if (e->n == e->n_cand)
+		e->last_sweep = e->now;                /* first sweep sweep_ns after a flow */
+}
+
+/* ---- API ---------------------------------------------------------------- */
+
+int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
+{
+	struct hpccd_tcpp *e;
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct hpccd_hpcc probe;
+	const char *why = NULL;
+	uint32_t cap = 16;
+	int err;
+
+	*out = NULL;
+	if (!c->heartbeat_ns || !c->sweep_ns || !c->stale_ns || c->room > 8 ||
+	    !c->max_flows || c->max_flows > (1u << 20) ||
+	    c->timeout_min_ns > c->timeout_max_ns || (c->t_from_rtt && c->t_rtt_factor < 1.0) ||
+	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16))
+		return -EINVAL;
+	if (hpccd_hpcc_init(&probe, &c->hpcc, HPCCD_ALGO_HPCC, &why))
+		return -EINVAL;
+	while (cap < 2 * c->max_flows)
+		cap <<= 1;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->c = *c;
+	e->cap = cap;
+	e->w_init = probe.w_init;
+	e->rate_init_Bps = c->hpcc.line_rate_bps / 8;
+	e->next_flow_id = 1;
+	e->check_at = UINT64_MAX;
+	e->epfd = e->evfd = -1;
+	pthread_mutex_init(&e->mu, NULL);
+	e->ft = calloc(cap, sizeof(*e->ft));
+	if (!e->ft) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	e->rb = ring_buffer__new(c->resp_rb_fd, ring_cb, e, NULL);
+	if (!e->rb) {
+		err = -errno;
+		goto fail;
+	}
+	if (ring_buffer__add(e->rb, c->wake_rb_fd, ring_cb, e)) {
+		err = -errno;
+		goto fail;
+	}
+	e->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	e->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (e->evfd < 0 || e->epfd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	ev.data.u32 = 0;
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(e->rb), &ev)) {
+		err = -errno;
+		goto fail;
+	}
+	ev.data.u32 = 1;
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->evfd, &ev)) {
+		err = -errno;
+		goto fail;
+	}
+	e->now = mono_ns();
+	heartbeat(e);
+	e->last_sweep = e->now;
+	*out = e;
+	return 0;
+fail:
+	hpccd_tcpp_free(e);
+	return err;
+}
+
+int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
+{
+	struct epoll_event evs[2];
+	uint64_t end, t, buf, wait;
+	struct timespec ts;
+	int n, i, rc = 0;
+
+	pthread_mutex_lock(&e->mu);
+	e->now = mono_ns();
+	end = timeout_ns < 0 ? UINT64_MAX : e->now + (uint64_t)timeout_ns;
+	for (;;) {
+		e->now = mono_ns();
+		if (ring_buffer__consume(e->rb) < 0) {
+			rc = -errno ? -errno : -EIO;
+			break;
+		}
+		e->now = mono_ns();
+		timers(e);
+		if (e->stop || e->now >= end)
+			break;
+		t = next_timer(e);
+		if (end < t)
+			t = end;
+		/* nanoseconds (epoll_pwait2): a probe due in 300 us must not
+		 * wait for epoll_wait's next millisecond */
+		wait = t <= e->now ? 0 : t - e->now;
+		if (wait > 60000000000ull)
+			wait = 60000000000ull;
+		ts.tv_sec = (time_t)(wait / 1000000000ull);
+		ts.tv_nsec = (long)(wait % 1000000000ull);
+		pthread_mutex_unlock(&e->mu);
+		n = epoll_pwait2(e->epfd, evs, 2, &ts, NULL);
+		pthread_mutex_lock(&e->mu);
+		if (n < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		e->st.wakeups++;
+		for (i = 0; i < n; i++)
+			if (evs[i].data.u32 == 1 && read(e->evfd, &buf, sizeof(buf)) == sizeof(buf))
+				e->stop = 1;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int hpccd_tcpp_stop(struct hpccd_tcpp *e)
+{
+	uint64_t one = 1;
+
+	return write(e->evfd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+}
+
+int hpccd_tcpp_stats(struct hpccd_tcpp *e, struct hpccd_tcpp_stats *out)
+{
+	pthread_mutex_lock(&e->mu);
+	*out = e->st;
+	out->flows = e->n - e->n_cand;
+	pthread_mutex_unlock(&e->mu);
+	return 0;
+}
+
+int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uint32_t n)
+{
+	uint32_t i, k = 0;
+
+	pthread_mutex_lock(&e->mu);
+	for (i = 0; i < e->cap && k < n; i++) {
+		const struct flow *f = &e->ft[i];
+		struct hpccd_tcpp_flow_info *o = &out[k];
+
+		if (!f->used || f->cand)
+			continue;
+		memset(o, 0, sizeof(*o));
+		memcpy(o->key, &f->key, 16);
+		o->flow_id = f->flow_id;
+		o->parked = (uint32_t)f->parked;
+		o->W = f->hpcc.W;
+		o->U = f->hpcc.U;
+		o->rate_bps = hpccd_hpcc_rate_bps(&f->hpcc);
+		o->T_ns = f->T_ns;
+		o->W_max = f->hpcc.w_max;
+		o->T_changes = f->n_T;
+		o->probes_sent = f->probes_sent;
+		o->probes_answered = f->probes_answered;
+		o->probes_lost = f->probes_lost;
+		o->late_responses = f->late_responses;
+		o->probe_rtt_ns = f->probe_rtt_ns;
+		o->probe_rtt_min_ns = f->probe_rtt_min_ns;
+		o->last_rtt_ns = f->last_rtt_ns;
+		o->chain_rtt_ns = f->chain_rtt_ns;
+		o->chain_interval_ns = f->chain_interval_ns;
+		o->srtt_us = f->srtt_us;
+		o->rtt_min_us = f->rtt_min_us;
+		o->last_update_ns = f->last_update_ns;
+		o->path_id = f->path_id;
+		o->nhop = f->nhop;
+		memcpy(o->hops, f->hops, sizeof(o->hops));
+		o->nhop_prev = f->nhop_prev;
+		memcpy(o->hops_prev, f->hops_prev, sizeof(o->hops_prev));
+		k++;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return (int)k;
+}
+
+void hpccd_tcpp_free(struct hpccd_tcpp *e)
+{
+	uint32_t i;
+
+	if (!e)
+		return;
+	if (e->ft)
+		for (i = 0; i < e->cap; i++)
+			if (e->ft[i].used)
+				forget(e, &e->ft[i]);
+	ring_buffer__free(e->rb);
+	if (e->epfd >= 0)
+		close(e->epfd);
+	if (e->evfd >= 0)
+		close(e->evfd);
+	pthread_mutex_destroy(&e->mu);
+	free(e->ft);
+	free(e);
+}

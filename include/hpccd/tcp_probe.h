@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The TCP-side probe engine ([HPCC++2022] section 7.2; docs/tcp-side.md,
+ * "The probe engine"): the per-RTT part of daemon/hpccd/tcp_side.py, in C.
+ *
+ * One engine serves the kernel TCP flows of one host (one network
+ * namespace, one tc tracker, one XDP program).  It sleeps in epoll on two
+ * BPF ring buffers and wakes only for:
+ *   - a PROBE_RESP that xdp_host verified (hpccd_telem_rb): the response
+ *     is fed to the HPCC core ([HPCC] Algorithm 1, cffi_build/cc/hpcc.c),
+ *     the new W and R = W / T go into hpccd_tcp_win, and the next probe
+ *     leaves at once if the flow has data in flight ([HPCC++2022] section
+ *     6.2.1: one probe per RTT while data is in flight), else the flow is
+ *     parked;
+ *   - a segment with payload of a parked flow (hpccd_tcp_wake, written by
+ *     tc_tracker when it deletes the flow's hpccd_tcp_park entry): the
+ *     first probe of the new burst leaves;
+ *   - its timers: the daemon's heartbeat in hpccd_tcp_cfg, the timeout of
+ *     the earliest outstanding probe, and a sweep of its flows (ended
+ *     sockets, parked flows whose wake record a full ring lost) every
+ *     sweep_ns while it has flows.
+ * With no flow it wakes for the heartbeat only.
+ *
+ * Threads: hpccd_tcpp_run() in one thread (it releases nothing but its own
+ * mutex while waiting); hpccd_tcpp_stop(), _stats(), _flows() from any
+ * other.  Everything returns 0 or a negative errno.
+ */
+#ifndef HPCCD_TCP_PROBE_H
+#define HPCCD_TCP_PROBE_H
+
+#ifndef HPCCD_CFFI_CDEF
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#include "cc.h"
+
+/* Buckets of the lateness histogram, microseconds (upper bounds; the last
+ * bucket is everything above the previous bound). */
+#define HPCCD_TCPP_LATE_BUCKETS 12
+extern const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1];
+
+struct hpccd_tcpp_config {
+	/* maps and rings, by fd (the caller keeps them open) */
+	int tracker_fd;           /* tc_tracker: hpccd_tcp_flows */
+	int park_fd;              /* tc_tracker: hpccd_tcp_park */
+	int wake_rb_fd;           /* tc_tracker: hpccd_tcp_wake (ring) */
+	int telem_fd;             /* xdp_host: hpccd_telem */
+	int resp_rb_fd;           /* xdp_host: hpccd_telem_rb (ring) */
+	int win_fd;               /* tcp_hpcc: hpccd_tcp_win */
+	int cfg_fd;               /* tcp_hpcc: hpccd_tcp_cfg */
+	int cst_fd;               /* tcp_hpcc: hpccd_tcp_cst */
+	int sock_fd;              /* raw IPv4 socket (IPPROTO_RAW) in the flows' namespace */
+	struct hpccd_hpcc_params hpcc;  /* every flow's HPCC parameters */
+	uint64_t stale_ns;        /* written to hpccd_tcp_cfg (the CC's fallback age) */
+	uint64_t heartbeat_ns;    /* period of the heartbeat */
+	uint64_t timeout_min_ns;  /* probe timeout: 3 x max(srtt, probe RTT) in [min, max] */
+	uint64_t timeout_max_ns;
+	uint64_t sweep_ns;        /* period of the sweep while there are flows */
+	uint32_t max_flows;       /* flows at once (rounded up to a power of 2) */
+	uint32_t t_from_rtt;      /* 1: T of a flow follows its measured RTTs (engine.c) */
+	double t_rtt_factor;      /* T = factor x the flow's RTT bound, when t_from_rtt */
+	double probe_gap_rtt;     /* next probe >= this x the flow's srtt after the last
+				   * (1: once per RTT of the flow; 0: at each response) */
+	uint8_t probe_dscp;
+	uint8_t room;             /* INT hop records reserved in a probe */
+	uint8_t pad[6];
+};
+
+struct hpccd_tcpp_stats {
+	uint64_t probes_sent, probes_answered, probes_lost, late_responses, send_errors;
+	uint64_t windows_written, flows_started, flows_ended, flows_refused;
+	uint64_t not_hpcc;        /* woken flows never run by "hpcc" (given up after 1 s) */
+	uint64_t wakeups;         /* returns from epoll_wait */
+	uint64_t resp_records, wake_records, unknown_records;
+	uint64_t parks, wakes_missed; /* parked flows found in flight by the sweep */
+	uint64_t heartbeats, sweeps;
+	/* lateness: from the event that allowed a probe (response received in
+	 * XDP, or segment of a parked flow seen by tc) to the probe's sendto() */
+	uint64_t late_hist[HPCCD_TCPP_LATE_BUCKETS];
+	uint64_t late_sum_ns, late_n, late_max_ns;
+	/* probes per RTT: while a flow's probes follow one another (no park),
+	 * the sum of srtt over the sum of the intervals between them */
+	uint64_t chain_rtt_ns, chain_interval_ns, chain_n;
+	uint32_t flows;           /* flows known now */
+	uint32_t pad;
+};
+
+struct hpccd_tcpp_flow_info {
+	uint8_t key[16];          /* struct hpccd_flow_key */
+	uint32_t flow_id;
+	uint32_t parked;
+	double W, U, rate_bps, T_ns;
+	double W_max;             /* the window's cap, B_NIC x T */
+	uint64_t T_changes;       /* times T was set (engine.c, follow_T) */
+	uint64_t probes_sent, probes_answered, probes_lost, late_responses;
+	uint64_t probe_rtt_ns;    /* EWMA (1/8) of probe RTT samples */
+	uint64_t probe_rtt_min_ns;
+	uint64_t last_rtt_ns;
+	uint64_t chain_rtt_ns, chain_interval_ns;
+	uint32_t srtt_us;         /* the kernel's, from hpccd_tcp_cst */
+	uint32_t rtt_min_us;      /* the least srtt seen (T follows it, engine.c follow_T) */
+	uint64_t last_update_ns;  /* CLOCK_MONOTONIC of the last W written */
+	uint16_t path_id;
+	uint8_t nhop;
+	uint8_t nhop_prev;        /* hops of the response before on the same path, 0: none */
+	uint8_t pad[4];
+	uint8_t hops[64];         /* the last response's hop records, wire order */
+	uint8_t hops_prev[64];    /* the response's before (utilisation from the pair) */
+};
+
+struct hpccd_tcpp;
+
+int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out);
+/* Serve events until hpccd_tcpp_stop() or `timeout_ns` (< 0: no limit;
+ * 0: what is pending now, then return).  Returns 0, or a negative errno
+ * of a failure that stops the engine (the caller may call again). */
+int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns);
+int hpccd_tcpp_stop(struct hpccd_tcpp *e);
+int hpccd_tcpp_stats(struct hpccd_tcpp *e, struct hpccd_tcpp_stats *out);
+/* Up to n flows into out; returns how many. */
+int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uint32_t n);
+/* Deletes the window, telemetry and park entries of its flows; frees. */
+void hpccd_tcpp_free(struct hpccd_tcpp *e);
+
+/* The TCP-side PROBE (docs/wire-format.md, "TCP-side probe") of the flow
+ * `key` (struct hpccd_flow_key, 16 bytes) as an IPv4 packet into buf:
+ * DSCP `dscp` and ECN `ecn`, DF, TTL 64, id and IP checksum 0 (the kernel
+ * fills them: IP_HDRINCL); TCP with the flow's ports, no flag, seq = the
+ * probe number's low 32 bits, ack 0, window 0, correct checksum; INT
+ * header (COLLECT, `room` empty hop records); hpccd header PROBE (len 8,
+ * seq = probe number, ts), a zero tag slot.  Returns the length, or
+ * -EINVAL (room > 8) / -ENOSPC (buf too small). */
+int hpccd_tcpp_probe_build(uint8_t *buf, size_t len, const uint8_t *key, uint64_t probe_seq,
+			   uint32_t flow_id, uint32_t ts, uint8_t dscp, uint8_t ecn,
+			   uint8_t room);
+
+#endif /* HPCCD_TCP_PROBE_H */

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Benchmark: TCP-side HPCC (issue 19) -- the probe engine's CPU idle and per
+probed flow, and unmodified `iperf3 -C <cc>` through the lab's 1 Gbit/s
+bottleneck side by side with cubic, bbr and dctcp.
+
+The lab is tests/integration/test_tcp_cc_lab.py's (one definition):
+h1 ==(2 Gbit/s)== s1 --(1 Gbit/s, 500 KB bfifo)--> h2, the software INT
+switch on s1, xdp_host on both hosts, tc_tracker on h1, hpccd's struct_ops
+"hpcc" and "dctcp" registered, and a TcpSide (the daemon's tcp_side
+component without the rest of the daemon) probing h1's flows.
+
+Printed:
+- with --daemon-idle, only: the real hpccd (test_daemon_lab.py's lab and
+  configuration), idle, its whole process's CPU per second with the
+  transport component alone and with transport + tcp_side;
+- idle: CPU of this whole process (TcpSide's engine thread and everything
+  else; the main thread sleeps) per idle second, with no TCP flow at all;
+- per cc and flow count (--flows 1,2,4), median of --reps runs, interleaved:
+  link utilisation (bytes the bottleneck port sent, from the INT switch's
+  queue samples, which carry the port's tx byte counter, over the run after
+  --warmup), queue p50 / p99 (KB and in BDPs of the idle base RTT), Jain's
+  index of the streams' goodputs, retransmits; for hpcc also the engine
+  thread's CPU per second and per flow, probes per second, probes per
+  (kernel) RTT, the mean lateness of a probe after the event that allowed
+  it, the CC's ACKs in each mode (the Reno fallback among them), and the
+  per-flow T the engine chose ([HPCC] section 5.1);
+- the load average before and after: the two cores are shared.
+
+    sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
+    sudo .venv/bin/python scripts/bench_tcp_side.py --idle-only
+    sudo .venv/bin/python scripts/bench_tcp_side.py --daemon-idle --idle-s 20
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
+
+def thread_cpu_s(tid: int) -> float:
+    """CPU time of one thread of this process, seconds: the scheduler's
+    run time in ns (/proc/.../schedstat), not utime + stime, whose tick
+    sampling aliases with a thread that wakes on a timer."""
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0]) / 1e9
+
+
+def process_cpu_s() -> float:
+    """CPU time of every thread of this process, seconds (schedstat)."""
+    return sum(thread_cpu_s(int(t)) for t in os.listdir("/proc/self/task"))
+
+
+def pid_cpu_s(pid: int) -> float:
+    """CPU time of every thread of process `pid`, seconds (schedstat)."""
+    total = 0.0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+            total += int(f.read().split()[0]) / 1e9
+    return total
+
+
+def daemon_idle(seconds: float) -> int:
+    """The real hpccd in test_daemon_lab.py's lab (one definition of its
+    configuration), idle: its CPU per second with components [transport]
+    and [transport, tcp_side], no flow at all."""
+    import shutil
+    import tempfile
+
+    import test_daemon_lab as dl
+    from conftest import lab_ctx
+    from hpccd.topology import Topology
+
+    d = pathlib.Path(tempfile.mkdtemp(prefix="hpccd-bench-"))
+    (d / "tag.key").write_text(os.urandom(16).hex() + "\n")
+    try:
+        with lab_ctx(Topology.loads(dl.TOPOLOGY)) as lab:
+            for n, comps in enumerate((["transport"], ["transport", "tcp_side"])):
+                dm = dl.Daemon(lab, d, "h1", comps, n)
+                try:
+                    dm.wait_ready()
+                    time.sleep(2.0)                      # past start-up
+                    c0, w0 = pid_cpu_s(dm.proc.pid), time.monotonic()
+                    time.sleep(seconds)
+                    c1, w1 = pid_cpu_s(dm.proc.pid), time.monotonic()
+                    print(f"hpccd {'+'.join(comps)}, idle {w1 - w0:.1f} s: "
+                          f"{(c1 - c0) / (w1 - w0):.2%} of a core (load average {loadavg()})",
+                          flush=True)
+                finally:
+                    dm.stop()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def jain(xs: list[float]) -> float:
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if xs and any(xs) else float("nan")
+
+
+def idle(side, seconds: float) -> dict:
+    tid = side._thread.native_id
+    s0, p0, t0, w0 = side.stats, process_cpu_s(), thread_cpu_s(tid), time.monotonic()
+    time.sleep(seconds)
+    s1, p1, t1, w1 = side.stats, process_cpu_s(), thread_cpu_s(tid), time.monotonic()
+    el = w1 - w0
+    return {"process_cpu_per_s": (p1 - p0) / el, "engine_cpu_per_s": (t1 - t0) / el,
+            "wakeups_per_s": (s1["wakeups"] - s0["wakeups"]) / el, "seconds": el}
+
+
+def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> dict:
+    """`flows` iperf3 streams h1 -> h2 with `cc` (iperf3 -P), measured."""
+    tl._port += 1
+    port = tl._port
+    srv = lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    sampler = lab.int_switch.sampler(tl.BOTTLENECK[0])
+    sampler.read()
+    tid = side._thread.native_id
+    s0, c0, cpu0 = side.stats, side.counters()["hpcc"], thread_cpu_s(tid)
+    seen_T: dict[bytes, float] = {}
+    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", cc,
+                           "-t", str(seconds), "-P", str(flows), "-J"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    samples, t_start = [], time.monotonic_ns()
+    while cli.poll() is None:
+        time.sleep(0.05)
+        samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
+        for k, v in side.flows.items():
+            if v.probes_answered:
+                seen_T[k] = v.T_ns
+    out, err = cli.communicate(timeout=30)
+    samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
+    cpu1, s1, c1 = thread_cpu_s(tid), side.stats, side.counters()["hpcc"]
+    srv.wait(timeout=10)
+    if cli.returncode != 0:
+        raise RuntimeError(f"iperf3 -C {cc}: {err.strip()}")
+    res = json.loads(out)
+    t_from = t_start + warmup * 1e9
+    t_to = t_start + seconds * 1e9                  # iperf3's end, not its teardown
+    win = [s for s in samples if t_from <= s.ts_ns <= t_to]
+    if len(win) < 100:
+        raise RuntimeError(f"{cc}: only {len(win)} queue samples")
+    util = ((win[-1].tx_bytes - win[0].tx_bytes) * 8 / ((win[-1].ts_ns - win[0].ts_ns) / 1e9)
+            / tl.LINK_BPS)
+    q = sorted(s.backlog_bytes for s in win)
+    rates = [st["receiver"]["bits_per_second"] for st in res["end"]["streams"]]
+    d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
+                                     "late_sum_ns", "late_n", "chain_rtt_ns",
+                                     "chain_interval_ns", "parks", "wakeups")}
+    from hpccd.tcp_side import HPCC_COUNTERS
+    modes = {k: c1[k][0] - c0[k][0] for k in HPCC_COUNTERS[:5]}
+    return {"cc": cc, "flows": flows, "util": util,
+            "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
+            "jain": jain(rates), "goodput_mbps": sum(rates) / 1e6,
+            "retx": res["end"]["sum_sent"].get("retransmits", 0),
+            "engine_cpu_per_s": (cpu1 - cpu0) / seconds,
+            "probes_per_s": d["probes_sent"] / seconds, "probes_lost": d["probes_lost"],
+            "probes_per_rtt": (d["chain_rtt_ns"] / d["chain_interval_ns"]
+                               if d["chain_interval_ns"] else float("nan")),
+            "late_us": d["late_sum_ns"] / d["late_n"] / 1e3 if d["late_n"] else float("nan"),
+            "modes": modes, "T_us": sorted(round(t / 1e3) for t in seen_T.values())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--flows", default="1,2,4")
+    ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc")
+    ap.add_argument("--idle-s", type=float, default=10.0)
+    ap.add_argument("--idle-only", action="store_true")
+    ap.add_argument("--daemon-idle", action="store_true",
+                    help="only the real hpccd's CPU, idle, without and with tcp_side")
+    ap.add_argument("--T-us", type=float, default=0.0,
+                    help="configured T (default: 1.5 x the idle ICMP RTT, at least 100 us); "
+                         "each flow's T is then fixed from its RTTs (--no-t-from-rtt: not)")
+    ap.add_argument("--no-t-from-rtt", action="store_true")
+    a = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench_tcp_side: needs root (namespaces, XDP, tc, struct_ops)", file=sys.stderr)
+        return 2
+    if a.daemon_idle:
+        return daemon_idle(a.idle_s)
+    import test_tcp_cc_lab as tl                    # the lab and its helpers, one definition
+    from conftest import lab_ctx
+    from hpccd import tcp_side as ts
+    from hpccd.topology import Topology
+    tl.LINK_BPS = 1_000_000_000                     # the CHAIN topology's bottleneck
+
+    print(f"load average before: {loadavg()}")
+    cc_obj = ts.TcpCc(tl.BUILT)
+    cc_obj.start(wait_s=tl.LOCK_WAIT_S)
+    try:
+        with lab_ctx(Topology.loads(tl.CHAIN)) as lab:
+            progs = tl.HostProgs(lab)
+            try:
+                base = tl.base_rtt_ns(lab)
+                T = a.T_us * 1e3 or max(base * 3 // 2, 100_000)
+                bdp = tl.LINK_BPS / 8 * base / 1e9
+                params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
+                          "eta": 0.95, "max_stage": 5, "N_flows": 1}
+                side = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
+                                  netns=lab.netns("h1"), tcp_cc=cc_obj,
+                                  t_from_rtt=not a.no_t_from_rtt)
+                side.start()
+                side.start_thread()
+                try:
+                    time.sleep(0.5)
+                    r = idle(side, a.idle_s)
+                    print(f"idle ({r['seconds']:.1f} s, no TCP flow): process CPU "
+                          f"{r['process_cpu_per_s']:.2%} of a core, engine thread "
+                          f"{r['engine_cpu_per_s']:.2%}, engine wakeups {r['wakeups_per_s']:.0f}/s")
+                    if a.idle_only:
+                        return 0
+                    print(f"base RTT (ICMP, idle) {base / 1e3:.0f} us, BDP {bdp / 1e3:.1f} KB, "
+                          f"configured T {T / 1e3:.0f} us, per-flow T from RTTs: "
+                          f"{not a.no_t_from_rtt}")
+                    ccs = a.ccs.split(",")
+                    nflows = [int(x) for x in a.flows.split(",")]
+                    res: dict[tuple[str, int], list[dict]] = {}
+                    for rep in range(a.reps):
+                        for n in nflows:
+                            for cc in ccs:
+                                tl.set_marking(lab, cc == "dctcp")
+                                if cc == "dctcp":
+                                    with tl.default_cc(lab, "dctcp"):
+                                        r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
+                                else:
+                                    r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
+                                res.setdefault((cc, n), []).append(r)
+                                extra = ""
+                                if cc == "hpcc":
+                                    extra = (f" | engine {r['engine_cpu_per_s']:.1%} CPU, "
+                                             f"{r['probes_per_s']:.0f} probes/s, "
+                                             f"{r['probes_per_rtt']:.2f} per RTT, late "
+                                             f"{r['late_us']:.0f} us, lost {r['probes_lost']}, "
+                                             f"T {r['T_us']} us, modes {r['modes']}")
+                                print(f"rep {rep + 1} {cc:>6} x{n}: util {r['util']:.3f}, "
+                                      f"q p50 {r['q50'] / 1e3:.1f} KB p99 {r['q99'] / 1e3:.1f} KB "
+                                      f"({r['q99'] / bdp:.2f} BDP), Jain {r['jain']:.3f}, "
+                                      f"retx {r['retx']}{extra}", flush=True)
+                    print(f"\nmedians of {a.reps} (load average after: {loadavg()})")
+                    print(f"{'cc':>6} {'flows':>5} {'util':>6} {'q50 KB':>7} {'q99 KB':>7} "
+                          f"{'q99 BDP':>7} {'Jain':>6} {'engine CPU/flow':>15} {'probes/RTT':>10}")
+                    for (cc, n), rs in res.items():
+                        def med(k):
+                            return statistics.median(x[k] for x in rs)
+                        cpu = f"{med('engine_cpu_per_s') / n:.1%}" if cc == "hpcc" else ""
+                        ppr = f"{med('probes_per_rtt'):.2f}" if cc == "hpcc" else ""
+                        print(f"{cc:>6} {n:>5} {med('util'):>6.3f} {med('q50') / 1e3:>7.1f} "
+                              f"{med('q99') / 1e3:>7.1f} {med('q99') / bdp:>7.2f} "
+                              f"{med('jain'):>6.3f} {cpu:>15} {ppr:>10}")
+                finally:
+                    side.stop()
+            finally:
+                progs.close()
+    finally:
+        cc_obj.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -151,6 +151,14 @@ METRICS: tuple[Metric, ...] = (
            "Last RTT sample of the metrics.top_flows fastest flows."),
 )
 
+# Families the TCP side's probe engine exports: present only while a
+# tcp_side component runs (docs/metrics.md says so in their rows).
+TCP_SIDE_ONLY = frozenset({
+    "hpccd_tcp_probe_lateness_seconds", "hpccd_tcp_probe_chain_rtt_seconds_total",
+    "hpccd_tcp_probe_chain_interval_seconds_total", "hpccd_tcp_probes_per_round_trip_ratio",
+    "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
+    "hpccd_tcp_cc_fallbacks_total"})
+
 _BY_NAME = {m.name: m for m in METRICS}
 
 
@@ -241,6 +249,7 @@ class HpccdCollector(Collector):
 
     @staticmethod
     def _tcp_probe(fam: _Families, m: dict | None) -> None:
+        # every family here is in TCP_SIDE_ONLY: absent while no TCP side runs
         """The TCP-side probe engine's figures (tcp_side.TcpSideComponent.probe_metrics)."""
         if not m:
             return

@@ -481,9 +481,10 @@ def test_ready_after_attach_then_status_metrics_control_and_clean_stop(netns_pai
     documented = set(re.findall(r"^\| `(hpccd_[a-z_]+)` \|", doc, flags=re.M))
     exposed = {n.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
                for n in got}
-    # per transport engine: this daemon runs no transport component
-    # (test_daemon_lab.py scrapes it where one runs)
-    assert documented - exposed == {"hpccd_engine_flows"}, \
+    # per transport engine, and the TCP side's probe engine: this daemon
+    # runs neither component (test_daemon_lab.py scrapes them where they run)
+    from hpccd.metrics import TCP_SIDE_ONLY
+    assert documented - exposed == {"hpccd_engine_flows"} | TCP_SIDE_ONLY, \
         "documented metrics missing from the scrape"
     assert {n for n in exposed if n.startswith("hpccd_")} <= documented
     assert "process_cpu_seconds_total" in got

@@ -138,7 +138,7 @@ static void ref_classify(const uint8_t *f, size_t n, struct ref *r)
 	if (n < hdr + 32) { r->cls = 7; return; }
 	if (f[hdr] >> 4 != 1) { r->cls = 8; return; }
 	type = f[hdr] & 0xf;
-	if (type < 1 || type > 6) { r->cls = 9; return; }
+	if (type < 1 || type > 7) { r->cls = 9; return; }
 	if (be16(f + hdr + 2) != n - hdr - 32) { r->cls = 10; return; }
 	r->cls = 0;
 }

@@ -74,7 +74,7 @@ const bit<4>      WIRE_VERSION = 1;         /* HPCCD_WIRE_VERSION */
 const int_flags_t INT_F_COLLECT = 0x8;      /* HPCCD_INT_F_COLLECT */
 const int_flags_t INT_F_OVERFLOW = 0x4;     /* HPCCD_INT_F_OVERFLOW */
 const bit<4>      HPCCD_T_MIN = 1;          /* HPCCD_T_DATA */
-const bit<4>      HPCCD_T_MAX = 6;          /* HPCCD_T_MAX (NOTIFY) */
+const bit<4>      HPCCD_T_MAX = 7;          /* HPCCD_T_MAX (CNP) */
 
 const hop_qlen_t  QLEN_MAX = 0x7fff;        /* HPCCD_INT_QLEN_MAX: saturates */
 const bit<64>     QLEN_SAT_BYTES = 2621360; /* QLEN_MAX x 80: at or above, qLen = QLEN_MAX */
@@ -218,7 +218,7 @@ header hpccd_hop_t {
 /* struct hpccd_hdr (32 bytes); ver_type = ver << 4 | msg_type. */
 header hpccd_hdr_t {
     bit<4>  ver;
-    bit<4>  msg_type;               /* enum hpccd_type, 1..6 */
+    bit<4>  msg_type;               /* enum hpccd_type, 1..7 */
     bit<8>  flags;
     bit<16> len;                    /* bytes after this header */
     bit<32> flow_id;

@@ -71,6 +71,8 @@ int hpccd_hpcc_init(struct hpccd_hpcc *s, const struct hpccd_hpcc_params *p,
 		bad = "w_max_bytes must be positive";
 	else if (!(isfinite(p->w_ai_bytes) && p->w_ai_bytes >= 0))
 		bad = "w_ai_bytes must be a finite number >= 0";
+	else if (p->reaction > HPCCD_HPCC_REACT_PER_ACK)
+		bad = "reaction must be 0 (HPCC), 1 (per RTT) or 2 (per ACK)";
 	if (bad)
 		goto fail;
 
@@ -100,6 +102,7 @@ int hpccd_hpcc_init(struct hpccd_hpcc *s, const struct hpccd_hpcc_params *p,
 	s->W = fmin(fmax(w_init, w_min), w_max);
 	s->Wc = s->W;
 	s->U = p->u_init;
+	s->reaction = p->reaction;
 	return 0;
 fail:
 	if (why)
@@ -432,13 +435,20 @@ int hpccd_hpcc_new_ack(struct hpccd_hpcc *s, uint64_t seq, uint64_t snd_nxt,
 		return new_ack_reset(s, snd_nxt,
 				     path_id_valid ? path_id : s->path_id,
 				     hops, n_hops);
-	if (seq > s->last_update_seq) {                           /* line 22 */
+	if (seq > s->last_update_seq ||                           /* line 22 */
+	    __builtin_expect(s->reaction == HPCCD_HPCC_REACT_PER_ACK, 0)) {
 		/* line 24 before line 23: neither ComputeWind nor
 		 * MeasureInflight reads lastUpdateSeq, and its store then
 		 * needs no register kept for snd_nxt. */
 		s->last_update_seq = snd_nxt;                     /* line 24 */
 		compute_wind(s, measure_inflight(s, hops, n_hops), 1); /* 23 */
 		return 1;
+	}
+	if (__builtin_expect(s->reaction == HPCCD_HPCC_REACT_PER_RTT, 0)) {
+		/* the ablation of [HPCC] section 5.4 (Figure 13): no reaction
+		 * between updates of W^c; U and L still follow every ACK */
+		measure_inflight(s, hops, n_hops);
+		return 0;
 	}
 	compute_wind(s, measure_inflight(s, hops, n_hops), 0);   /* line 26 */
 	/* line 27, L = ack.L: done hop by hop in measure_inflight(). */

@@ -80,6 +80,7 @@ void hpccd_tp_config_default(struct hpccd_tp_config *c)
 	c->rx_flows = HPCCD_TP_FLOWS_DEFAULT;
 	c->rx_window = UINT32_MAX;               /* create(): 3/4 of the RX ring */
 	hpccd_hpcc_params_default(&c->rx_hpcc);
+	c->cnp_ns = 50000;                       /* DCQCN's N (cnp.c) */
 }
 
 void hpccd_tp_flow_cfg_default(struct hpccd_tp_flow_cfg *c)
@@ -101,6 +102,8 @@ void hpccd_tp_flow_cfg_default(struct hpccd_tp_flow_cfg *c)
 	hpccd_hpcc_params_default(&c->hpcc);
 	hpccd_dctcp_params_default(&c->dctcp);
 	hpccd_ldcp_params_default(&c->ldcp);
+	hpccd_dcqcn_params_default(&c->dcqcn);
+	hpccd_timely_params_default(&c->timely);
 }
 
 static uint32_t pow2_floor(uint32_t v)
@@ -487,6 +490,12 @@ static int flow_check(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 	if (c->recovery != HPCCD_TP_SR && c->recovery != HPCCD_TP_GBN)
 		return tp__fail(t, -EINVAL, "%s: recovery %u: selective repeat (%d) or go-back-N (%d)",
 				who, c->recovery, HPCCD_TP_SR, HPCCD_TP_GBN);
+	if (c->rate_win > 1 ||
+	    (c->rate_win && c->algo != HPCCD_ALGO_DCQCN && c->algo != HPCCD_ALGO_TIMELY) ||
+	    (c->rate_win && !(c->hpcc.T_ns > 0 && c->hpcc.T_ns < 1e12)))
+		return tp__fail(t, -EINVAL, "%s: rate_win %u: 0, or 1 for DCQCN and TIMELY with "
+				"hpcc.T_ns set (W = line rate x T, [HPCC] section 5.1)",
+				who, c->rate_win);
 	if (!c->line_rate_bps || !c->rto_min_ns || c->rto_max_ns < c->rto_min_ns ||
 	    !c->timeout_ns)
 		return tp__fail(t, -EINVAL, "%s: line rate, RTO bounds and timeout must be set",

@@ -16,6 +16,10 @@ const struct tp_cc_ops *tp_cc_ops_of(uint32_t algo)
 		return &tp_cc_dctcp;
 	case HPCCD_ALGO_LDCP:
 		return &tp_cc_ldcp;
+	case HPCCD_ALGO_DCQCN:
+		return &tp_cc_dcqcn;
+	case HPCCD_ALGO_TIMELY:
+		return &tp_cc_timely;
 	}
 	return NULL;
 }

@@ -64,6 +64,11 @@ int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 			break;
 		on_probe_resp(t, f, len, &wi, now);
 		return 0;
+	case HPCCD_T_CNP:
+		if (wi.sport != t->cfg.udp_port)
+			break;
+		on_cnp(t, &wi, now);
+		return 0;
 	}
 	t->st.bad_body++;    /* wrong direction */
 	return 0;
@@ -97,8 +102,11 @@ void rx_desc(struct hpccd_tp *t, uint64_t addr, uint32_t len, uint32_t options, 
 			t->rx_free[t->n_rx_free++] = chunk;
 		return;
 	}
+	/* The first piece is parsed in place with the packet's whole length:
+	 * the parser reads only headers there, and copies nothing when the
+	 * frame is where the kernel puts one (NET_IP_ALIGN, wire.c). */
 	if (pc->n == MB_FRAGS || len > MB_BYTES - t->mb_len ||
-	    (!t->mb_open && len < MB_FIRST_MIN)) {
+	    (!t->mb_open && (len < MB_FIRST_MIN || ((uintptr_t)p & 3) != 2))) {
 		t->mb_bad = 1;
 		t->rx_free[t->n_rx_free++] = chunk;
 	} else {

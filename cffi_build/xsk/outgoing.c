@@ -212,8 +212,11 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 		 ect ? 0x02 : 0x00);
 	off = L2L4;
 	off += put_int(f + off, room);
+	/* ack: the options (Rx-HPCC's window, rx_hpcc.c); aux: the SACK unit,
+	 * and whether the receiver sends CNPs (cnp.c) */
 	put_hdr(f + off, HPCCD_T_DATA, flags, plen, fl->flow_id, seq, fl->ops->data_opts,
-		(uint32_t)now, fl->c.recovery == HPCCD_TP_SR ? fl->mss : 0);
+		(uint32_t)now, (fl->c.recovery == HPCCD_TP_SR ? fl->mss : 0) |
+		(fl->ops->on_cnp ? HPCCD_AUX_CNP : 0));
 	off += HPCCD_HDR_BYTES;
 	p = f + off;
 	len = off + plen;
@@ -241,6 +244,8 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 		fl->rto_deadline = now + flow_rto(fl);
 		timer_arm(t, fl);
 	}
+	if (fl->ops->on_sent)
+		fl->ops->on_sent(fl, len, now);
 	/* pacing: next send time from the rate, with at most burst_ns of
 	 * banked credit ([HPCC] section 4.2: credit-based pacing) */
 	{

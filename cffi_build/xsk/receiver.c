@@ -565,8 +565,9 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 	if (wi->hdr_flags & HPCCD_F_FIN)
 		r->fin_end = seq + plen;
 	/* selective repeat: the sender's flag and its payload size (aux) */
-	if ((wi->hdr_flags & HPCCD_F_SACK) && wi->aux && !r->unit)
-		r->unit = wi->aux;
+	if ((wi->hdr_flags & HPCCD_F_SACK) && (wi->aux & HPCCD_AUX_UNIT) && !r->unit)
+		r->unit = wi->aux & HPCCD_AUX_UNIT;
+	rx_cnp(t, r, wi, ce, now);       /* DCQCN's notification point (cnp.c) */
 
 	if (seq > r->rcv_nxt && r->unit) {
 		/* a gap, selective repeat ([IRN]-style): keep the packet and

@@ -27,6 +27,7 @@
  *   sched.c     which flow sends next: the ready list, the pacing wheel,
  *               the timer wheel (wheel.c), and the probes
  *   timers.c    retransmission and probe timeouts, the next wake-up
+ *   cnp.c       DCQCN's notification point (receiver) and CNPs (sender)
  *   cc_*.c      one file per congestion-control algorithm (cc_hpcc.c: HPCC
  *               and Rx-HPCC) behind one ops
  *               table (struct tp_cc_ops): what the engine asks of it
@@ -119,11 +120,22 @@ struct tp_cc_ops {
 	int (*pkt_ect)(const struct tp_flow *fl, uint64_t idx, int retx);
 	uint32_t (*pkt_flags)(const struct tp_flow *fl, uint64_t idx, int retx);
 	/* the algorithm's congestion signal for the stats: HPCC U, DCTCP
-	 * alpha, LDCP cw */
+	 * alpha, LDCP cw, DCQCN alpha, TIMELY gradient */
 	double (*signal)(const struct tp_flow *fl);
+	/* a CNP of the flow (cnp.c); non-NULL: its DATA ask the receiver
+	 * for CNPs (HPCCD_AUX_CNP).  Returns 1 if the algorithm reacted. */
+	int (*on_cnp)(struct tp_flow *fl, uint64_t now);
+	/* a DATA frame of `wire_bytes` left at now (rate-based algorithms'
+	 * byte counters and timers), before its pacing gap is computed */
+	void (*on_sent)(struct tp_flow *fl, uint32_t wire_bytes, uint64_t now);
 };
 
-extern const struct tp_cc_ops tp_cc_hpcc, tp_cc_rxhpcc, tp_cc_dctcp, tp_cc_ldcp;
+/* W of an algorithm that bounds no bytes in flight (rate-based: DCQCN,
+ * TIMELY, [HPCC] section 5.1): the receiver's window alone limits them. */
+#define TP_W_UNLIMITED 1e15
+
+extern const struct tp_cc_ops tp_cc_hpcc, tp_cc_rxhpcc, tp_cc_dctcp, tp_cc_ldcp,
+	tp_cc_dcqcn, tp_cc_timely;
 /* The table of algorithm `algo` (enum hpccd_algo), NULL if unknown. */
 const struct tp_cc_ops *tp_cc_ops_of(uint32_t algo);
 
@@ -180,8 +192,18 @@ struct tp_flow {
 		struct hpccd_hpcc hpcc;
 		struct hpccd_dctcp dctcp;
 		struct hpccd_ldcp ldcp;
+		struct hpccd_dcqcn dcqcn;
+		struct hpccd_timely timely;
 	} cc;
 };
+
+/* W of a rate-based flow: unlimited, or with c.rate_win ("+win", [HPCC]
+ * section 5.1) HPCC's W_init = line rate x T, in wire bytes. */
+static inline double tp_rate_w(const struct tp_flow *fl)
+{
+	return fl->c.rate_win ? (double)fl->c.line_rate_bps * fl->c.hpcc.T_ns / 8e9
+			      : TP_W_UNLIMITED;
+}
 
 struct tp_rx {
 	uint8_t used;                    /* 0 empty, 1 used, 2 tombstone */
@@ -213,6 +235,8 @@ struct tp_rx {
 	uint32_t echo_len;
 	uint8_t echo[HPCCD_INT_HDR_BYTES + HPCCD_INT_MAX_HOPS * HPCCD_INT_HOP_BYTES];
 	struct hpccd_hpcc rxh;           /* Rx-HPCC: packets with INT only */
+	struct hpccd_dcqcn_np np;        /* DCQCN notification point (cnp.c) */
+	uint32_t np_ce;                  /* CE-marked packets since the last CNP */
 };
 
 /* Rx-HPCC's N ([HPCC++2020] section 6.2): the unfinished Rx-HPCC flows of
@@ -475,6 +499,11 @@ uint64_t rxw_ack_due(const struct tp_rx *r, uint64_t now);
 void rxw_put(const struct hpccd_tp *t, const struct tp_rx *r, uint8_t *b);
 void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_info *wi);
 void rx_timers(struct hpccd_tp *t, uint64_t now);
+
+/* cnp.c: DCQCN's notification point and its CNPs */
+void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *wi, int ce,
+	    uint64_t now);
+void on_cnp(struct hpccd_tp *t, const struct hpccd_wire_info *wi, uint64_t now);
 
 /* timers.c */
 void flow_timers(struct hpccd_tp *t, uint64_t now);

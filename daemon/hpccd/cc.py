@@ -114,7 +114,7 @@ class Hpcc(_Flow):
         "T_ns": float, "eta": float, "max_stage": int, "N_flows": int,
         "w_ai_bytes": float, "line_rate_bps": int, "mtu_bytes": int,
         "w_init_bytes": float, "w_min_bytes": float, "w_max_bytes": float,
-        "u_init": float,
+        "u_init": float, "reaction": int,
     }
     _counter_names = ("n_events", "n_wc_updates", "n_path_resets",
                       "n_stale_resets", "n_bad_hops", "n_notify")

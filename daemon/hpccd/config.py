@@ -53,11 +53,13 @@ FRAME_SIZES = (2048, 4096)
 TOP_FLOWS_MAX = 50
 DEFAULT_PEER = "default"
 
-ALGORITHMS = ("hpcc", "rx-hpcc", "dctcp", "ldcp")
+ALGORITHMS = ("hpcc", "rx-hpcc", "dctcp", "ldcp", "dcqcn", "timely")
 # Which parameter table an algorithm reads: Rx-HPCC runs the same ComputeWind.
-PARAM_TABLE = {"hpcc": "hpcc", "rx-hpcc": "hpcc", "dctcp": "dctcp", "ldcp": "ldcp"}
+PARAM_TABLE = {"hpcc": "hpcc", "rx-hpcc": "hpcc", "dctcp": "dctcp", "ldcp": "ldcp",
+               "dcqcn": "dcqcn", "timely": "timely"}
 PARAM_KEYS: dict[str, dict[str, type]] = {
-    "hpcc": cc.Hpcc.PARAMS, "dctcp": {**cc.Dctcp.PARAMS}, "ldcp": cc.Ldcp.PARAMS}
+    "hpcc": cc.Hpcc.PARAMS, "dctcp": {**cc.Dctcp.PARAMS}, "ldcp": cc.Ldcp.PARAMS,
+    "dcqcn": cc.Dcqcn.PARAMS, "timely": cc.Timely.PARAMS}
 # DCTCP's g is validated by hpccd.cc (must be 2^-k); it is not in PARAMS.
 PARAM_KEYS["dctcp"]["g"] = float
 PROBE_MODES = ("inband", "probe")
@@ -69,6 +71,7 @@ PEER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 IFNAME = re.compile(r"[^\s/:]{1,15}")
 
 _TOP = ("daemon", "interfaces", "transport", "probes", "algorithm", "hpcc", "dctcp", "ldcp",
+        "dcqcn", "timely",
         "peers", "metrics", "limits")
 _DAEMON = ("log_level", "control_socket", "metrics_address", "bpf_dir", "components")
 _IFACE = ("name", "xdp_mode", "queues", "cpus", "tc_tracker")
@@ -78,7 +81,8 @@ ENGINE_FRAMES_MIN = 256             # 64 RX + 128 TX frames at least (transport.
 _PROBES = ("mode", "inband_every", "timeout_us", "tcp_side", "reflect", "reflect_rate",
            "reflect_burst")
 _ALGORITHM = ("default",)
-_PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp")
+_PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp", "dcqcn",
+         "timely")
 _METRICS = ("top_flows", "int_hop_series")
 _LIMITS = ("max_flows", "umem_bytes")
 
@@ -558,7 +562,7 @@ class _Validator(Validator):
                                      f"dctcp_endpoint = true on a [[peers]] entry covering it")
             # Every table that reaches this region, whether or not its
             # algorithm is the one in use now (`hpccctl set` may switch).
-            for algo in ("hpcc", "dctcp", "ldcp"):
+            for algo in ("hpcc", "dctcp", "ldcp", "dcqcn", "timely"):
                 self.check_params(cfg, _policy(cfg, covering, algo), covering, pos)
 
     def check_params(self, cfg: Config, pol: Policy, covering: list[Peer],

@@ -253,10 +253,13 @@ class TransportComponent(Component):
                    "pacing_lost_s": st["pace_lost_ns"] / 1e9})
         if r.algo in ("hpcc", "rx-hpcc"):
             d["U"] = st["U"]
-        elif r.algo == "dctcp":
+        elif r.algo in ("dctcp", "dcqcn"):        # DCTCP's and DCQCN's alpha
             d["alpha"] = st["U"]
-        else:
+        elif r.algo == "ldcp":
             d["cw_pkts"] = st["U"]
+        else:                                     # TIMELY's gradient: no gauge
+            d["extra"]["gradient"] = st["U"]
+        d["extra"]["cnps"] = st["cnps"]
         return d
 
     def _poll_sender(self, s: _Sender) -> None:

@@ -44,7 +44,8 @@ from .siphash import siphash24
 __all__ = [
     "UDP_PORT_DEFAULT", "PROBE_DSCP_DEFAULT", "WIRE_VERSION", "INT_MAGIC", "INT_MAX_HOPS",
     "INT_DEFAULT_HOPS", "INT_F_COLLECT", "INT_F_OVERFLOW", "TYPES", "T_DATA", "T_ACK",
-    "T_NACK", "T_PROBE", "T_PROBE_RESP", "T_NOTIFY", "F_ECE", "F_CWR", "F_FIRST_RTT",
+    "T_NACK", "T_PROBE", "T_PROBE_RESP", "T_NOTIFY", "T_CNP", "T_MAX", "AUX_CNP", "AUX_UNIT",
+    "F_ECE", "F_CWR", "F_FIRST_RTT",
     "F_FIN", "F_RETX", "F_INT_ECHO", "F_SYN", "F_SACK", "SACK_BLOCK_BYTES", "SACK_MAX_BLOCKS", "SPEED_MBPS", "WireErr", "ERR_TEXT",
     "NOT_HPCCD", "HpccdHop", "HpccdInt", "Hpccd", "HpccdNotify", "HpccdTag", "HpccdFeedback",
     "FB_TRAILER_BYTES", "RXWIN_BYTES", "FB_F_WINDOW", "DATA_O_RXWIN",
@@ -79,12 +80,14 @@ INT_QLEN_MAX = 0x7FFF             # HPCCD_INT_QLEN_MAX (saturating gauge)
 INT_F_COLLECT = 0x8               # HPCCD_INT_F_COLLECT
 INT_F_OVERFLOW = 0x4              # HPCCD_INT_F_OVERFLOW
 
-T_DATA, T_ACK, T_NACK, T_PROBE, T_PROBE_RESP, T_NOTIFY = 1, 2, 3, 4, 5, 6   # enum hpccd_type
+T_DATA, T_ACK, T_NACK, T_PROBE, T_PROBE_RESP, T_NOTIFY, T_CNP = 1, 2, 3, 4, 5, 6, 7  # hpccd_type
+T_MAX = T_CNP                                                               # HPCCD_T_MAX
 TYPES = {T_DATA: "DATA", T_ACK: "ACK", T_NACK: "NACK", T_PROBE: "PROBE",
-         T_PROBE_RESP: "PROBE_RESP", T_NOTIFY: "NOTIFY"}
+         T_PROBE_RESP: "PROBE_RESP", T_NOTIFY: "NOTIFY", T_CNP: "CNP"}
 
 F_ECE, F_CWR, F_FIRST_RTT, F_FIN, F_RETX, F_INT_ECHO, F_SYN, F_SACK = (
     0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80)                        # HPCCD_F_*
+AUX_CNP, AUX_UNIT = 0x80000000, 0x7FFFFFFF       # HPCCD_AUX_*: DATA aux, CNPs wanted | unit
 SACK_BLOCK_BYTES, SACK_MAX_BLOCKS = 16, 4                                   # HPCCD_SACK_*
 
 # Port speed codes (B) in Mbit/s, index = code; 0 = unknown.  The same table
@@ -129,7 +132,7 @@ ERR_TEXT = {
     WireErr.HOPS_TRUNC: "hop records truncated (fewer than room x 8 bytes follow)",
     WireErr.HDR_TRUNC: "hpccd header truncated",
     WireErr.VERSION: "hpccd version is not 1",
-    WireErr.TYPE: "type not in 1..6",
+    WireErr.TYPE: "type not in 1..7",
     WireErr.LEN: "len differs from the bytes that follow the hpccd header",
 }
 
@@ -571,7 +574,7 @@ def classify(frame: bytes, port: Optional[int] = None,
         return WireErr.HDR_TRUNC
     if b[hdr] >> 4 != WIRE_VERSION:
         return WireErr.VERSION
-    if not T_DATA <= b[hdr] & 0xF <= T_NOTIFY:
+    if not T_DATA <= b[hdr] & 0xF <= T_MAX:
         return WireErr.TYPE
     if struct.unpack_from("!H", b, hdr + 2)[0] != len(b) - hdr - HDR_BYTES:
         return WireErr.LEN
@@ -593,7 +596,7 @@ def int_hops_bytes(pkt: Packet, stamped_only: bool = True) -> bytes:
 # ---- integrity tag --------------------------------------------------------------------
 
 # Sent by the data receiver: their tag prefix is the reverse of their own addresses.
-_ANSWER_TYPES = (T_ACK, T_NACK, T_PROBE_RESP, T_NOTIFY)
+_ANSWER_TYPES = (T_ACK, T_NACK, T_PROBE_RESP, T_NOTIFY, T_CNP)
 _TAGGED_TYPES = (T_PROBE_RESP, T_NOTIFY, T_ACK, T_NACK)
 
 

@@ -88,6 +88,20 @@ struct hpccd_hpcc_params {
 	double w_min_bytes;     /* derived: mtu_bytes */
 	double w_max_bytes;     /* derived: w_init_bytes */
 	double u_init;          /* initial U of the EWMA; default 0 */
+	/* Research switch ([HPCC] section 5.4, Figure 13): how NewAck reacts.
+	 * HPCCD_HPCC_REACT_HPCC (0, the default): Algorithm 1, per ACK against
+	 * the reference window W^c updated once per RTT.  _PER_RTT: the
+	 * reference window mechanism off, W changes once per RTT only (line
+	 * 26 measures U but leaves W at W^c).  _PER_ACK: every ACK updates W^c
+	 * (line 23 on every ACK).  Sender-based NewAck only. */
+	uint32_t reaction;
+	uint32_t pad0;
+};
+
+enum hpccd_hpcc_reaction {
+	HPCCD_HPCC_REACT_HPCC = 0,
+	HPCCD_HPCC_REACT_PER_RTT = 1,
+	HPCCD_HPCC_REACT_PER_ACK = 2,
 };
 
 struct hpccd_hpcc {
@@ -107,6 +121,7 @@ struct hpccd_hpcc {
 	uint32_t bottleneck_hop;   /* hop that gave max u' at the last update */
 	uint32_t active_flows;     /* Rx-HPCC: receiver-measured N, 0 = unknown */
 	uint32_t have_L;           /* L holds a record (first ACK seen on this path) */
+	uint32_t reaction;         /* enum hpccd_hpcc_reaction (research switch) */
 	struct hpccd_int_rec L[HPCCD_INT_MAX_HOPS];
 	double L_inv_B[HPCCD_INT_MAX_HOPS]; /* 1/B in ns per byte, cached per hop */
 	/* counters */

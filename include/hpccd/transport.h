@@ -49,7 +49,7 @@ enum {
 	HPCCD_TP_FLOWS_DEFAULT = 16384,
 	HPCCD_TP_FLOWS_MAX = 65536,
 	HPCCD_TP_ERR_MAX = 256,
-	HPCCD_TP_N_TYPES = 7,           /* enum hpccd_type 1..6, [0] unused */
+	HPCCD_TP_N_TYPES = 8,           /* enum hpccd_type 1..7, [0] unused */
 	HPCCD_TP_N_CLASSES = 11,        /* enum hpccd_wire_err 1..10, [0] unused */
 	/* UMEM frame sizes: HPCCD_TP_FRAME_MIN or HPCCD_TP_FRAME_MAX (aligned
 	 * chunk mode takes 2048 bytes up to a page; this kernel refuses larger
@@ -170,6 +170,10 @@ struct hpccd_tp_config {
 	uint32_t rx_flows;
 	int32_t cpu;                    /* the CPU the engine's thread runs on; -1: any */
 	uint32_t pad3;
+	/* receiver: DCQCN's notification point for flows whose DATA ask for
+	 * it (HPCCD_AUX_CNP): at most one CNP per flow per cnp_ns while
+	 * CE-marked DATA arrive; default 50000 (DCQCN's N) */
+	uint64_t cnp_ns;
 };
 
 struct hpccd_tp_flow_cfg {
@@ -199,6 +203,14 @@ struct hpccd_tp_flow_cfg {
 	uint64_t probe_timeout_ns;      /* HPCCD_TP_INT_PROBE: a probe unanswered this
 					 * long is lost and the next one leaves;
 					 * default 1 ms */
+	struct hpccd_dcqcn_params dcqcn;  /* DCQCN (rate-based, CNPs) */
+	struct hpccd_timely_params timely; /* TIMELY (rate-based, RTT samples) */
+	/* DCQCN and TIMELY: 1 = "+win" ([HPCC] section 5.1, "DCQCN+win",
+	 * "TIMELY+win"): bytes in flight bounded by a sending window "same as
+	 * we use for HPCC", W = line_rate_bps x hpcc.T_ns (HPCC's W_init);
+	 * 0 = none (the papers' algorithms) */
+	uint32_t rate_win;
+	uint32_t pad4;
 };
 
 struct hpccd_tp_flow_stats {
@@ -243,9 +255,11 @@ struct hpccd_tp_flow_stats {
 	uint64_t wnd_limited_ns, pace_lost_ns;
 	double window_bytes;            /* W (wire bytes; DCTCP/LDCP: cwnd converted) */
 	double rate_bps;                /* pacing rate now */
-	double U;                       /* HPCC: U; DCTCP: alpha; LDCP: cw in packets */
+	double U;                       /* HPCC: U; DCTCP: alpha; LDCP: cw in packets;
+					 * DCQCN: alpha; TIMELY: normalised gradient */
 	uint32_t mss;                   /* payload bytes per packet */
 	uint32_t hdr_bytes;             /* frame bytes around the payload, INT room included */
+	uint64_t cnps;                  /* CNPs received (DCQCN; others ignore them) */
 };
 
 struct hpccd_tp_rx_stats {
@@ -262,6 +276,7 @@ struct hpccd_tp_rx_stats {
 	uint64_t acks_sent, nacks_sent;
 	uint64_t windows_sent;          /* of which carried an Rx-HPCC window */
 	uint64_t first_ns, last_ns;     /* first DATA; the FIN's delivery (or last DATA) */
+	uint64_t cnps_sent;             /* DCQCN notification point (HPCCD_AUX_CNP) */
 };
 
 struct hpccd_tp_stats {

@@ -59,7 +59,8 @@ enum hpccd_type {
 	HPCCD_T_PROBE = 4,
 	HPCCD_T_PROBE_RESP = 5,
 	HPCCD_T_NOTIFY = 6,
-	HPCCD_T_MAX = 6,
+	HPCCD_T_CNP = 7,    /* DCQCN congestion notification (docs/wire-format.md) */
+	HPCCD_T_MAX = 7,
 };
 
 /* flags */
@@ -79,6 +80,12 @@ enum hpccd_type {
  * two big-endian 64-bit byte sequence numbers, [start, end) of data the
  * receiver holds beyond the cumulative ACK, in ascending order, the
  * lowest first (docs/wire-format.md). */
+/* DATA aux: bit 31 says that the sender reacts to CNPs (DCQCN): the
+ * receiver is its notification point; bits 0..30 are the SACK payload
+ * size (with HPCCD_F_SACK) or 0. */
+#define HPCCD_AUX_CNP      0x80000000u
+#define HPCCD_AUX_UNIT     0x7fffffffu
+
 #define HPCCD_SACK_BLOCK_BYTES 16
 #define HPCCD_SACK_MAX_BLOCKS  4
 
@@ -96,6 +103,8 @@ struct hpccd_hdr {
 			     * ACK/NACK/PROBE_RESP/NOTIFY: echo of the ts being answered */
 	__be32 aux;         /* ACK: packets acknowledged (n of [LDCP] Eq. 2);
 			     * NACK: packets received beyond the gap;
+			     * DATA: HPCCD_AUX_CNP | SACK payload size;
+			     * CNP: CE-marked packets since the last CNP;
 			     * others: 0 */
 };
 

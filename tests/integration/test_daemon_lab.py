@@ -58,6 +58,7 @@ if os.geteuid() != 0:
 
 from hpccd import bpf  # noqa: E402
 from hpccd.topology import Topology  # noqa: E402
+from hpccd.experiment.common import line  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
@@ -68,31 +69,7 @@ BUFFER = 500_000
 BOTTLENECK = ("s1", 2)
 T_NS = 300_000
 ATTEMPTS = 3
-TOPOLOGY = f"""
-[lab]
-name = "dlab"
-subnet = "10.121.0.0/16"
-
-[defaults]
-rate_mbps = 2000
-buffer_bytes = 1000000
-
-[[switches]]
-name = "s1"
-id = 0x0A1
-
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["s1", "h2"]
-rate_mbps = 1000
-buffer_bytes = {BUFFER}
-"""
+TOPOLOGY = line("dlab", "10.121.0.0/16", 0x0A1, 2000, 1_000_000, 1000, BUFFER)
 
 
 def config_text(d: pathlib.Path, host: str, components: list[str]) -> str:

@@ -213,3 +213,21 @@ def test_fct_under_poisson_load_hpcc_and_cubic(tmp_path):
     for a in ("hpcc", "cubic"):
         assert re.search(rf"^{a} bimodal_test 30%: (link-bound|CPU-bound)", text, re.M), text
     assert "workload fb_hadoop: skipped" in text
+
+
+def test_small_incast_with_the_baselines_and_the_ablation(tmp_path):
+    """DCQCN, TIMELY ([HPCC] section 5.1) and HPCC's reaction variants
+    ([HPCC] section 5.4) run as experiment algorithms: every incast flow
+    delivered, and the summary names the baselines' lab parameters."""
+    from conftest import lab_ctx
+
+    params = {"senders": 3, "size": 200_000, "warmup": 0.5, "observe": 0.6}
+    algos = parse_algos("dcqcn,timely,dcqcn-win,timely-win,hpcc-rtt,hpcc-ack")
+    text, folder = incast.run(lab_ctx, algos, params, str(tmp_path))
+    doc = json.load(open(os.path.join(folder, "summary.json")))
+    assert [r["algo"] for r in doc["results"]] == ["dcqcn", "timely", "dcqcn-win", "timely-win",
+                                                "hpcc-rtt", "hpcc-ack"]
+    assert not doc.get("skipped")
+    for x in doc["results"]:
+        assert 3 * 200_000 * 8 / x["link_bps"] <= x["fct_max_s"] < 5.0, x
+    assert "DCQCN at 1 Gbit/s" in text and "K_min 4000 B" in text

@@ -60,6 +60,7 @@ from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
 from hpccd import wire  # noqa: E402
+from hpccd.experiment.common import line  # noqa: E402
 from hpccd.topology import Ecn, Topology  # noqa: E402
 
 from conftest import lab_ctx  # noqa: E402
@@ -77,30 +78,7 @@ SO_TIMESTAMPNS = 35
 # h2's backlog in the same softirq; the bound is for a busy shared machine.
 RX_LAG_MAX_NS = 2_000_000
 
-TOPOLOGY = f"""
-[lab]
-name = "intdep"
-subnet = "10.118.0.0/16"
-
-[defaults]
-rate_mbps = 1000
-buffer_bytes = 1000000
-
-[[switches]]
-name = "s1"
-id = 0x0D1
-
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["s1", "h2"]
-rate_mbps = {RATE_BPS // 1_000_000}
-"""
+TOPOLOGY = line("intdep", "10.118.0.0/16", 0x0D1, 1000, 1_000_000, RATE_BPS // 1_000_000)
 
 
 @pytest.fixture(scope="module")

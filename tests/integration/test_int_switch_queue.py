@@ -92,6 +92,7 @@ from scapy.layers.inet import IP, UDP  # noqa: E402
 from hpccd import wire  # noqa: E402
 from hpccd._bpf import ffi, lib  # noqa: E402
 from hpccd.topology import Ecn, Topology  # noqa: E402
+from hpccd.experiment.common import line  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OBJ = ROOT / "build" / "ebpf" / "int_switch.bpf.o"
@@ -119,30 +120,7 @@ def backlog_tol(dt_ns: int) -> float:
     return GSO_MAX + 2 * LINK_BYTES_S * dt_ns / 1e9
 
 
-TOPOLOGY = """
-[lab]
-name = "intsw"
-subnet = "10.113.0.0/16"
-
-[defaults]
-rate_mbps = 2000
-buffer_bytes = 1000000
-
-[[switches]]
-name = "s1"
-id = 0x0A1
-
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["s1", "h2"]
-rate_mbps = 1000
-"""
+TOPOLOGY = line("intsw", "10.113.0.0/16", SWITCH_ID, 2000, 1_000_000, 1000)
 
 
 F_INT, F_ECN, F_FS_DSCP, F_SAMPLE, F_DEPART = (lib.HPCCD_SW_F_INT, lib.HPCCD_SW_F_ECN,

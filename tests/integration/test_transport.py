@@ -53,6 +53,7 @@ from hpccd import bpf  # noqa: E402
 from hpccd.transport import Transport, pattern_bytes, pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
+from hpccd.experiment.common import dumbbell as dumbbell_topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
@@ -331,40 +332,9 @@ def test_hpcc_one_flow_fills_bottleneck_with_empty_queue(dumbbell, engines):
 # links, so that the flows -- three sender engines and a receiver on two
 # shared cores -- are limited by the bottleneck (HPCC's control), not by
 # the CPU (whose share between engine threads is no congestion control's).
-FAIR_TOPOLOGY = """
-[lab]
-name = "fair"
-subnet = "10.114.0.0/16"
-[defaults]
-rate_mbps = 1000
-buffer_bytes = 1000000
-[[switches]]
-name = "s1"
-id = 0x0A1
-[[switches]]
-name = "s2"
-id = 0x0B2
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-[[hosts]]
-name = "h3"
-[[hosts]]
-name = "r1"
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["h2", "s1"]
-[[links]]
-endpoints = ["h3", "s1"]
-[[links]]
-endpoints = ["s1", "s2"]
-rate_mbps = 500
-buffer_bytes = 500000
-[[links]]
-endpoints = ["s2", "r1"]
-"""
+FAIR_TOPOLOGY = dumbbell_topology("fair", "10.114.0.0/16", ["h1", "h2", "h3"], ["r1"], 500,
+                                  1_000_000, None, edge_mbps=1000,
+                                  bottleneck_buffer_bytes=500_000)
 
 
 def test_sixteen_flows_jain(dumbbell):

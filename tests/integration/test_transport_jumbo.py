@@ -19,6 +19,8 @@ import sys
 import pytest
 
 from conftest import lab_ctx, netns_pair_ctx, transport_engines
+from hpccd.experiment.common import dumbbell
+from hpccd.topology import Topology
 
 tp = pytest.importorskip("hpccd.transport", reason="hpccd._transport not built")
 
@@ -28,26 +30,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOSS_OBJ = ROOT / "build" / "ebpf" / "lab_loss.bpf.o"
 LOSS_TC = (2, 2)                 # after the lab's departure filter (test_faults.py)
 U32 = 2 ** 32
-JUMBO_LAB = """
-[lab]
-name = "jumbo"
-subnet = "10.126.0.0/16"
-[defaults]
-rate_mbps = 2000
-buffer_bytes = 2000000
-mtu = 9000
-[[switches]]
-name = "s1"
-id = 0x0C1
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "r1"
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["s1", "r1"]
-"""
+
+
+def jumbo_lab(mtu: int) -> str:
+    """h1 - s1 - s2 - r1 at 2 Gbit/s, every link at `mtu`."""
+    return dumbbell("jumbo", "10.126.0.0/16", ["h1"], ["r1"], 2000, 2_000_000,
+                    k_bytes=200_000, mtu=mtu)
 
 
 def _set_mtu(pair, mtu: int) -> None:
@@ -109,11 +97,10 @@ def test_jumbo_selective_repeat_under_loss_through_a_switch():
     out-of-order multi-buffer packets (copies), the sender resends each
     lost packet about once, every byte arrives."""
     from hpccd import bpf
-    from hpccd.topology import Topology
 
     if not LOSS_OBJ.exists():
         pytest.skip("build/ebpf objects missing (make bpf)")
-    with lab_ctx(Topology.loads(JUMBO_LAB)) as lab:
+    with lab_ctx(Topology.loads(jumbo_lab(9000))) as lab:
         port = next(f"p{pt.number}" for pt in lab.topology.switches["s1"].ports
                     if pt.peer == "h1")
         obj = bpf.BpfObject.open(LOSS_OBJ)
@@ -146,9 +133,7 @@ def test_jumbo_packets_carry_int_through_the_switch(mtu):
     """The lab's INT switch stamps multi-buffer packets (it makes them
     linear: up to 9,216 bytes it did, and 61 KB packets crossed unstamped,
     HPCC running blind at line rate), and HPCC reacts to their INT."""
-    from hpccd.topology import Topology
-
-    with lab_ctx(Topology.loads(JUMBO_LAB.replace("mtu = 9000", f"mtu = {mtu}"))) as lab:
+    with lab_ctx(Topology.loads(jumbo_lab(mtu))) as lab:
         with transport_engines(lab) as make:
             rx, tx = make("r1"), make("h1")
             flow = tx.open_flow(lab.address("r1"), 20_000_000, algo="hpcc", int_mode="every",

@@ -158,7 +158,7 @@ def _malformed_packets() -> list[tuple[str, bytes]]:
         ("data", good[:wire.INT_HDR_BYTES + 12]),                                 # HOPS_TRUNC
         ("data", good[:hdr_at + 10]),                                             # HDR_TRUNC
         ("data", _hpccd(wire.T_DATA, 9, ver=2)),                                  # VERSION
-        ("feedback", _hpccd(7, 9)),                                               # TYPE
+        ("feedback", _hpccd(wire.T_MAX + 1, 9)),                                  # TYPE
         ("data", bytes(wire.int_header() / wire.Hpccd(flow_id=9, len=50) / Raw(b"y" * 10))),
         ("feedback", bytes(wire.int_header() / wire.Hpccd(type=wire.T_ACK, flow_id=9, len=4))),
     ]

@@ -379,3 +379,22 @@ def test_reference_documents_every_key():
         if len(path) == 2:
             row = re.search(r"^\|\s*`" + re.escape(".".join(path)) + r"`.*$", doc, flags=re.M)
             assert row and "restart" in row.group(0), f"{path}: say it needs a restart"
+
+
+def test_dcqcn_and_timely_are_algorithms_with_their_own_tables(keyfile):
+    """The HPCC paper's baselines (issue 16): selectable by name, parameters
+    in [dcqcn] / [timely] (and per peer), validated by the core at load."""
+    c = config.loads(BASE + '[algorithm]\ndefault = "dcqcn"\n[dcqcn]\nT_ns = 300000\n'
+                     '[timely]\nbeta = 0.5\n[[peers]]\nname = "rack2"\nprefix = "10.111.0.0/24"\n'
+                     'algorithm = "timely"\n[peers.timely]\nT_low_ns = 100000\n')
+    d = c.policy("1.1.1.1")
+    assert d.algorithm == "dcqcn" and d.params == {"T_ns": 300000}
+    assert d.make_flow().algo == "dcqcn"
+    t = c.policy("10.111.0.9")
+    assert t.algorithm == "timely" and t.params == {"beta": 0.5, "T_low_ns": 100000}
+    with pytest.raises(ConfigError) as ei:
+        config.loads(BASE + "[timely]\nT_low_ns = 600000\n")   # above T_high
+    assert "T_low_ns must be below T_high_ns" in str(ei.value)
+    with pytest.raises(ConfigError) as ei:
+        config.loads(BASE + "[dcqcn]\nF = 0\n")
+    assert ei.value.key == "dcqcn.F" and "F must be in [1, 1000]" in str(ei.value)

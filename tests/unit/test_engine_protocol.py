@@ -297,3 +297,90 @@ def test_rx_hpcc_windows_only_for_flows_that_ask_and_N_counts_them(harness):
     assert res["w_ai_want"] == pytest.approx(37_500 * 0.05 / 3), res
     assert res["w_ai_at_max_n"] == pytest.approx(res["w_ai_want"]), res
     assert res["windows_to_flows2"] == 0 and res["windows"] > 0, res
+# ---- DCQCN and TIMELY in the engine (issue 16) ----------------------------------------
+# Rate-based: W unlimited, the pacing rate the algorithm's.  The harness's
+# link marks CE (ce=P, ce_list=I,J) as a switch would; the receiver is
+# DCQCN's notification point for flows whose DATA ask for CNPs (cnp.c).
+
+LINE = 10e9                  # the harness's default rate_gbps=10
+CNP_N_NS = 50_000            # hpccd_tp_config_default's cnp_ns: DCQCN's N
+
+
+def test_dcqcn_one_cnp_halves_the_rate_then_recovers(harness):
+    """One CE mark (the 6th frame): one CNP, Eq. (1) with alpha = 1 cuts RC
+    to exactly line / 2; fast recovery then brings it back to line rate."""
+    res = run(harness, "transfer", 81, algo="dcqcn", ce_list="5")
+    assert exact(res), res
+    assert res["ce_marked"] == 1 and res["cnps_sent"] == 1 and res["cnps"] == 1, res
+    assert res["rate_first"] == LINE / 2 and res["rate_min"] == LINE / 2, res
+    assert res["rate_end"] == LINE, res
+
+
+def test_dcqcn_without_marks_sends_at_line_rate_and_no_cnp(harness):
+    res = run(harness, "transfer", 82, algo="dcqcn")
+    assert exact(res), res
+    assert res["cnps_sent"] == 0 and res["cc_updates"] == 0 and res["rate_min"] == LINE, res
+
+
+@pytest.mark.parametrize("seed", [83, 84])
+def test_dcqcn_under_marks_at_most_one_cnp_per_interval(harness, seed):
+    res = run(harness, "transfer", seed, algo="dcqcn", ce=0.05)
+    assert exact(res), res
+    assert res["ce_marked"] > 100, res
+    # the notification point: at least one CNP, at most one per N per flow
+    assert 0 < res["cnps_sent"] <= res["fct_us"] * 1000 / CNP_N_NS + 1, res
+    assert res["cnps"] == res["cnps_sent"] == res["cc_updates"], res
+    assert res["cnps_sent"] < res["ce_marked"], res
+    assert res["rate_min"] < LINE / 4, res
+
+
+def test_cnps_go_only_to_flows_that_ask(harness):
+    """A DCTCP flow's DATA do not ask for CNPs: marks reach it as ECE only."""
+    res = run(harness, "transfer", 85, algo="dctcp", ce=0.05)
+    assert exact(res), res
+    assert res["ce_marked"] > 100 and res["cnps_sent"] == 0 and res["cnps"] == 0, res
+
+
+def test_timely_below_t_low_stays_at_line_rate(harness):
+    """RTT ~20 us < T_low = 50 us: every sample adds delta, capped at the line."""
+    res = run(harness, "transfer", 86, algo="timely")
+    assert exact(res), res
+    assert res["cc_updates"] > 1000 and res["rate_min"] == LINE, res
+
+
+def test_timely_above_t_high_cuts_by_hand_computed_factor(harness):
+    """One-way delay 300 us: RTT just above 600 us > T_high = 500 us.  The first
+    sample cuts the rate to line x (1 - beta (1 - T_high / rtt)), beta = 0.8;
+    the RTT stays above T_high, so the rate falls to its floor (1 Mbit/s)
+    and the transfer still completes byte-exact."""
+    res = run(harness, "transfer", 87, algo="timely", delay_us=300, bytes=100_000)
+    assert exact(res), res
+    rtt = 600e3                                  # ns, plus serialisation (< 2 us)
+    hi = LINE * (1 - 0.8 * (1 - 500e3 / rtt))
+    lo = LINE * (1 - 0.8 * (1 - 500e3 / (rtt + 2e3)))
+    assert lo <= res["rate_first"] <= hi, res
+    assert res["rate_min"] == 1e6, res
+
+
+@pytest.mark.parametrize("algo", ["dcqcn", "timely"])
+def test_plus_win_bounds_bytes_in_flight_by_hpccs_w_init(harness, algo):
+    """"DCQCN+win", "TIMELY+win" ([HPCC] section 5.1): W = line rate x T (the
+    harness's T = 50 us: 62,500 bytes at 10 Gbit/s).  Over a 200 us RTT the
+    window, not the rate, sets the pace: W / RTT, the 20 MB in about
+    20e6 x 1514/1436 (wire per payload) / 62,500 x 200 us = 67.5 ms, where
+    the flow without a window runs at the line rate (~17 ms)."""
+    free = run(harness, "transfer", 88, algo=algo, delay_us=100)
+    win = run(harness, "transfer", 88, algo=algo, delay_us=100, win=1)
+    assert exact(free) and exact(win), (free, win)
+    assert free["window_bytes"] >= 1e15 and free["wnd_limited_us"] == 0, free
+    assert win["window_bytes"] == LINE * 50e3 / 8e9 == 62_500, win
+    assert win["wnd_limited_us"] > 0.5 * win["fct_us"], win
+    bound_us = 20e6 * 1514 / 1436 / 62_500 * 200
+    assert 0.9 * bound_us <= win["fct_us"] <= 1.15 * bound_us, win
+    assert free["fct_us"] < 0.3 * win["fct_us"], (free, win)
+
+
+def test_plus_win_is_refused_for_window_based_algorithms(harness):
+    r = subprocess.run([str(harness), "transfer", "89", "algo=dctcp", "win=1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "rate_win 1" in r.stderr, r.stderr

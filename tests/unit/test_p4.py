@@ -696,7 +696,7 @@ def _p4_parser_model(frame: bytes, port: int = 18471, probe_dscp: int = 45):
     h = start + 4 + 8 * room
     if frame[h] >> 4 != 1:
         return 8, start
-    if not 1 <= frame[h] & 0xF <= 6:
+    if not 1 <= frame[h] & 0xF <= 7:
         return 9, start
     need += struct.unpack_from("!H", frame, h + 2)[0]
     if not (fits(need) and need in rg):

@@ -310,7 +310,7 @@ def test_fault_order_first_applies():
     assert parse(udp_frame(_int_hdr(nhop=10, room=9) + _hdr(2, 0)))[0] == lib.HPCCD_E_ROOM
     # bad hpccd version and bad type: version (8) first.
     assert parse(udp_frame(_int_hdr() + _hdr(0, 0, ver=2)))[0] == lib.HPCCD_E_VERSION
-    assert parse(udp_frame(_int_hdr() + _hdr(7, 0)))[0] == lib.HPCCD_E_TYPE
+    assert parse(udp_frame(_int_hdr() + _hdr(8, 0)))[0] == lib.HPCCD_E_TYPE
 
 
 @pytest.mark.parametrize("frame", [

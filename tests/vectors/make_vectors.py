@@ -55,7 +55,7 @@ TCP_A, TCP_B = 43210, 5201   # the kernel TCP flow a TCP-side probe measures
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
 
 # enum hpccd_type, INT flags, hpccd flags (include/hpccd/wire.h)
-DATA, ACK, NACK, PROBE, PROBE_RESP, NOTIFY = 1, 2, 3, 4, 5, 6
+DATA, ACK, NACK, PROBE, PROBE_RESP, NOTIFY, CNP = 1, 2, 3, 4, 5, 6, 7
 COLLECT, OVERFLOW = 0x8, 0x4
 ECE, CWR, FIRST_RTT, FIN, RETX, INT_ECHO, SYN, SACK = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80
 
@@ -392,6 +392,17 @@ def build() -> list[dict]:
           hdr=hdr_fields(NACK, 0, None, flow, 0, seq0, 0x7000, 1),
           feedback=fb(6), tag="valid", trailer=bytes(18))
 
+    valid("cnp",
+          "CNP (DCQCN notification point): room 0, len 0, ack = next byte expected, ts "
+          "echo of the CE-marked DATA, aux = CE-marked packets since the last CNP",
+          intf=int_fields(0, 0, flags=0), to_b=False,
+          hdr=hdr_fields(CNP, 0, None, flow, 0, seq0 + 64, 0xCAFEF00D, 3))
+    valid("data_cnp_wanted",
+          "DATA of a DCQCN sender: aux bit 31 (CNPs wanted) with the SACK payload size 64",
+          intf=int_fields(0, 5), hdr=hdr_fields(DATA, SACK, None, flow, seq0, 0, 0x1234,
+                                                  0x80000000 | 64),
+          payload=bytes(range(64)))
+
     # ---- probes and their answers over UDP ----
     valid("probe_udp",
           "PROBE over UDP: COLLECT, room 5, seq = probe number, len 8 = the zeroed tag slot",
@@ -509,8 +520,8 @@ def build() -> list[dict]:
     malformed("err_version_before_type", "hpccd version 0 and type 0: version reported",
               E["VERSION"], frame_udp(good[:hdr_at] + bytes([0x00]) + good[hdr_at + 1:]))
 
-    for t in (0, 7, 15):
-        malformed(f"err_type_{t}", f"hpccd type {t}, not in 1..6", E["TYPE"],
+    for t in (0, 8, 15):
+        malformed(f"err_type_{t}", f"hpccd type {t}, not in 1..7", E["TYPE"],
                   frame_udp(good[:hdr_at] + bytes([0x10 | t]) + good[hdr_at + 1:]))
 
     def with_len(pkt: bytes, n: int) -> bytes:

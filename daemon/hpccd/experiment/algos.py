@@ -7,7 +7,13 @@ Kernel TCP (flows of kernel_tcp, congestion control set per socket):
 transport flows (AF_XDP, docs/transport.md): ``hpcc`` (INT on every
 packet, sender-side Algorithm 1), ``hpcc-probe`` (a probe per RTT, [HPCC++2022]
 section 6.2.1), ``rx-hpcc`` (receiver-computed window in one ACK per T),
-``dctcp``, ``ldcp``.
+``dctcp``, ``ldcp``; the ablation of [HPCC] section 5.4 (Figure 13):
+``hpcc-rtt`` (the reference window off: W changes once per RTT only) and
+``hpcc-ack`` (W^c updated on every ACK); and the HPCC paper's rate-based baselines ``dcqcn``
+(CNPs from the receiver, the switch marking as [HPCC] section 5.1 sets it)
+and ``timely`` (RTT gradient), with the lab parameters of baselines.py,
+and their "+win" versions of [HPCC] section 5.1, ``dcqcn-win`` and
+``timely-win`` (bytes in flight bounded by HPCC's W_init = B x T).
 """
 from __future__ import annotations
 
@@ -29,10 +35,16 @@ ALGOS: dict[str, Algo] = {a.name: a for a in (
     Algo("tcp-dctcp", "kernel", "dctcp", True),
     Algo("tcp-hpcc", "kernel", "hpcc", False),
     Algo("hpcc", "native", "hpcc", False),
+    Algo("hpcc-rtt", "native", "hpcc-rtt", False),
+    Algo("hpcc-ack", "native", "hpcc-ack", False),
     Algo("hpcc-probe", "native", "hpcc-probe", False),
     Algo("rx-hpcc", "native", "rx-hpcc", False),
     Algo("dctcp", "native", "dctcp", True),
     Algo("ldcp", "native", "ldcp", True),
+    Algo("dcqcn", "native", "dcqcn", True),
+    Algo("timely", "native", "timely", False),
+    Algo("dcqcn-win", "native", "dcqcn-win", True),
+    Algo("timely-win", "native", "timely-win", False),
 )}
 
 

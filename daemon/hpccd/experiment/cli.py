@@ -10,6 +10,8 @@ import sys
 from . import EXPERIMENTS
 from .algos import ALGOS, AlgoError, parse_algos
 from .common import UsageError
+from .reps import run_reps
+from .sweep import parse_sweeps, run_sweep
 
 DEFAULT_ALGOS = "hpcc,cubic,tcp-dctcp"
 
@@ -25,6 +27,13 @@ def add_parser(sub) -> None:
     ep.add_argument("--algos", default=DEFAULT_ALGOS,
                     help=f"comma-separated, of: {', '.join(ALGOS)} (default {DEFAULT_ALGOS})")
     ep.add_argument("--out", default="results", help="results root folder (default ./results)")
+    ep.add_argument("--reps", type=int, default=1, metavar="N",
+                    help="run the experiment N times, each in a lab of its own, and report "
+                         "every figure's median and spread (default 1)")
+    ep.add_argument("--sweep", action="append", metavar="PARAM=V1,V2,...",
+                    help="HPCC's sensitivity: run once per value of PARAM (w_ai_bytes, eta, "
+                         "max_stage, T_ns), the others at the lab's settings; repeatable, "
+                         "one plot per parameter ([HPCC] Figure 14)")
     ep.add_argument("--senders", type=int, help="incast senders (default 7); fct: sender hosts "
                                                 "and receiver hosts (default 4 each)")
     ep.add_argument("--size", type=int, help="bytes per incast flow (default 500000)")
@@ -73,8 +82,18 @@ def main(args: argparse.Namespace) -> int:
               "observe": args.observe, "duration": args.duration, "cdf": args.cdf,
               "cdf_dir": args.cdf_dir, "loads": args.loads, "max_size": args.max_size,
               "seed": args.seed, "buckets": args.buckets}
+    if args.reps < 1:
+        print(f"hpccctl experiment: --reps {args.reps}: at least 1", file=sys.stderr)
+        return 2
     try:
-        text, folder = mod.run(_lab_factory, algos, params, args.out)
+        sweeps = parse_sweeps(args.sweep)
+        if sweeps:
+            text, folder = run_sweep(mod, _lab_factory, algos, params, args.out, sweeps,
+                                     args.reps)
+        elif args.reps > 1:
+            text, folder = run_reps(mod, _lab_factory, algos, params, args.out, args.reps)
+        else:
+            text, folder = mod.run(_lab_factory, algos, params, args.out)
     except UsageError as e:
         print(f"hpccctl experiment {args.name}: {e}", file=sys.stderr)
         return 2

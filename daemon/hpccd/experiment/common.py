@@ -2,6 +2,7 @@
 and the idle base RTT."""
 from __future__ import annotations
 
+from . import baselines
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
 from .native import ENGINE_ALGOS, NativeFlow, NativeSink, hpcc_line
@@ -82,6 +83,21 @@ def star(name: str, subnet: str, switch_id: int, hosts: list[str], rate_mbps: in
     return "\n".join(lines) + "\n"
 
 
+def line(name: str, subnet: str, switch_id: int, rate_mbps: int, buffer_bytes: int,
+         bottleneck_mbps: int, bottleneck_buffer_bytes: int | None = None) -> str:
+    """h1 - s1 - h2, the links at `rate_mbps` but s1 -> h2, the bottleneck,
+    at `bottleneck_mbps` (its buffer `bottleneck_buffer_bytes`, default the
+    others'): one queue, at s1's port toward h2."""
+    lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
+             "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
+             "[[switches]]", 'name = "s1"', f"id = {switch_id:#05x}", "",
+             "[[hosts]]", 'name = "h1"', "[[hosts]]", 'name = "h2"', "",
+             "[[links]]", 'endpoints = ["h1", "s1"]',
+             "[[links]]", 'endpoints = ["s1", "h2"]', f"rate_mbps = {bottleneck_mbps}",
+             *([f"buffer_bytes = {bottleneck_buffer_bytes}"] if bottleneck_buffer_bytes else [])]
+    return "\n".join(lines) + "\n"
+
+
 def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: list[str],
              run_one, what: str, done) -> tuple[list[dict], dict[str, str]]:
     """Run `run_one(algo)` for every algorithm in turn, inside its kernel
@@ -94,7 +110,7 @@ def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: li
     for a in algos:
         try:
             progress(exp, f"{a.name}: {what}")
-            with kcc.session(a, senders, receivers):
+            with kcc.session(a, senders, receivers), baselines.marking(kcc.lab, a):
                 r = run_one(a)
         except Skip as e:
             skipped[a.name] = str(e)
@@ -110,27 +126,35 @@ def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo",
                   hpcc_n: int | None = None) -> str:
     """The summary's tail: the HPCC parameters (N of W_AI: `hpcc_n`, see
     native.hpcc_params), each row's bottleneck verdict, then the skipped."""
-    text = hpcc_line(hpcc_n) + "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
+    text = hpcc_line(hpcc_n)
+    if any(r[key] in ("dcqcn", "timely", "dcqcn-win", "timely-win") for r in rows):
+        text += baselines.params_line(1_000_000_000)
+    text += "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
     return text + "".join(f"\n{name}: skipped: {why}" for name, why in skipped.items())
 
 
 def dumbbell(name: str, subnet: str, senders: list[str], receivers: list[str], rate_mbps: int,
-             buffer_bytes: int, k_bytes: int, edge_mbps: int | None = None) -> str:
+             buffer_bytes: int, k_bytes: int | None, edge_mbps: int | None = None,
+             mtu: int | None = None, bottleneck_buffer_bytes: int | None = None) -> str:
     """A dumbbell topology: `senders` on switch s1, `receivers` on s2, the
     s1 - s2 link at `rate_mbps` (the bottleneck) and the hosts' links at
-    `edge_mbps` (default the same); DCTCP threshold marking at K on s1.
-    Each receiver has a port of s2 to itself, so s2's sampler gives each
-    receiver's throughput at fine grain."""
+    `edge_mbps` (default the same); DCTCP threshold marking at K on s1 (none
+    when None); every link's MTU `mtu` (default the topology's, 1500); the
+    bottleneck's buffer `bottleneck_buffer_bytes` (default the others').  Each receiver
+    has a port of s2 to itself, so s2's sampler gives each receiver's
+    throughput at fine grain."""
     edge = edge_mbps or rate_mbps
     lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
-             "[defaults]", f"rate_mbps = {edge}", f"buffer_bytes = {buffer_bytes}", "",
+             "[defaults]", f"rate_mbps = {edge}", f"buffer_bytes = {buffer_bytes}",
+             *([f"mtu = {mtu}"] if mtu else []), "",
              "[[switches]]", 'name = "s1"', "id = 0x0D1", *_marking(k_bytes), "",
              "[[switches]]", 'name = "s2"', "id = 0x0D2", ""]
     for h in senders + receivers:
         lines += ["[[hosts]]", f'name = "{h}"']
     for h in senders:
         lines += ["[[links]]", f'endpoints = ["{h}", "s1"]']
-    lines += ["[[links]]", 'endpoints = ["s1", "s2"]', f"rate_mbps = {rate_mbps}"]
+    lines += ["[[links]]", 'endpoints = ["s1", "s2"]', f"rate_mbps = {rate_mbps}",
+              *([f"buffer_bytes = {bottleneck_buffer_bytes}"] if bottleneck_buffer_bytes else [])]
     for h in receivers:
         lines += ["[[links]]", f'endpoints = ["s2", "{h}"]']
     return "\n".join(lines) + "\n"

@@ -107,10 +107,14 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> dict[str, Any]:
                      "jain": j})
     verdict = measure.bottleneck_verdict(bottleneck, line, busy, t0, sched[-1][1],
                                          busiest_cpu=cpu.busiest)
+    # the bottleneck's queue over time ([HPCC] Figure 14b: its distribution)
+    q = [b for _, b in measure.queue_over_time(bottleneck, line, t0, sched[-1][1])]
     return {"algo": algo.name, "t0_ns": t0, "line_bps": line, "phases": rows,
             "jain_min": min(jains) if jains else math.nan,
             "jain_median": measure.percentile(jains, 50),
             "utilisation": measure.percentile([r["sum_bps"] / line for r in rows], 50),
+            "q_p95_kb": measure.percentile(q, 95) / 1e3 if q else math.nan,
+            "q_p99_kb": measure.percentile(q, 99) / 1e3 if q else math.nan,
             "cpu_busy": busy, "queue_bound": verdict.queue_bound, "verdict": verdict.text,
             "_rates": rates}
 
@@ -123,7 +127,7 @@ def _sleep_until(t_ns: int) -> None:
 
 COLUMNS = [("algo", "algo"), ("jain_min", "Jain min (phases of >= 2)"),
            ("jain_median", "Jain median"), ("utilisation", "bottleneck use (median phase)"),
-           ("queue_bound", "link-bound")]
+           ("q_p95_kb", "q p95 KB"), ("q_p99_kb", "q p99 KB"), ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows, skipped, p) -> str:

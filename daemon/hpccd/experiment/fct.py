@@ -245,11 +245,9 @@ class _NativeFlows:
         self.sport[src] += 1
         try:
             fl = self.tx[src].open_flow(
-                self.lab.address(spec.dst), spec.size, algo=native.ENGINE_ALGOS[self.algo.cc],
-                line_rate_bps=self.line[src], hpcc=self.lab.native.hpcc,
-                dmac=self.dmac[(src, spec.dst)],
-                int_mode=native.INT_MODES.get(self.algo.cc, "every"),
-                sport=32768 + self.sport[src] % 28000)
+                self.lab.address(spec.dst), spec.size, dmac=self.dmac[(src, spec.dst)],
+                sport=32768 + self.sport[src] % 28000,
+                **native.flow_kwargs(self.algo.cc, self.line[src], self.lab.native.hpcc))
         except OSError as e:
             ended[spec.idx] = {"start_ns": None, "end_ns": None, "error": f"not opened: {e}"}
             return

@@ -109,8 +109,8 @@ def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any],
         if d > 0:
             time.sleep(d)
         nxt = time.monotonic() + p["interval_us"] / 1e6
-        with tp.open_flow(peer, p["size"], algo=native.ENGINE_ALGOS[algo.cc],
-                          line_rate_bps=line, hpcc=lab.native.hpcc, dmac=dmac) as f:
+        with tp.open_flow(peer, p["size"], dmac=dmac,
+                          **native.flow_kwargs(algo.cc, line, lab.native.hpcc)) as f:
             try:
                 out.append(f.wait(timeout=10).fct_s * 1e6)
             except Exception as e:

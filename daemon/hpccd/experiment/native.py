@@ -24,17 +24,33 @@ import threading
 import time
 from typing import Any
 
+from . import baselines
+
 __all__ = ["Engines", "NativeSink", "NativeFlow", "ENGINE_ALGOS", "T_NS", "ACK_EVERY",
-           "hpcc_params", "hpcc_line"]
+           "flow_kwargs", "hpcc_params", "hpcc_line"]
 
 T_NS = 300_000
 ACK_EVERY = 4
 POLL_S = 0.002
 STREAM_BYTES = 1 << 40
 ENGINE_ALGOS = {"hpcc": "hpcc", "rx-hpcc": "rx-hpcc", "dctcp": "dctcp", "ldcp": "ldcp",
-                "hpcc-probe": "hpcc"}
-# Where a runner algorithm's flows get INT (Transport.open_flow's int_mode).
-INT_MODES = {"hpcc-probe": "probe"}
+                "hpcc-probe": "hpcc", "dcqcn": "dcqcn", "timely": "timely",
+                "hpcc-rtt": "hpcc", "hpcc-ack": "hpcc", "dcqcn-win": "dcqcn",
+                "timely-win": "timely"}
+# "+win" of [HPCC] section 5.1: a sending window, HPCC's W_init (B x T).
+RATE_WIN = ("dcqcn-win", "timely-win")
+# HPCC's reaction ([HPCC] section 5.4, Figure 13; the core's research switch,
+# include/hpccd/cc.h): the ablation's variants of native HPCC.
+REACTIONS = {"hpcc-rtt": 1, "hpcc-ack": 2}
+# Where a runner algorithm's flows get INT (Transport.open_flow's int_mode); the
+# baselines none ([HPCC] section 5.1 counts INT overhead for HPCC only).
+INT_MODES = {"hpcc-probe": "probe", "dcqcn": "none", "timely": "none", "dcqcn-win": "none",
+             "timely-win": "none"}
+
+
+# HPCC parameters a sweep sets for the runs it makes (sweep.py): fields of
+# the core's struct hpccd_hpcc_params, over the lab settings below.
+HPCC_OVERRIDES: dict[str, Any] = {}
 
 
 def hpcc_params(n_flows: int | None) -> dict[str, Any]:
@@ -50,16 +66,35 @@ def hpcc_params(n_flows: int | None) -> dict[str, Any]:
     p: dict[str, Any] = {"T_ns": T_NS}
     if n_flows:
         p["N_flows"] = int(n_flows)
+    p.update(HPCC_OVERRIDES)
+    if "w_ai_bytes" in HPCC_OVERRIDES:
+        p.pop("N_flows", None)              # W_AI given: N has nothing to set
     return p
+
+
+def flow_kwargs(algo: str, line_bps: int, hpcc: dict[str, Any]) -> dict[str, Any]:
+    """Transport.open_flow keywords of runner algorithm `algo`'s native flow
+    on a `line_bps` NIC: the engine's algorithm, HPCC's parameters `hpcc`
+    with the variant's reaction, the baselines' lab parameters
+    (baselines.py), and where its INT goes."""
+    return {"algo": ENGINE_ALGOS[algo], "line_rate_bps": line_bps,
+            "hpcc": {**hpcc, "reaction": REACTIONS.get(algo, 0)},
+            "dcqcn": baselines.dcqcn_params(line_bps),
+            "timely": baselines.timely_params(line_bps),
+            "rate_win": algo in RATE_WIN,
+            "int_mode": INT_MODES.get(algo, "every")}
 
 
 def hpcc_line(n_flows: int | None) -> str:
     """The summary's line on the HPCC parameters the run used."""
     n = int(n_flows) if n_flows else 100
     why = "the flows on the bottleneck" if n_flows else "the core's default"
-    return (f"\nHPCC (hpcc, rx-hpcc, hpcc-probe, tcp-hpcc): eta 0.95, maxStage 5, T = "
-            f"{T_NS // 1000} us, W_AI = W_init (1 - eta) / N with N = {n} ({why}; [HPCC] "
-            f"section 3.3)")
+    o = HPCC_OVERRIDES
+    w_ai = (f"W_AI = {o['w_ai_bytes']:g} bytes (swept)" if "w_ai_bytes" in o else
+            f"W_AI = W_init (1 - eta) / N with N = {n} ({why}; [HPCC] section 3.3)")
+    return (f"\nHPCC (hpcc, rx-hpcc, hpcc-probe, tcp-hpcc): eta {o.get('eta', 0.95):g}, "
+            f"maxStage {o.get('max_stage', 5)}, T = {o.get('T_ns', T_NS) / 1000:g} us, {w_ai}"
+            + (" [swept]" if o else ""))
 
 
 class Engines:
@@ -86,7 +121,8 @@ class Engines:
             from ..transport import Transport
             line = self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps
             tp = Transport("eth0", netns=self.lab.netns(host), ack_every=ACK_EVERY,
-                           tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line})
+                           tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line},
+                           cnp_ns=baselines.cnp_ns())
             self.tps[host] = tp
         return tp
 
@@ -192,10 +228,8 @@ class NativeFlow:
                 barrier.wait()
             self.start_ns = time.monotonic_ns()
             self.nbytes = nbytes
-            self.flow = self.tp.open_flow(self.peer, nbytes or STREAM_BYTES,
-                                          algo=ENGINE_ALGOS[self.algo], line_rate_bps=self.line,
-                                          hpcc=self.hpcc, dmac=self.dmac,
-                                          int_mode=INT_MODES.get(self.algo, "every"))
+            self.flow = self.tp.open_flow(self.peer, nbytes or STREAM_BYTES, dmac=self.dmac,
+                                          **flow_kwargs(self.algo, self.line, self.hpcc))
             self.local = (self.src_addr, self.flow.sport)
         except BaseException as e:
             self.error = e

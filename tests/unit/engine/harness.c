@@ -17,7 +17,9 @@
  *
  * Scenarios: transfer (one flow A -> B; loss, reorder, recovery, algo,
  * bytes, window, budget, frames, rate_gbps, drop=I,J,...: those frames
- * A -> B lost; tamper=forge|replay|truncate with tamper_every=K: every K-th
+ * A -> B lost, ce=P: ECN-capable frames A -> B CE-marked with probability
+ * P, ce_list=I,J,...: those frames CE-marked, delay_us: one-way delay,
+ * win=1: DCQCN/TIMELY "+win"; tamper=forge|replay|truncate with tamper_every=K: every K-th
  * ACK / NACK B -> A is forged (one bit of its ack flipped, tag kept),
  * delivered twice, or cut before its trailer), restart (B loses its state
  * mid-flow), admit (A opens `flows` flows; B admits rx_peer_max of them),
@@ -107,6 +109,40 @@ static int listed(uint64_t i)
 	return 0;
 }
 
+/* ce=P, ce_list=I,J,...: CE marks on ECN-capable frames A -> B, as a
+ * switch's ECN marking would set them (the IP checksum refreshed) */
+static double ce_prob;
+static uint64_t ce_list[64];
+static uint32_t n_ce_list;
+static uint64_t ce_marked;
+
+static void parse_list(const char *d, uint64_t *out, uint32_t *n)
+{
+	char *end;
+
+	while (*d && *n < 64) {
+		out[(*n)++] = strtoull(d, &end, 10);
+		d = *end == ',' ? end + 1 : end;
+		if (end == d && *d)
+			break;
+	}
+}
+
+static void maybe_mark(uint8_t *frame, uint32_t len, uint64_t i)
+{
+	uint8_t *tos = frame + ETH_HLEN_ + 1;
+	uint32_t k;
+	int mark = ce_prob > 0 && rnd() < ce_prob;
+
+	for (k = 0; k < n_ce_list && !mark; k++)
+		mark = ce_list[k] == i;
+	if (!mark || !(*tos & 3) || (*tos & 3) == 3)
+		return;
+	*tos |= 3;
+	fill_l3_csums(frame, len);
+	ce_marked++;
+}
+
 static void link_push(struct link *l, const uint8_t *frame, uint32_t len)
 {
 	struct pkt p;
@@ -124,6 +160,8 @@ static void link_push(struct link *l, const uint8_t *frame, uint32_t len)
 	p.len = len;
 	p.bytes = malloc(len);
 	memcpy(p.bytes, frame, len);
+	if (l == &ab)
+		maybe_mark(p.bytes, len, l->sent - 1);
 	if (!l->held.bytes && rnd() < l->reorder) {
 		l->held = p;             /* goes out behind the next frame */
 		l->reordered++;
@@ -357,6 +395,7 @@ static const char *arg(int argc, char **argv, const char *key, const char *dflt)
 #define ADDR_B 0x0a000002u
 
 static uint32_t flow_mtu = 1500;
+static uint32_t rate_win;        /* win=1: DCQCN+win, TIMELY+win */
 
 static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint64_t seed,
 			  uint16_t sport)
@@ -383,6 +422,7 @@ static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint
 	c.rto_min_ns = 1000000;
 	c.timeout_ns = 2000000000ull;
 	c.mtu = flow_mtu;
+	c.rate_win = rate_win;
 	rc = hpccd_tp__flow_open(A, &c, &id);
 	if (rc) {
 		fprintf(stderr, "harness: flow_open: %s\n", hpccd_tp__error(A));
@@ -399,10 +439,28 @@ static uint32_t algo_of(const char *s)
 		return HPCCD_ALGO_RXHPCC;
 	if (!strcmp(s, "ldcp"))
 		return HPCCD_ALGO_LDCP;
+	if (!strcmp(s, "dcqcn"))
+		return HPCCD_ALGO_DCQCN;
+	if (!strcmp(s, "timely"))
+		return HPCCD_ALGO_TIMELY;
 	return HPCCD_ALGO_DCTCP;
 }
 
 static uint64_t stall_ns, stall_at, stall_from;
+/* The transfer's flow: its pacing rate's least and its value after the
+ * algorithm's first reaction (cc_updates 0 -> 1). */
+static struct tp_flow *track;
+static double rate_min = -1, rate_first = -1;
+
+static void track_rate(void)
+{
+	if (!track || track->state != HPCCD_TP_RUNNING)
+		return;
+	if (rate_min < 0 || track->rate_bps < rate_min)
+		rate_min = track->rate_bps;
+	if (rate_first < 0 && track->st.cc_updates)
+		rate_first = track->rate_bps;
+}
 
 /* Runs until every flow of A is done or failed, or `limit_ns` passed. */
 static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
@@ -412,6 +470,7 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 	while (sim_now < end) {
 		if (bn.bps)
 			bneck_depart();
+		track_rate();
 		link_deliver(&ab, &ring_b);
 		link_deliver(&ba, &ring_a);
 		engine_turn(A, &ring_a, UINT32_MAX);
@@ -662,7 +721,6 @@ int main(int argc, char **argv)
 	stall_at = strtoull(arg(argc, argv, "stall_at", "1000000"), NULL, 0);
 	ab.loss = ba.loss = atof(arg(argc, argv, "loss", "0"));
 	ab.reorder = atof(arg(argc, argv, "reorder", "0"));
-	ab.delay_ns = ba.delay_ns = 10000;
 	ring_a.cap = A->ring;            /* the RX rings the engines were sized for */
 	ring_b.cap = B->ring;
 	ring_a.one = ring_b.one = c.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM;
@@ -681,17 +739,11 @@ int main(int argc, char **argv)
 		if (!tamper_every)
 			tamper_every = 1;
 	}
-	{
-		const char *d = arg(argc, argv, "drop", "");
-		char *end;
-
-		while (*d && n_drop < 64) {
-			drop_list[n_drop++] = strtoull(d, &end, 10);
-			d = *end == ',' ? end + 1 : end;
-			if (end == d && *d)
-				break;
-		}
-	}
+	parse_list(arg(argc, argv, "drop", ""), drop_list, &n_drop);
+	parse_list(arg(argc, argv, "ce_list", ""), ce_list, &n_ce_list);
+	ce_prob = atof(arg(argc, argv, "ce", "0"));
+	rate_win = (uint32_t)strtoul(arg(argc, argv, "win", "0"), NULL, 0);
+	ab.delay_ns = ba.delay_ns = strtoull(arg(argc, argv, "delay_us", "10"), NULL, 0) * 1000;
 	sim_now = now_ns();
 
 	if (!strcmp(scenario, "scale")) {
@@ -720,6 +772,7 @@ int main(int argc, char **argv)
 	id = open_flow(bytes, algo_of(arg(argc, argv, "algo", "dctcp")),
 		       strcmp(arg(argc, argv, "recovery", "sr"), "gbn") ? HPCCD_TP_SR : HPCCD_TP_GBN,
 		       seed, 40000);
+	track = &A->flows[id & A->slot_mask];
 	if (!strcmp(scenario, "restart")) {
 		restart_after = bytes / 2;
 		run(3000000000ull, budget, restart_hook);
@@ -736,7 +789,10 @@ int main(int argc, char **argv)
 	       "\"rx_free\": %u, \"rx_frames\": %u, \"tx_mb_pkts\": %llu, \"rx_mb_pkts\": %llu, "
 	       "\"rx_held_heap\": %llu, \"bad_csum\": %llu, \"rx_mb_bad\": %llu, "
 	       "\"tampered\": %llu, \"bad_tags\": %llu, \"fb_replayed\": %llu, \"acks\": %llu, "
-	       "\"nacks\": %llu}\n",
+	       "\"nacks\": %llu, \"ce_marked\": %llu, \"cnps\": %llu, "
+	       "\"cnps_sent\": %llu, \"cc_updates\": %llu, \"rate_min\": %.17g, "
+	       "\"rate_first\": %.17g, \"rate_end\": %.17g, \"signal\": %.17g, "
+	       "\"line_bps\": %llu, \"window_bytes\": %.17g, \"wnd_limited_us\": %.1f}\n",
 	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
 	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
 	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
@@ -753,7 +809,11 @@ int main(int argc, char **argv)
 	       (unsigned long long)B->st.bad_csum, (unsigned long long)B->st.rx_mb_bad,
 	       (unsigned long long)tampered, (unsigned long long)fs.bad_tags,
 	       (unsigned long long)fs.fb_replayed, (unsigned long long)fs.acks,
-	       (unsigned long long)fs.nacks);
+	       (unsigned long long)fs.nacks,
+	       (unsigned long long)ce_marked, (unsigned long long)fs.cnps,
+	       (unsigned long long)(n ? rs[0].cnps_sent : 0), (unsigned long long)fs.cc_updates,
+	       rate_min, rate_first, fs.rate_bps, fs.U, (unsigned long long)line_rate_bps,
+	       fs.window_bytes, (double)fs.wnd_limited_ns / 1e3);
 	engine_free(A);
 	engine_free(B);
 	return 0;

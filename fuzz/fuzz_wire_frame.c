@@ -21,7 +21,8 @@
  *    PROBE_RESP, NOTIFY, ACK and NACK, the SipHash-2-4 of the 16-byte prefix and the
  *    bytes from the INT header to the tag computed here in one call of
  *    hpccd_wire_siphash24() (parse.h feeds it word by word, as BPF must);
- *    hpccd_wire_tag_verify() says whether the carried tag is that one;
+ *    hpccd_wire_tag_verify() says whether the carried tag is that one, and
+ *    hpccd_wire_tag_span() over the prefix and span gives the same tag;
  *  - hpccd__stamp_hop() on a valid packet with a correct L4 checksum
  *    writes exactly the record at nHop (or sets OVERFLOW once, or leaves
  *    the packet alone without COLLECT), the packet stays valid, and the
@@ -309,6 +310,22 @@ static void check_tag(const uint8_t *f, size_t n, int rc, const struct hpccd_wir
 		FUZZ_CHECK(trc == -ENODATA);
 	else
 		FUZZ_CHECK(trc == 0 && t == ref_tag(f, in));
+	if (trc == 0) {
+		/* the engine's way to the same tag: prefix and span it knows */
+		int answer = in->hdr_type == HPCCD_T_PROBE_RESP || in->hdr_type == HPCCD_T_NOTIFY ||
+			     in->hdr_type == HPCCD_T_ACK || in->hdr_type == HPCCD_T_NACK;
+		struct hpccd_tag_input ti;
+		uint64_t s2 = 0;
+
+		memset(&ti, 0, sizeof(ti));
+		ti.saddr = htonl(answer ? in->daddr : in->saddr);
+		ti.daddr = htonl(answer ? in->saddr : in->daddr);
+		ti.sport = htons(answer ? in->dport : in->sport);
+		ti.dport = htons(answer ? in->sport : in->dport);
+		ti.proto = in->l4;
+		FUZZ_CHECK(hpccd_wire_tag_span(KEY, &ti, f + in->int_off, in->tag_off - in->int_off,
+					       &s2) == 0 && s2 == t);
+	}
 	if (trc < 0) {
 		FUZZ_CHECK(vrc == trc);
 		return;

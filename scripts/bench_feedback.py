@@ -21,9 +21,9 @@ state and the machine's CPU (figures of the shared two cores as much as of
 the algorithms: say what else ran).
 
 With valgrind installed, the instructions the tag costs per ACK are counted
-with callgrind over one transfer: hpccd_wire_tag at the receiver,
-hpccd_wire_tag_verify at the sender, against the whole of send_feedback and
-on_feedback.
+with callgrind over one transfer: hpccd_wire_tag_span as the receiver's
+send_feedback and the sender's on_feedback call it, against the whole of
+those two.
 
     .venv/bin/python scripts/bench_feedback.py [--flows 4] [--bytes 2000000]
     sudo .venv/bin/python scripts/bench_feedback.py --lab [--reps 3]
@@ -53,8 +53,9 @@ def run(exe: pathlib.Path, *args: str) -> dict:
 
 
 def tag_cost(exe: pathlib.Path, tmp: pathlib.Path, *args: str) -> dict | None:
-    """Instructions per ACK of the tag and of the feedback paths, one harness run
-    (`args`) under callgrind; None without valgrind."""
+    """Instructions per ACK of the tag (hpccd_wire_tag_span, as called by the
+    receiver's send_feedback and the sender's on_feedback) and of those two
+    functions, one harness run (`args`) under callgrind; None without valgrind."""
     if not shutil.which("valgrind") or not shutil.which("callgrind_annotate"):
         return None
     out = tmp / "callgrind.out"
@@ -63,17 +64,32 @@ def tag_cost(exe: pathlib.Path, tmp: pathlib.Path, *args: str) -> dict | None:
     if r.returncode:
         raise SystemExit(f"callgrind: {r.stderr[-2000:]}")
     acks = json.loads(r.stdout)["acks"]
-    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out)],
+    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--tree=caller", str(out)],
                          capture_output=True, text=True).stdout
-    incl = {}
+    incl: dict[str, int] = {}
+    by_caller: dict[tuple[str, str], int] = {}
+    callers: list[tuple[str, int]] = []
     for line in ann.splitlines():
-        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+\S*:(\w+)\s", line)
-        if m:
-            incl.setdefault(m.group(2), int(m.group(1).replace(",", "")))
-    need = ("hpccd_wire_tag", "hpccd_wire_tag_verify", "send_feedback", "on_feedback")
-    if not all(k in incl for k in need):
-        return {"error": f"symbols not found: {[k for k in need if k not in incl]}"}
-    return {"acks": acks, **{k: incl[k] / acks for k in need}}
+        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+([<*])\s+\S*:(\w+)\s", line)
+        if not m:
+            callers = []
+            continue
+        cost, kind, fn = int(m.group(1).replace(",", "")), m.group(2), m.group(3)
+        if kind == "<":
+            callers.append((fn, cost))
+        else:
+            incl.setdefault(fn, cost)
+            for c, v in callers:
+                by_caller[(fn, c)] = v
+            callers = []
+    need = [("hpccd_wire_tag_span", "send_feedback"), ("hpccd_wire_tag_span", "on_feedback")]
+    if not all(k in by_caller for k in need) or not all(
+            f in incl for f in ("send_feedback", "on_feedback")):
+        return {"error": "callgrind did not show hpccd_wire_tag_span under send_feedback and "
+                         "on_feedback"}
+    return {"acks": acks, "tag_rx": by_caller[need[0]] / acks,
+            "tag_tx": by_caller[need[1]] / acks, "send_feedback": incl["send_feedback"] / acks,
+            "on_feedback": incl["on_feedback"] / acks}
 
 
 def lab_runs(reps: int, nbytes: int) -> None:
@@ -155,10 +171,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"\nintegrity tag, instructions per ACK, {what} (callgrind, {c['acks']} "
                   f"ACKs, m = 1):\n"
-                  f"  receiver: hpccd_wire_tag {c['hpccd_wire_tag']:.0f} of send_feedback "
+                  f"  receiver: the tag {c['tag_rx']:.0f} of send_feedback "
                   f"{c['send_feedback']:.0f}\n"
-                  f"  sender:   hpccd_wire_tag_verify {c['hpccd_wire_tag_verify']:.0f} of "
-                  f"on_feedback {c['on_feedback']:.0f}")
+                  f"  sender:   the tag {c['tag_tx']:.0f} of on_feedback "
+                  f"{c['on_feedback']:.0f}")
     return 0
 
 

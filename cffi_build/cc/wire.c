@@ -306,6 +306,25 @@ int hpccd_wire_tag(const uint8_t *key, const void *frame, size_t len, uint16_t u
 	return wire__tag(key, frame, len, udp_port, probe_dscp, tag, NULL);
 }
 
+int hpccd_wire_tag_span(const uint8_t *key, const struct hpccd_tag_input *ti,
+			const void *int_hdr, size_t n, uint64_t *tag)
+{
+	struct hpccd_view v;
+	__u64 t;
+
+	if (!key || !ti || !int_hdr || !tag || n > HPCCD_TAG_MAX_WORDS * 8)
+		return -EINVAL;
+	/* hpccd__tag() reads the view's INT header and tag pointers only */
+	memset(&v, 0, sizeof(v));
+	v.int_hdr = (struct hpccd_int_hdr *)int_hdr;
+	v.tag = (struct hpccd_tag *)((uint8_t *)int_hdr + n);
+	if (hpccd__tag(&v, ti, hpccd_siphash__le64(key), hpccd_siphash__le64(key + 8),
+		       (uint8_t *)int_hdr + n, &t) < 0)
+		return -EINVAL;
+	*tag = t;
+	return 0;
+}
+
 int hpccd_wire_tag_verify(const uint8_t *key, const void *frame, size_t len,
 			  uint16_t udp_port, uint8_t probe_dscp)
 {

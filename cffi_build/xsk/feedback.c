@@ -76,11 +76,20 @@ static void sack_update(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f
  * trigger a retransmission, so none is applied unless its trailer is
  * there and its tag verifies under the engine's key (forged, corrupted or
  * truncated ones are counted in bad_tags).  Returns 1 if it verifies. */
-static int fb_authentic(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f, uint32_t len,
+static int fb_authentic(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f,
 			const struct hpccd_wire_info *wi)
 {
-	if (!wi->has_trailer || hpccd_wire_tag_verify(t->cfg.tag_key, f, len, t->cfg.udp_port,
-						      t->cfg.probe_dscp) != 1) {
+	/* the prefix: the flow as its data sender (this host) sees it; the
+	 * span: the parser's offsets (rx_frame parsed the frame already) */
+	struct hpccd_tag_input ti = {
+		.saddr = htonl(wi->daddr), .daddr = htonl(wi->saddr),
+		.sport = htons(wi->dport), .dport = htons(wi->sport), .proto = wi->l4,
+	};
+	uint64_t tag;
+
+	if (!wi->has_trailer ||
+	    hpccd_wire_tag_span(t->cfg.tag_key, &ti, f + wi->int_off, wi->tag_off - wi->int_off,
+				&tag) || tag != wi->tag) {
 		fl->st.bad_tags++;
 		return 0;
 	}
@@ -117,7 +126,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	}
 	if (fl->state != HPCCD_TP_RUNNING)
 		return;                  /* late feedback of a finished flow */
-	if (!fb_authentic(t, fl, f, len, wi))
+	if (!fb_authentic(t, fl, f, wi))
 		return;
 	if (ack > fl->snd_max) {
 		t->st.bad_body++;        /* acknowledges what was never sent */

@@ -176,22 +176,24 @@ static uint64_t rx_window_end(const struct hpccd_tp *t, const struct tp_rx *r)
 
 /* The feedback trailer of an ACK / NACK whose body ends at `off` (its
  * 16 bytes already counted in the header's len): fb_seq, flags, and the
- * tag ([HPCC++2022] section 9.1) over everything before it, under the
- * engine's key.  The IPv4 and UDP lengths are set first (the tag's parser
- * reads them); finish_frame() then sums the frame once.  Returns the end. */
+ * tag ([HPCC++2022] section 9.1) over everything from the INT header
+ * before it, under the engine's key, with the flow as its data sender
+ * sees it for prefix (the frame is ours: no need to parse it again).
+ * finish_frame() then sums the frame once.  Returns the end. */
 static uint32_t put_fb_trailer(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f, uint32_t off,
 			       uint32_t fb_flags)
 {
+	struct hpccd_tag_input ti = {
+		.saddr = htonl(r->saddr), .daddr = htonl(r->daddr),
+		.sport = htons(r->sport), .dport = htons(r->dport), .proto = IPPROTO_UDP,
+	};
 	uint32_t end = off + HPCCD_FB_TRAILER_BYTES;
 	uint64_t tag = 0;
 
 	put32(f + off, ++r->fb_seq);
 	put32(f + off + 4, fb_flags);
-	memset(f + off + 8, 0, HPCCD_TAG_BYTES);
-	put16(f + 16, (uint16_t)(end - ETH_HLEN_));
-	put16(f + 38, (uint16_t)(end - ETH_HLEN_ - IP_HLEN));
-	if (hpccd_wire_tag(t->cfg.tag_key, f, end, t->cfg.udp_port, t->cfg.probe_dscp, &tag))
-		t->st.bad_body++;        /* cannot happen: the frame is ours */
+	if (hpccd_wire_tag_span(t->cfg.tag_key, &ti, f + L2L4, off + 8 - L2L4, &tag))
+		t->st.bad_body++;        /* cannot happen: within the longest ACK */
 	put32(f + off + 8, (uint32_t)(tag >> 32));
 	put32(f + off + 12, (uint32_t)tag);
 	return end;

@@ -131,6 +131,15 @@ int hpccd_wire_parse_frame(const void *frame, size_t len, uint16_t udp_port,
 int hpccd_wire_tag(const uint8_t *key, const void *frame, size_t len, uint16_t udp_port,
 		   uint8_t probe_dscp, uint64_t *tag);
 
+/* The same tag from parts the caller already knows, for the transport
+ * engine's feedback path (no second parse of the frame): the prefix `ti`
+ * (struct hpccd_tag_input, network order: the data sender's view) and the
+ * n bytes from the INT header to the tag at int_hdr.  Returns 0 with *tag
+ * set; -EINVAL for a NULL argument or n beyond the longest tagged packet
+ * (188 bytes: an ACK with an echo of 8 hops, 4 SACK blocks and a window). */
+int hpccd_wire_tag_span(const uint8_t *key, const struct hpccd_tag_input *ti,
+			const void *int_hdr, size_t n, uint64_t *tag);
+
 /* 1 when the tag carried by the frame is the one hpccd_wire_tag()
  * computes, 0 when it is not; the negative values of hpccd_wire_tag(). */
 int hpccd_wire_tag_verify(const uint8_t *key, const void *frame, size_t len,

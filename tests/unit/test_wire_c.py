@@ -465,3 +465,29 @@ def test_departure_rewrites_exactly_the_record(v):
         assert (rc, out) == (1, frame)
     rc, out = _restamp(frame, nhop, hops[nhop] if nhop < len(hops) else 0, 1)
     assert (rc, out) == (2, frame)
+
+
+@pytest.mark.parametrize("v", [v for v in _vectors() if v.get("fields")
+                               and v["fields"].get("tag_valid")],
+                         ids=lambda v: v["name"])
+def test_tag_span_is_the_frames_tag(v):
+    """hpccd_wire_tag_span (the engine's feedback path: the prefix and the
+    offsets it has, no second parse) gives the tag hpccd_wire_tag gives the
+    whole frame, for every vector whose tag is valid; the prefix is the
+    Python twin's (hpccd.wire.tag_input)."""
+    from hpccd import wire
+
+    doc = _load()
+    key = bytes.fromhex(doc["tag_key_hex"])
+    frame = bytes.fromhex(v["hex"])
+    rc, info = parse(frame, doc["udp_port"], doc["probe_dscp"])
+    assert rc == 0 and info.has_tag
+    prefix = ffi.new("uint8_t[]", wire.tag_input(frame))
+    ti = ffi.cast("struct hpccd_tag_input *", prefix)
+    buf = ffi.from_buffer(frame)
+    out = ffi.new("uint64_t *")
+    n = info.tag_off - info.int_off
+    assert lib.hpccd_wire_tag_span(key, ti, buf + info.int_off, n, out) == 0
+    assert out[0] == int(v["fields"]["tag_hex"], 16)
+    # beyond the longest tagged packet: refused, not read
+    assert lib.hpccd_wire_tag_span(key, ti, buf + info.int_off, 24 * 8 + 1, out) == -errno.EINVAL

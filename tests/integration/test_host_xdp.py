@@ -666,7 +666,7 @@ def _malformed_payloads() -> dict[int, bytes]:
         wire.WireErr.HOPS_TRUNC: good[:4 + 2 * 8],
         wire.WireErr.HDR_TRUNC: good[:hdr + 20],
         wire.WireErr.VERSION: at(hdr, 0x20 | wire.T_DATA),
-        wire.WireErr.TYPE: at(hdr, 0x17),
+        wire.WireErr.TYPE: at(hdr, 0x10 | (wire.T_MAX + 1)),
         wire.WireErr.LEN: good[:-1],
     }
 

@@ -194,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bytes", type=_bytes, default=_bytes("1G"))
     ap.add_argument("--seconds", type=float, default=3.0, help="iperf3 duration")
     ap.add_argument("--mtus", default="65535,9000,1500",
-                    help="veth MTUs, one block each (65535: the largest a veth takes; a
-                         flow takes as much of it as 16 frames carry)")
+                    help="veth MTUs, one block each (65535: the largest a veth takes; a "
+                         "flow takes as much of it as 16 frames carry)")
     ap.add_argument("--algo", default="dctcp", choices=("hpcc", "dctcp", "ldcp", "rx-hpcc"))
     ap.add_argument("--raw-frames", type=int, default=1_000_000)
     ap.add_argument("--no-cli", action="store_true", help="skip the hpccctl runs")

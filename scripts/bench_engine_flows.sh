@@ -47,8 +47,8 @@ for line in open(f"{d}/cg.out"):
         tot = [int(x) for x in line.split()[1:]]
 c = dict(zip(ev, tot))
 k = json.load(open(f"{d}/out.json"))["pkts"]
-d1 = c["D1mr"] + c["D1mw"]
-ll = c["DLmr"] + c["DLmw"]
+d1 = c.get("D1mr", 0) + c.get("D1mw", 0)
+ll = c.get("DLmr", 0) + c.get("DLmw", 0)
 print(f"{n:>6} flows: {c['Ir'] / k:7.0f} instructions, {d1 / k:6.1f} D1 misses, "
       f"{ll / k:5.2f} LL data misses per packet ({k} packets)")
 PY

@@ -42,35 +42,14 @@ if os.geteuid() != 0:
     pytest.skip("namespaces, XDP, tc and struct_ops need root", allow_module_level=True)
 
 from hpccd import bpf, ownership  # noqa: E402
+from hpccd.experiment.common import star  # noqa: E402
 from hpccd.topology import Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
 HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
 HOSTS = ("h1", "h2", "h3")
-TOPOLOGY = """
-[lab]
-name = "olab"
-subnet = "10.123.0.0/16"
-
-[[switches]]
-name = "s1"
-id = 0x0B1
-
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-[[hosts]]
-name = "h3"
-
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["h2", "s1"]
-[[links]]
-endpoints = ["h3", "s1"]
-"""
+TOPOLOGY = star("olab", "10.123.0.0/16", 0x0B1, list(HOSTS), 1000, 1_000_000)
 
 
 def available() -> list[str]:

@@ -51,6 +51,7 @@ if os.geteuid() != 0:
 
 from hpccd import lab_metrics  # noqa: E402
 from hpccd.control import request  # noqa: E402
+from hpccd.experiment.common import line  # noqa: E402
 from hpccd.topology import Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -59,31 +60,7 @@ HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PORT = 9477
 FLOW_BYTES = 120_000_000
-TOPOLOGY = """
-[lab]
-name = "plab"
-subnet = "10.125.0.0/16"
-
-[defaults]
-rate_mbps = 2000
-buffer_bytes = 1000000
-
-[[switches]]
-name = "s1"
-id = 0x0C1
-
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["s1", "h2"]
-rate_mbps = 1000
-buffer_bytes = 500000
-"""
+TOPOLOGY = line("plab", "10.125.0.0/16", 0x0C1, 2000, 1_000_000, 1000, 500_000)
 
 
 def config_text(d: pathlib.Path, host: str, address: str) -> str:

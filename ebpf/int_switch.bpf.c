@@ -624,7 +624,13 @@ int int_sw_depart(struct __sk_buff *skb)
 	port = d.port < HPCCD_SW_PORTS_MAX ? d.port : 0;
 
 	kind = classify(skb, &p);
-	if (kind == PKT_NOT_LINEAR || nonlinear(skb)) {
+	if (kind == PKT_NOT_LINEAR) {
+		want = skb->len < HPCCD_SW_PULL_HDRS ? skb->len : HPCCD_SW_PULL_HDRS;
+		kind = bpf_skb_pull_data(skb, want) == 0 ? classify(skb, &p) : PKT_NOT_LINEAR;
+	}
+	/* Only an hpccd packet is made linear whole (its record is rewritten
+	 * and its checksum mended); a 64 KB TCP super-packet is not copied. */
+	if ((kind == PKT_HPCCD_UDP || kind == PKT_TCP_PROBE) && nonlinear(skb)) {
 		want = skb->len < HPCCD_SW_PULL_MAX ? skb->len : HPCCD_SW_PULL_MAX;
 		kind = bpf_skb_pull_data(skb, want) == 0 ? classify(skb, &p) : PKT_NOT_LINEAR;
 	}

@@ -219,9 +219,10 @@ static void check_info(const uint8_t *f, size_t n, int rc, const struct ref *r,
 	/* valid */
 	FUZZ_CHECK(in->body_off + in->hdr_len == r->end);
 	FUZZ_CHECK(in->has_notify == (in->hdr_type == HPCCD_T_NOTIFY && in->hdr_len == 32));
-	FUZZ_CHECK(in->has_trailer == ((in->hdr_type == HPCCD_T_ACK ||
-					in->hdr_type == HPCCD_T_NACK) &&
-				       in->hdr_len >= 16 && in->hdr_len <= 96));
+	FUZZ_CHECK(in->has_trailer == (((in->hdr_type == HPCCD_T_ACK ||
+					 in->hdr_type == HPCCD_T_NACK) &&
+					in->hdr_len >= 16 && in->hdr_len <= 96) ||
+				       (in->hdr_type == HPCCD_T_CNP && in->hdr_len == 16)));
 	FUZZ_CHECK(in->has_tag == (in->has_notify || in->has_trailer ||
 				   ((in->hdr_type == HPCCD_T_PROBE ||
 				     in->hdr_type == HPCCD_T_PROBE_RESP) && in->hdr_len == 8)));
@@ -255,13 +256,20 @@ static void check_info(const uint8_t *f, size_t n, int rc, const struct ref *r,
 	}
 }
 
+/* The types that travel from the data receiver to the data sender: their
+ * tag prefix is the reverse of their own 5-tuple. */
+static int answer_type(uint32_t type)
+{
+	return type == HPCCD_T_PROBE_RESP || type == HPCCD_T_NOTIFY || type == HPCCD_T_ACK ||
+	       type == HPCCD_T_NACK || type == HPCCD_T_CNP;
+}
+
 /* The tag as docs/wire-format.md "Integrity tag" defines it, in one call. */
 static uint64_t ref_tag(const uint8_t *f, const struct hpccd_wire_info *in)
 {
 	uint8_t msg[16 + 4 + 64 + 32 + 88];
 	size_t body = in->tag_off - in->int_off;
-	int answer = in->hdr_type == HPCCD_T_PROBE_RESP || in->hdr_type == HPCCD_T_NOTIFY ||
-		     in->hdr_type == HPCCD_T_ACK || in->hdr_type == HPCCD_T_NACK;
+	int answer = answer_type(in->hdr_type);
 	uint32_t sa = answer ? in->daddr : in->saddr, da = answer ? in->saddr : in->daddr;
 	uint16_t sp = answer ? in->dport : in->sport, dp = answer ? in->sport : in->dport;
 
@@ -277,14 +285,13 @@ static uint64_t ref_tag(const uint8_t *f, const struct hpccd_wire_info *in)
 }
 
 /* parse.h's prefix of a packet of type `type` (hpccd__tag_input): the
- * packet's own 5-tuple for DATA, ACK, NACK and PROBE, reversed for the
- * answers that carry a tag. */
+ * packet's own 5-tuple for DATA and PROBE, reversed for the answers that
+ * carry a tag (PROBE_RESP, NOTIFY, ACK, NACK, CNP). */
 static void check_tag_input(const uint8_t *f, const struct ref *r,
 			    const struct hpccd_wire_info *in)
 {
 	struct hpccd_tag_input ti;
-	int rev = in->hdr_type == HPCCD_T_PROBE_RESP || in->hdr_type == HPCCD_T_NOTIFY ||
-		  in->hdr_type == HPCCD_T_ACK || in->hdr_type == HPCCD_T_NACK;
+	int rev = answer_type(in->hdr_type);
 
 	memset(&ti, 0xa5, sizeof(ti));
 	hpccd__tag_input(&ti, (const struct iphdr *)(f + r->ip), htons(in->sport),
@@ -312,8 +319,7 @@ static void check_tag(const uint8_t *f, size_t n, int rc, const struct hpccd_wir
 		FUZZ_CHECK(trc == 0 && t == ref_tag(f, in));
 	if (trc == 0) {
 		/* the engine's way to the same tag: prefix and span it knows */
-		int answer = in->hdr_type == HPCCD_T_PROBE_RESP || in->hdr_type == HPCCD_T_NOTIFY ||
-			     in->hdr_type == HPCCD_T_ACK || in->hdr_type == HPCCD_T_NACK;
+		int answer = answer_type(in->hdr_type);
 		struct hpccd_tag_input ti;
 		uint64_t s2 = 0;
 

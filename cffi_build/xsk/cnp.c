@@ -11,8 +11,14 @@
  * held, and its CNP leaves with the flow's first packet after the
  * window: the engine has no timer for it, so with no later packet it
  * never leaves (a flow that stops sending has nothing to slow down).
- * The sender half hands a CNP to the flow's algorithm; others count it.
- * docs/wire-format.md "CNP" has the packet.
+ * A CNP cuts the sender's rate, so it is integrity checked as ACKs and
+ * NACKs are ([HPCC++2022] section 9.1): its body is the feedback trailer
+ * (fb_seq in the receiver flow's one sequence of ACK / NACK / CNP, the
+ * SipHash tag under the engine's rotating key), and the sender applies
+ * none whose tag does not verify (bad_tags: forged, corrupted, cut) or
+ * whose fb_seq is not new (fb_replayed).  The sender half then hands it to
+ * the flow's algorithm; others count it.  docs/wire-format.md "CNP" has
+ * the packet.
  */
 #include "tp.h"
 
@@ -38,16 +44,19 @@ void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *w
 	}
 	put_l2l4(f, r->mac_peer, r->mac_local, r->daddr, r->saddr, r->dport, r->sport, 0);
 	off += put_int(f + off, 0);
-	put_hdr(f + off, HPCCD_T_CNP, 0, 0, r->flow_id, 0, r->rcv_nxt, wi->ts, r->np_ce);
-	off += HPCCD_HDR_BYTES;
+	put_hdr(f + off, HPCCD_T_CNP, 0, HPCCD_FB_TRAILER_BYTES, r->flow_id, 0, r->rcv_nxt, wi->ts,
+		r->np_ce);
+	off = put_fb_trailer(t, r, f, off + HPCCD_HDR_BYTES, 0);
 	finish_frame(t, f, off);
 	tx_put(t, addr, off);
 	r->np_ce = 0;
 	r->st.cnps_sent++;
 }
 
-/* A CNP for one of our flows: the algorithm's on_cnp, if it has one. */
-void on_cnp(struct hpccd_tp *t, const struct hpccd_wire_info *wi, uint64_t now)
+/* A CNP for one of our flows (frame f): authentic and new, then the
+ * algorithm's on_cnp, if it has one. */
+void on_cnp(struct hpccd_tp *t, const uint8_t *f, const struct hpccd_wire_info *wi,
+	    uint64_t now)
 {
 	struct tp_flow *fl = flow_by_id(t, wi->flow_id);
 
@@ -57,6 +66,8 @@ void on_cnp(struct hpccd_tp *t, const struct hpccd_wire_info *wi, uint64_t now)
 	}
 	if (fl->state != HPCCD_TP_RUNNING)
 		return;                  /* late: the flow finished */
+	if (!fb_authentic(t, fl, f, wi) || !fb_fresh(fl, wi))
+		return;                  /* counted: bad_tags, fb_replayed */
 	fl->st.cnps++;
 	if (!fl->ops->on_cnp)
 		return;                  /* counted, not applied */

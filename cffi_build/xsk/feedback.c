@@ -73,11 +73,12 @@ static void sack_update(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f
 }
 
 /* [HPCC++2022] section 9.1: an ACK or NACK changes the window and may
- * trigger a retransmission, so none is applied unless its trailer is
+ * trigger a retransmission, a CNP cuts a rate (cnp.c), so none is applied
+ * unless its trailer is
  * there and its tag verifies under the engine's key (forged, corrupted or
  * truncated ones are counted in bad_tags).  Returns 1 if it verifies. */
-static int fb_authentic(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f,
-			const struct hpccd_wire_info *wi)
+int fb_authentic(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f,
+		 const struct hpccd_wire_info *wi)
 {
 	/* the prefix: the flow as its data sender (this host) sees it; the
 	 * span: the parser's offsets (rx_frame parsed the frame already) */
@@ -96,10 +97,11 @@ static int fb_authentic(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f
 	return 1;
 }
 
-/* Replay: a receiver flow numbers its ACKs and NACKs (fb_seq, from 1); one
- * not above the newest taken is a copy or older than what was applied,
- * and is dropped (fb_replayed).  Serial arithmetic: fb_seq may wrap. */
-static int fb_fresh(struct tp_flow *fl, const struct hpccd_wire_info *wi)
+/* Replay: a receiver flow numbers its ACKs, NACKs and CNPs in one sequence
+ * (fb_seq, from 1); one not above the newest taken is a copy or older than
+ * what was applied, and is dropped (fb_replayed).  Serial arithmetic:
+ * fb_seq may wrap. */
+int fb_fresh(struct tp_flow *fl, const struct hpccd_wire_info *wi)
 {
 	if ((int32_t)(wi->fb_seq - fl->fb_seq) <= 0) {
 		fl->st.fb_replayed++;

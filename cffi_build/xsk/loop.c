@@ -67,7 +67,7 @@ int rx_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len, uint64_t now)
 	case HPCCD_T_CNP:
 		if (wi.sport != t->cfg.udp_port)
 			break;
-		on_cnp(t, &wi, now);
+		on_cnp(t, f, &wi, now);
 		return 0;
 	}
 	t->st.bad_body++;    /* wrong direction */

@@ -174,14 +174,14 @@ static uint64_t rx_window_end(const struct hpccd_tp *t, const struct tp_rx *r)
 	return r->rcv_nxt + (uint64_t)frames * r->mss / pieces;
 }
 
-/* The feedback trailer of an ACK / NACK whose body ends at `off` (its
+/* The feedback trailer of an ACK / NACK / CNP whose body ends at `off` (its
  * 16 bytes already counted in the header's len): fb_seq, flags, and the
  * tag ([HPCC++2022] section 9.1) over everything from the INT header
  * before it, under the engine's key, with the flow as its data sender
  * sees it for prefix (the frame is ours: no need to parse it again).
  * finish_frame() then sums the frame once.  Returns the end. */
-static uint32_t put_fb_trailer(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f, uint32_t off,
-			       uint32_t fb_flags)
+uint32_t put_fb_trailer(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f, uint32_t off,
+			uint32_t fb_flags)
 {
 	struct hpccd_tag_input ti = {
 		.saddr = htonl(r->saddr), .daddr = htonl(r->daddr),

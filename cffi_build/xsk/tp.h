@@ -224,7 +224,7 @@ struct tp_rx {
 	uint64_t hold_hi;                /* end of the highest packet held */
 	int32_t err;
 	uint32_t last_ts;
-	uint32_t fb_seq;                 /* of the last ACK / NACK sent (trailer) */
+	uint32_t fb_seq;                 /* of the last ACK / NACK / CNP sent (trailer) */
 	uint8_t rxwin;                   /* Rx-HPCC: the DATA asked for windows */
 	uint8_t rxw_hop;                 /* its last hop's slot in t->rxw_hops + 1; 0: none */
 	uint64_t rxw_ack_ns;             /* Rx-HPCC: when the last ACK left */
@@ -480,6 +480,9 @@ void flow_window_opened(struct tp_flow *fl, uint64_t now);
 
 /* feedback.c */
 struct tp_flow *flow_by_id(struct hpccd_tp *t, uint32_t flow_id);
+int fb_authentic(struct hpccd_tp *t, struct tp_flow *fl, const uint8_t *f,
+		 const struct hpccd_wire_info *wi);
+int fb_fresh(struct tp_flow *fl, const struct hpccd_wire_info *wi);
 void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		 const struct hpccd_wire_info *wi, uint64_t now);
 void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
@@ -490,6 +493,8 @@ void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wire_info *wi,
 	    uint64_t now);
 void rx_release(struct hpccd_tp *t, struct tp_rx *r);
+uint32_t put_fb_trailer(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f, uint32_t off,
+			uint32_t fb_flags);
 /* rx_hpcc.c */
 void rxw_join(struct hpccd_tp *t, struct tp_rx *r);
 void rxw_leave(struct hpccd_tp *t, struct tp_rx *r);
@@ -503,7 +508,8 @@ void rx_timers(struct hpccd_tp *t, uint64_t now);
 /* cnp.c: DCQCN's notification point and its CNPs */
 void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *wi, int ce,
 	    uint64_t now);
-void on_cnp(struct hpccd_tp *t, const struct hpccd_wire_info *wi, uint64_t now);
+void on_cnp(struct hpccd_tp *t, const uint8_t *f, const struct hpccd_wire_info *wi,
+	    uint64_t now);
 
 /* timers.c */
 void flow_timers(struct hpccd_tp *t, uint64_t now);

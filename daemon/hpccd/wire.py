@@ -11,7 +11,8 @@ Layers, outermost first::
 
 where the body is Raw for DATA, HpccdTag for PROBE and PROBE_RESP,
 HpccdNotify then HpccdTag for NOTIFY, and HpccdFeedback (SACK blocks, the
-Rx-HPCC window, the trailer with its tag) for ACK and NACK.  A TCP probe cannot be bound by port
+Rx-HPCC window, the trailer with its tag) for ACK and NACK, and (the trailer
+alone) for CNP.  A TCP probe cannot be bound by port
 (it carries the measured flow's own ports), so :func:`decode` dissects it.
 
 Besides the layers:
@@ -21,8 +22,8 @@ Besides the layers:
   the L4 payload region the spec defines.  It does not use scapy, so it
   reads like the C and BPF parsers it must agree with.
 * :func:`tag_input`, :func:`compute_tag`, :func:`verify_tag` and
-  :func:`set_tag`: the SipHash-2-4 integrity tag of NOTIFY, PROBE_RESP, ACK
-  and NACK.
+  :func:`set_tag`: the SipHash-2-4 integrity tag of NOTIFY, PROBE_RESP, ACK,
+  NACK and CNP.
 """
 from __future__ import annotations
 
@@ -317,7 +318,8 @@ class HpccdTag(Packet):
 class HpccdFeedback(Packet):
     """Body of an ACK or NACK, parsed from its end (docs/wire-format.md "Feedback
     trailer"): the SACK blocks, the Rx-HPCC window block when the trailer's
-    FB_F_WINDOW says so, then the trailer, include/hpccd/wire.h::
+    FB_F_WINDOW says so, then the trailer; the body of a CNP, the trailer alone
+    (exactly 16 bytes: no SACK blocks, no window block), include/hpccd/wire.h::
 
         struct hpccd_rxwin {            /* only with HPCCD_FB_F_WINDOW */
                 __be32 w_bytes;  __be32 u_q16;  __be16 n_flows;  __be16 reserved;
@@ -328,7 +330,8 @@ class HpccdFeedback(Packet):
         };
 
     ``fb_seq`` None: no trailer (a body shorter than it or longer than
-    FB_BODY_MAX, all ``sack``: never applied by a sender, counted as a bad tag).  ``w_bytes`` None: no window
+    FB_BODY_MAX; of a CNP, any body but 16 bytes; all ``sack``: never applied by a
+    sender, counted as a bad tag).  ``w_bytes`` None: no window
     block (built or dissected; the C parser takes one when FB_F_WINDOW is set
     and 16 bytes precede the trailer).
     """
@@ -348,13 +351,14 @@ class HpccdFeedback(Packet):
 
     def do_dissect(self, s):
         n = len(s)
-        if not FB_TRAILER_BYTES <= n <= FB_BODY_MAX:
+        cnp = isinstance(self.underlayer, Hpccd) and self.underlayer.type == T_CNP
+        if (n != FB_TRAILER_BYTES) if cnp else not FB_TRAILER_BYTES <= n <= FB_BODY_MAX:
             self.fields.update(sack=s, fb_seq=None, w_bytes=None)
             return b""
         end = n - FB_TRAILER_BYTES
         seq, flags, tag = struct.unpack("!IIQ", s[end:])
         self.fields.update(fb_seq=seq, fb_flags=flags, tag=tag, w_bytes=None)
-        if flags & FB_F_WINDOW and end >= RXWIN_BYTES:
+        if not cnp and flags & FB_F_WINDOW and end >= RXWIN_BYTES:
             end -= RXWIN_BYTES
             w, u, nf, r, t = struct.unpack("!IIHHI", s[end:end + RXWIN_BYTES])
             self.fields.update(w_bytes=w, u_q16=u, n_flows=nf, reserved=r, t_ns=t)
@@ -399,7 +403,7 @@ def bind_port(port: int = UDP_PORT_DEFAULT) -> None:
     if _bound_port is not None:
         split_bottom_up(UDP, HpccdInt, sport=_bound_port)
         split_layers(UDP, HpccdInt, dport=_bound_port)
-    # Answers (ACK, NACK, PROBE_RESP, NOTIFY) come from the port: dissect only.
+    # Answers (ACK, NACK, PROBE_RESP, NOTIFY, CNP) come from the port: dissect only.
     bind_bottom_up(UDP, HpccdInt, sport=port)
     # Data and probes go to the port; building UDP()/HpccdInt() sets dport.
     bind_layers(UDP, HpccdInt, dport=port)
@@ -424,6 +428,8 @@ bind_layers(Hpccd, HpccdTag, type=T_PROBE_RESP)
 # ACK and NACK: SACK blocks, window, trailer (parsed from the end).
 bind_layers(Hpccd, HpccdFeedback, type=T_ACK)
 bind_layers(Hpccd, HpccdFeedback, type=T_NACK)
+# CNP: the trailer (its whole body).
+bind_layers(Hpccd, HpccdFeedback, type=T_CNP)
 # DATA payload: Raw, scapy's default.
 
 
@@ -597,7 +603,7 @@ def int_hops_bytes(pkt: Packet, stamped_only: bool = True) -> bytes:
 
 # Sent by the data receiver: their tag prefix is the reverse of their own addresses.
 _ANSWER_TYPES = (T_ACK, T_NACK, T_PROBE_RESP, T_NOTIFY, T_CNP)
-_TAGGED_TYPES = (T_PROBE_RESP, T_NOTIFY, T_ACK, T_NACK)
+_TAGGED_TYPES = (T_PROBE_RESP, T_NOTIFY, T_ACK, T_NACK, T_CNP)
 
 
 def _as_packet(pkt) -> Packet:
@@ -609,7 +615,7 @@ def tag_input(pkt) -> bytes:
 
     The 5-tuple as the data (or probe) sender sees its flow: a packet's own
     addresses for DATA and PROBE, their reverse for the answers (ACK, NACK,
-    PROBE_RESP, NOTIFY).  ``pkt`` is a scapy packet or frame bytes.
+    PROBE_RESP, NOTIFY, CNP).  ``pkt`` is a scapy packet or frame bytes.
     """
     pkt = _as_packet(pkt)
     if IP not in pkt or Hpccd not in pkt:
@@ -647,17 +653,18 @@ def compute_tag(key16: bytes, pkt) -> bytes:
 
 
 def verify_tag(key16: bytes, pkt) -> bool:
-    """Whether a PROBE_RESP, NOTIFY, ACK or NACK carries the right tag under ``key16``."""
+    """Whether a PROBE_RESP, NOTIFY, ACK, NACK or CNP carries the right tag under
+    ``key16``."""
     pkt = _as_packet(pkt)
     if Hpccd not in pkt or pkt[Hpccd].type not in _TAGGED_TYPES:
-        raise ValueError("only PROBE_RESP, NOTIFY, ACK and NACK carry a tag")
+        raise ValueError("only PROBE_RESP, NOTIFY, ACK, NACK and CNP carry a tag")
     msg, tag = tagged_message(pkt)
     return siphash24(key16, msg).to_bytes(8, "big") == tag
 
 
 def set_tag(key16: bytes, pkt: Packet) -> Packet:
     """Write the tag of a PROBE_RESP or NOTIFY being built into its HpccdTag layer (of an
-    ACK or NACK, into its HpccdFeedback trailer)."""
+    ACK, NACK or CNP, into its HpccdFeedback trailer)."""
     layer = pkt[HpccdFeedback] if HpccdFeedback in pkt else pkt[HpccdTag]
     layer.tag = int.from_bytes(compute_tag(key16, pkt), "big")
     return pkt

@@ -273,11 +273,12 @@ struct hpccd_view {
 	struct hpccd_hdr *hdr;
 	void *body;                      /* first byte after the hpccd header */
 	struct hpccd_notify *notify;     /* NOTIFY with len 32, else NULL */
-	struct hpccd_tag *tag;           /* tag (PROBE_RESP, NOTIFY, ACK, NACK)
-					  * or tag slot (PROBE) when len is
-					  * exactly the table's (ACK / NACK:
+	struct hpccd_tag *tag;           /* tag (PROBE_RESP, NOTIFY, ACK, NACK,
+					  * CNP) or tag slot (PROBE) when len
+					  * is exactly the table's (ACK / NACK:
 					  * at least the trailer), else NULL */
-	struct hpccd_fb_trailer *trailer; /* ACK / NACK with 16 <= len <= 96, else NULL */
+	struct hpccd_fb_trailer *trailer; /* ACK / NACK with 16 <= len <= 96, CNP
+					   * with len 16, else NULL */
 	struct hpccd_rxwin *rxwin;       /* its window block (HPCCD_FB_F_WINDOW
 					  * and len >= 32), else NULL */
 	__u32 body_len;                  /* bytes after the header in the L4
@@ -406,6 +407,20 @@ static __always_inline int hpccd__parse(struct hpccd_cursor *c, void *l4_end,
 		if ((HPCCD_NTOHL(tr->fb_flags) & HPCCD_FB_F_WINDOW) &&
 		    toff >= HPCCD_RXWIN_BYTES)
 			v->rxwin = (struct hpccd_rxwin *)((void *)tr - HPCCD_RXWIN_BYTES);
+	} else if (type == HPCCD_T_CNP && v->len == HPCCD_FB_TRAILER_BYTES) {
+		/* A CNP's body is its trailer alone, at a constant offset
+		 * (no SACK blocks, no window block).  A branch of its own:
+		 * with CNP in ACK / NACK's variable-offset branch above,
+		 * clang computed xdp_host's PROBE tag pointer through that
+		 * arithmetic, and after the SipHash call the verifier had
+		 * lost its range ("invalid access to packet, off=74" in
+		 * reflect(), tests/bpf/test_verifier.py). */
+		struct hpccd_fb_trailer *tr = (struct hpccd_fb_trailer *)body;
+
+		if ((void *)(tr + 1) > c->end)
+			return HPCCD_E_LEN;
+		v->trailer = tr;
+		v->tag = (struct hpccd_tag *)&tr->tag_hi;
 	}
 	c->pos = body;
 	return HPCCD_E_OK;
@@ -660,13 +675,13 @@ static __always_inline int hpccd__restamp_hop(struct hpccd_int_hdr *ih, void *en
 
 /* The tag prefix (struct hpccd_tag_input) of a packet of type `type`:
  * the 5-tuple as the data (or probe) sender sees it, so the addresses and
- * ports of a PROBE_RESP, NOTIFY, ACK or NACK, which travel from receiver to sender,
+ * ports of a PROBE_RESP, NOTIFY, ACK, NACK or CNP, which travel from receiver to sender,
  * are reversed.  sport/dport: the packet's own L4 ports, network order. */
 static __always_inline void hpccd__tag_input(struct hpccd_tag_input *ti, const struct iphdr *iph,
 					     __be16 sport, __be16 dport, __u32 type)
 {
 	if (type == HPCCD_T_PROBE_RESP || type == HPCCD_T_NOTIFY || type == HPCCD_T_ACK ||
-	    type == HPCCD_T_NACK) {
+	    type == HPCCD_T_NACK || type == HPCCD_T_CNP) {
 		ti->saddr = iph->daddr;
 		ti->daddr = iph->saddr;
 		ti->sport = dport;

@@ -236,8 +236,8 @@ struct hpccd_tp_flow_stats {
 					 * still unacknowledged */
 	uint64_t recoveries;            /* selective repeat: loss recoveries begun
 					 * (NACK with SACK blocks, once per window) */
-	/* feedback dropped, never applied ([HPCC++2022] section 9.1): ACK or
-	 * NACK without its trailer (truncated) or whose tag did not verify
+	/* feedback dropped, never applied ([HPCC++2022] section 9.1): ACK,
+	 * NACK or CNP without its trailer (truncated) or whose tag did not verify
 	 * (forged, corrupted, another key); whose fb_seq was not above the
 	 * newest taken (replayed, or reordered behind newer feedback) */
 	uint64_t bad_tags, fb_replayed;
@@ -259,7 +259,8 @@ struct hpccd_tp_flow_stats {
 					 * DCQCN: alpha; TIMELY: normalised gradient */
 	uint32_t mss;                   /* payload bytes per packet */
 	uint32_t hdr_bytes;             /* frame bytes around the payload, INT room included */
-	uint64_t cnps;                  /* CNPs received (DCQCN; others ignore them) */
+	uint64_t cnps;                  /* CNPs received, tag and fb_seq checked
+					 * (DCQCN; others ignore them) */
 	/* HPCC: the last INT the core took (INT-echo ACK or probe response):
 	 * its path and hops, decoded, counters unwrapped (the core's L); 0 hops:
 	 * none yet, or another algorithm.  The daemon's hpccd_int_hop_* metrics. */

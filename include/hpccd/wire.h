@@ -147,21 +147,22 @@ struct hpccd_notify {
  * with a 128-bit key from configuration, over the flow's 5-tuple (struct
  * hpccd_tag_input, below) followed by every byte from the INT header to the
  * byte before the tag.  Carried last in NOTIFY and PROBE_RESP, and as the
- * last 8 bytes of the feedback trailer of ACK and NACK. */
+ * last 8 bytes of the feedback trailer of ACK, NACK and CNP. */
 struct hpccd_tag {
 	__be32 hi;
 	__be32 lo;
 };
 
-/* Feedback trailer: last 16 bytes of every ACK and NACK ([HPCC++2022]
- * section 9.1: feedback that can change a window or trigger a
- * retransmission is integrity checked).  The body of an ACK / NACK is
+/* Feedback trailer: last 16 bytes of every ACK and NACK, and the whole
+ * body of a CNP ([HPCC++2022] section 9.1: feedback that can change a
+ * window, a rate or trigger a retransmission is integrity checked).  The
+ * body of an ACK / NACK is
  *   SACK blocks (16 each, HPCCD_F_SACK) | window (16, HPCCD_FB_F_WINDOW)
  *   | trailer (16)
  * and is parsed from its end: the trailer says whether a window block
  * precedes it, the rest are the SACK blocks. */
 struct hpccd_fb_trailer {
-	__be32 fb_seq;      /* per receiver flow, +1 per ACK or NACK sent:
+	__be32 fb_seq;      /* per receiver flow, +1 per ACK, NACK or CNP sent:
 			     * the sender takes only increasing ones (replay) */
 	__be32 fb_flags;    /* HPCCD_FB_F_*; other bits zero, ignored */
 	__be32 tag_hi;      /* the tag (struct hpccd_tag) over everything */
@@ -169,7 +170,7 @@ struct hpccd_fb_trailer {
 };
 
 /* The 5-tuple prefix of the tagged message, as the SENDER of the data (or
- * probe) sees its flow: the tag of a PROBE_RESP, NOTIFY, ACK or NACK is computed over
+ * probe) sees its flow: the tag of a PROBE_RESP, NOTIFY, ACK, NACK or CNP is computed over
  * the reverse of its own IP/L4 addresses, so both ends hash the same bytes. */
 struct hpccd_tag_input {
 	__be32 saddr;       /* data sender */

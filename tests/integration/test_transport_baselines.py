@@ -110,6 +110,8 @@ def test_dcqcn_byte_exact_cnps_cut_the_rate(dumbbell, engines):
     assert marked > 0 and r.stats["ce_pkts"] > 0
     assert 0 < r.stats["cnps_sent"] <= res.fct_s * 1e9 / CNP_NS + 1
     assert st["cnps"] == r.stats["cnps_sent"] == st["cc_updates"]
+    # every CNP (and ACK) carried its trailer through xdp_host and verified
+    assert st["bad_tags"] == 0 and st["fb_replayed"] == 0
     assert rates and min(rates) < LINE / 2
     assert st["window_bytes"] >= 1e15          # rate-based: no window of its own
     # the topology's marking (DCTCP's K) is back

@@ -20,7 +20,7 @@ Invariants protected (issue 14, items 2 and 3):
 - admission: at most rx_peer_max unfinished flows per peer, the rest are
   refused until earlier ones finish, and every flow completes.
 
-Issue 15: every ACK and NACK carries a tagged trailer; forged, replayed or
+Issue 15: every ACK, NACK and CNP carries a tagged trailer; forged, replayed or
 truncated ones are dropped and counted, never applied; Rx-HPCC carries the
 receiver's W in about one ACK per T (through a simulated switch port that
 stamps INT at departure), only to flows that asked, with N counted from
@@ -332,6 +332,49 @@ def test_dcqcn_under_marks_at_most_one_cnp_per_interval(harness, seed):
     assert res["cnps"] == res["cnps_sent"] == res["cc_updates"], res
     assert res["cnps_sent"] < res["ce_marked"], res
     assert res["rate_min"] < LINE / 4, res
+
+
+@pytest.mark.parametrize("mode", ["forge", "truncate"])
+def test_a_forged_or_cut_cnp_does_not_cut_the_rate(harness, mode):
+    """[HPCC++2022] section 9.1: the one CNP of the run (one CE mark) is forged
+    (a bit of its header flipped, checksums fixed, tag kept) or cut before its
+    trailer on its way: dropped and counted as a bad tag, never handed to
+    DCQCN, whose rate stays at the line (the genuine one halves it, above)."""
+    res = run(harness, "transfer", 81, algo="dcqcn", ce_list="5", tamper=mode,
+              tamper_every=1, tamper_cnp=1)
+    assert exact(res), res
+    assert res["cnps_sent"] == 1 and res["tampered"] == 1, res
+    assert res["bad_tags"] == 1 and res["fb_replayed"] == 0, res
+    assert res["cnps"] == 0 and res["cc_updates"] == 0 and res["rate_min"] == LINE, res
+
+
+def test_a_replayed_cnp_cuts_the_rate_once(harness):
+    """The one CNP arrives twice: the copy's fb_seq is not new, so it is
+    dropped (fb_replayed) and DCQCN cuts once, to line / 2 (applying the copy
+    too cuts again, to line / 4: measured with the check taken out)."""
+    res = run(harness, "transfer", 81, algo="dcqcn", ce_list="5", tamper="replay",
+              tamper_every=1, tamper_cnp=1)
+    assert exact(res), res
+    assert res["tampered"] == 1 and res["fb_replayed"] == 1 and res["bad_tags"] == 0, res
+    assert res["cnps"] == 1 and res["cc_updates"] == 1, res
+    assert res["rate_min"] == LINE / 2, res
+
+
+@pytest.mark.parametrize("mode", ["forge", "replay", "truncate"])
+def test_tampered_cnps_under_marks_are_dropped_and_counted(harness, mode):
+    """Every 3rd CNP of a marked run tampered with: each counted once (bad tag
+    or replay), the others applied, ACKs untouched, the transfer exact."""
+    res = run(harness, "transfer", 83, algo="dcqcn", ce=0.05, tamper=mode, tamper_every=3,
+              tamper_cnp=1)
+    assert exact(res), res
+    assert res["tampered"] > 100, res
+    if mode == "replay":
+        assert res["fb_replayed"] == res["tampered"] and res["bad_tags"] == 0, res
+        assert res["cnps"] == res["cnps_sent"], res
+    else:
+        assert res["bad_tags"] == res["tampered"] and res["fb_replayed"] == 0, res
+        assert res["cnps"] == res["cnps_sent"] - res["tampered"], res
+    assert res["cc_updates"] == res["cnps"], res
 
 
 def test_cnps_go_only_to_flows_that_ask(harness):

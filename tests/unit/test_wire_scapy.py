@@ -170,7 +170,7 @@ def _hpccd_from_fields(f: dict):
                       hops=[HpccdHop(**h) for h in i["hops"]]) / Hpccd(**f["hdr"])
     if f["notify"] is not None:
         layers /= HpccdNotify(**f["notify"])
-    if f["hdr"]["type"] in (wire.T_ACK, wire.T_NACK):
+    if f["hdr"]["type"] in (wire.T_ACK, wire.T_NACK, wire.T_CNP):
         fb = f.get("feedback")
         if fb is None:           # no trailer: the body is all SACK bytes
             body = wire.HpccdFeedback(sack=bytes.fromhex(f["payload_hex"]), fb_seq=None)

@@ -393,10 +393,32 @@ def build() -> list[dict]:
           feedback=fb(6), tag="valid", trailer=bytes(18))
 
     valid("cnp",
-          "CNP (DCQCN notification point): room 0, len 0, ack = next byte expected, ts "
-          "echo of the CE-marked DATA, aux = CE-marked packets since the last CNP",
+          "CNP (DCQCN notification point): room 0, ack = next byte expected, ts echo of "
+          "the CE-marked DATA, aux = CE-marked packets since the last CNP; len 16 = the "
+          "trailer (fb_seq in the receiver flow's sequence of ACK / NACK / CNP, fb_flags "
+          "0, tag over the reversed 5-tuple)",
+          intf=int_fields(0, 0, flags=0), to_b=False,
+          hdr=hdr_fields(CNP, 0, None, flow, 0, seq0 + 64, 0xCAFEF00D, 3),
+          feedback=fb(9), tag="valid")
+    valid("cnp_forged",
+          "CNP whose tag has one bit flipped (forged, or corrupted on the way): well "
+          "formed (error 0), the tag does not verify: dropped and counted, the rate not cut",
+          intf=int_fields(0, 0, flags=0), to_b=False,
+          hdr=hdr_fields(CNP, 0, None, flow, 0, seq0 + 64, 0xCAFEF00D, 3),
+          feedback=fb(9), tag="corrupt")
+    valid("cnp_no_trailer",
+          "CNP of len 0, without the trailer (cut, or an older receiver): well formed, but "
+          "it carries no tag, so a sender never applies it (counted as a bad tag)",
           intf=int_fields(0, 0, flags=0), to_b=False,
           hdr=hdr_fields(CNP, 0, None, flow, 0, seq0 + 64, 0xCAFEF00D, 3))
+    valid("cnp_long_no_trailer",
+          "CNP of len 32 (a window block before a trailer, as an ACK may carry): a CNP's "
+          "trailer is its whole body, exactly 16 bytes, so this one has none: well "
+          "formed, never applied (counted as a bad tag)",
+          intf=int_fields(0, 0, flags=0), to_b=False,
+          hdr=hdr_fields(CNP, 0, None, flow, 0, seq0 + 64, 0xCAFEF00D, 3),
+          payload=struct.pack("!IIHHI", 150_000, 0xF333, 4, 0, 13_000) +
+          struct.pack("!IIQ", 9, 1, 0))
     valid("data_cnp_wanted",
           "DATA of a DCQCN sender: aux bit 31 (CNPs wanted) with the SACK payload size 64",
           intf=int_fields(0, 5), hdr=hdr_fields(DATA, SACK, None, flow, seq0, 0, 0x1234,

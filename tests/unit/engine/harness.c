@@ -20,8 +20,9 @@
  * A -> B lost, ce=P: ECN-capable frames A -> B CE-marked with probability
  * P, ce_list=I,J,...: those frames CE-marked, delay_us: one-way delay,
  * win=1: DCQCN/TIMELY "+win"; tamper=forge|replay|truncate with tamper_every=K: every K-th
- * ACK / NACK B -> A is forged (one bit of its ack flipped, tag kept),
- * delivered twice, or cut before its trailer), restart (B loses its state
+ * ACK / NACK B -> A (tamper_cnp=1: every K-th CNP instead) is forged (one
+ * bit of its ack flipped, tag kept), delivered twice, or cut before its
+ * trailer), restart (B loses its state
  * mid-flow), admit (A opens `flows` flows; B admits rx_peer_max of them),
  * bneck (`flows` flows of `algo` A -> B with INT on every DATA through a
  * switch port of bneck_gbps and buf_kb in front of the link, which stamps
@@ -79,9 +80,10 @@ static struct {
 	uint64_t nqs;
 } bn;
 
-/* tamper: what happens to every tamper_every-th ACK / NACK B -> A */
+/* tamper: what happens to every tamper_every-th ACK / NACK B -> A (or CNP,
+ * tamper_cnp) */
 enum { T_NONE, T_FORGE, T_REPLAY, T_TRUNC };
-static int tamper;
+static int tamper, tamper_cnp;
 static uint64_t tamper_every, fb_seen, tampered;
 static struct rxring ring_a, ring_b;
 static uint64_t sim_now;
@@ -185,9 +187,9 @@ static void tamper_push(const uint8_t *frame, uint32_t len)
 {
 	uint8_t f[4096];
 	uint32_t h = hdr_off_of(frame), type = h < len ? frame[h] & 0xf : 0;
+	int mine = tamper_cnp ? type == HPCCD_T_CNP : type == HPCCD_T_ACK || type == HPCCD_T_NACK;
 
-	if (!tamper || (type != HPCCD_T_ACK && type != HPCCD_T_NACK) ||
-	    ++fb_seen % tamper_every || len > sizeof(f)) {
+	if (!tamper || !mine || ++fb_seen % tamper_every || len > sizeof(f)) {
 		link_push(&ba, frame, len);
 		return;
 	}
@@ -750,6 +752,7 @@ int main(int argc, char **argv)
 		tamper = !strcmp(t, "forge") ? T_FORGE : !strcmp(t, "replay") ? T_REPLAY :
 			 !strcmp(t, "truncate") ? T_TRUNC : T_NONE;
 		tamper_every = strtoull(arg(argc, argv, "tamper_every", "10"), NULL, 0);
+		tamper_cnp = !!strtoul(arg(argc, argv, "tamper_cnp", "0"), NULL, 0);
 		if (!tamper_every)
 			tamper_every = 1;
 	}

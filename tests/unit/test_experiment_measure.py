@@ -72,10 +72,10 @@ def test_cpu_meter_reports_all_and_the_busiest_core():
     assert m.busiest > 0.5
 
 
-def test_drain_time_counts_from_t0_to_back_at_the_level_after_the_peak():
+def test_drain_time_counts_from_t0_and_from_the_peak_to_back_at_the_level():
     s = [(1000, 0), (2000, 90_000), (3000, 200_000), (4000, 50_000), (5000, 2000), (6000, 500)]
-    assert incast._drain_time(s, 1000, 3000) == (5000 - 1000) / 1e9
-    assert incast._drain_time(s[:4], 1000, 3000) == math.inf
+    assert incast._drain_time(s, 1000, 3000) == ((5000 - 1000) / 1e9, (5000 - 3000) / 1e9)
+    assert incast._drain_time(s[:4], 1000, 3000) == (math.inf, math.inf)
 
 
 def test_rate_between_two_instants():

@@ -10,6 +10,7 @@ import sys
 from . import EXPERIMENTS
 from .algos import ALGOS, AlgoError, parse_algos
 from .common import UsageError
+from .native import DEFAULT_N, set_given
 from .reps import run_reps
 from .sweep import parse_sweeps, run_sweep
 
@@ -34,6 +35,18 @@ def add_parser(sub) -> None:
                     help="HPCC's sensitivity: run once per value of PARAM (w_ai_bytes, eta, "
                          "max_stage, T_ns), the others at the lab's settings; repeatable, "
                          "one plot per parameter ([HPCC] Figure 14)")
+    hg = ep.add_argument_group("HPCC's parameters (hpcc, rx-hpcc, hpcc-probe, tcp-hpcc, the "
+                               "ablation's variants; [HPCC] section 3.3)")
+    hg.add_argument("--eta", type=float, help="target utilisation (default 0.95)")
+    hg.add_argument("--max-stage", type=int, metavar="N", help="maxStage (default 5)")
+    hg.add_argument("--T-us", type=float, metavar="US",
+                    help="T in microseconds (default: measured, slightly above the lab's RTT "
+                         "under the experiment's own load, [HPCC] section 5.1)")
+    hg.add_argument("--w-ai", type=float, metavar="BYTES",
+                    help="W_AI in bytes (default: W_init (1 - eta) / N)")
+    hg.add_argument("--n", type=int, metavar="N",
+                    help="N of the W_AI rule of thumb, the expected maximum number of "
+                         f"concurrent flows on a link (default {DEFAULT_N}, [HPCC] section 5.1)")
     ep.add_argument("--senders", type=int, help="incast senders (default 7); fct: sender hosts "
                                                 "and receiver hosts (default 4 each)")
     ep.add_argument("--size", type=int, help="bytes per incast flow (default 500000)")
@@ -68,6 +81,29 @@ def _lab_factory(topo):
     return Lab(topo, name=f"x{topo.name[1:6]}{secrets.token_hex(2)}")
 
 
+def _set_hpcc(args: argparse.Namespace) -> None:
+    """--eta, --max-stage, --T-us, --w-ai, --n into native's given parameters,
+    checked by the core (the message names the option); UsageError."""
+    from .. import cc
+
+    opts = {"eta": ("--eta", args.eta), "max_stage": ("--max-stage", args.max_stage),
+            "T_ns": ("--T-us", None if args.T_us is None else args.T_us * 1000),
+            "w_ai_bytes": ("--w-ai", args.w_ai)}
+    given = {k: v for k, (_, v) in opts.items() if v is not None}
+    if args.n is not None and args.w_ai is not None:
+        raise UsageError("--n and --w-ai: give one (N only sets W_AI)")
+    if args.n is not None and not 1 <= args.n <= 1_000_000:
+        raise UsageError(f"--n {args.n}: the expected number of concurrent flows, 1 or more")
+    if args.T_us is not None and not args.T_us > 0:
+        raise UsageError(f"--T-us {args.T_us:g}: microseconds, > 0")
+    try:
+        cc.Hpcc(**given, **({"N_flows": args.n} if args.n else {}))
+    except cc.ParamError as e:
+        name = "--n" if e.key == "N_flows" else opts.get(e.key, (e.key,))[0]
+        raise UsageError(f"{name}: {e}") from None
+    set_given(given, args.n)
+
+
 def main(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("hpccctl experiment: needs root (network namespaces)", file=sys.stderr)
@@ -76,6 +112,11 @@ def main(args: argparse.Namespace) -> int:
         algos = parse_algos(args.algos)
     except AlgoError as e:
         print(f"hpccctl experiment: --algos: {e}", file=sys.stderr)
+        return 2
+    try:
+        _set_hpcc(args)
+    except UsageError as e:
+        print(f"hpccctl experiment: {e}", file=sys.stderr)
         return 2
     mod = EXPERIMENTS[args.name]
     params = {"senders": args.senders, "size": args.size, "rate_mbps": args.rate_mbps,

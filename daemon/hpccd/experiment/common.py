@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import baselines
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
-from .native import ENGINE_ALGOS, NativeFlow, NativeSink, hpcc_line
+from .native import ENGINE_ALGOS, NativeFlow, NativeSink
 from .report import progress
 
 __all__ = ["Skip", "UsageError", "open_flow", "open_sink", "native_engines", "base_rtt",
@@ -123,10 +123,11 @@ def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: li
 
 
 def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo",
-                  hpcc_n: int | None = None) -> str:
-    """The summary's tail: the HPCC parameters (N of W_AI: `hpcc_n`, see
-    native.hpcc_params), each row's bottleneck verdict, then the skipped."""
-    text = hpcc_line(hpcc_n)
+                  hpcc_text: str = "") -> str:
+    """The summary's tail: the HPCC parameters and how T was set
+    (`hpcc_text`, loaded_rtt.setup), each row's bottleneck verdict, then
+    the skipped."""
+    text = hpcc_text
     if any(r[key] in ("dcqcn", "timely", "dcqcn-win", "timely-win") for r in rows):
         text += baselines.params_line(1_000_000_000)
     text += "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)

@@ -22,6 +22,7 @@ from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
 from .native import Engines
+from . import loaded_rtt
 from .common import base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines
 from .report import Results, progress, pyplot, table
 
@@ -157,22 +158,23 @@ def report(res: Results, rows, skipped, p) -> str:
             + (f" (Jain {ph['jain']:.3f})" if ph["flows"] > 1 else "")
             for ph in r["phases"])
         text += f"\n{r['algo']}: {r['verdict']}"
-    text += verdict_lines([], skipped, hpcc_n=p["hpcc_N"])
+    text += verdict_lines([], skipped, hpcc_text=p["hpcc_text"])
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
-    p["hpcc_N"] = p["flows"]                    # HPCC's N: the flows on the bottleneck
     from ..topology import Topology
     topo = Topology.loads(topology(p), "<fairness experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab, p["hpcc_N"]), KernelCc(lab, p["hpcc_N"]) as kcc:
+    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "f1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
         n = p["flows"]
+        loaded_rtt.setup(NAME, lab, p, [(f"f{i}", f"r{i}") for i in range(1, n + 1)], "s1",
+                         "s2", n)
         rows, skipped = run_each(
             NAME, algos, kcc, [f"f{i}" for i in range(1, n + 1)],
             [f"r{i}" for i in range(1, n + 1)], lambda a: run_one(lab, a, p),

@@ -65,7 +65,7 @@ import time
 from typing import Any
 
 from ..lab import htb_burst_bytes
-from . import measure, native, workload
+from . import loaded_rtt, measure, native, workload
 from .algos import Algo
 from .common import Skip, UsageError, base_rtt, dumbbell, native_engines, run_each, \
     verdict_lines
@@ -638,7 +638,8 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
                 text += f"\n{r['algo']}: {e}"
             if r["failed"] > len(r["errors"]):
                 text += f"\n{r['algo']}: ... {r['failed']} flows not byte-exact in all"
-    text += "\n" + verdict_lines(rows, skipped, key="run").lstrip("\n")
+    text += "\n" + verdict_lines(rows, skipped, key="run",
+                                 hpcc_text=p["hpcc_text"]).lstrip("\n")
     for spec, why in bad.items():
         text += f"\nworkload {spec}: skipped: {why}"
     res.summary(text, {"experiment": NAME, "params": p, "loads": loads,
@@ -685,6 +686,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
         rtt = base_rtt(lab, "h1", "r1")
         link_bps = p["rate_mbps"] * 1_000_000
         progress(NAME, f"lab up ({len(topo.hosts)} hosts); UDP base RTT {rtt * 1e6:.0f} us")
+        loaded_rtt.setup(NAME, lab, p, list(zip(senders, receivers)), "s1", "s2", 0)
         for cdf in cdfs:
             for load in loads:
                 plan = workload.schedule(cdf, load, link_bps, p["duration"], senders,

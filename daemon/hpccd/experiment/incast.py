@@ -30,6 +30,7 @@ from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
 from .native import Engines
+from . import loaded_rtt
 from .common import base_rtt, open_flow, open_sink, run_each, star, verdict_lines
 from .report import Results, progress, pyplot, table
 
@@ -45,17 +46,18 @@ def topology(senders: int, rate_mbps: int, buffer_bytes: int, k_bytes: int) -> s
     return star("xincast", "10.120.0.0/16", 0x0E1, hosts, rate_mbps, buffer_bytes, k_bytes)
 
 
-def _drain_time(grid: list[tuple[int, int]], t0: int, pre_level: float) -> float:
-    """Seconds from t0 until, after the queue's peak, the backlog (a
-    measure.queue_over_time grid) is back at `pre_level`; inf if never."""
+def _drain_time(grid: list[tuple[int, int]], t0: int, pre_level: float) -> tuple[float, float]:
+    """(seconds from t0, seconds from the queue's peak) until, after that
+    peak, the backlog (a measure.queue_over_time grid) is back at
+    `pre_level`; inf if never."""
     after = [(t, b) for t, b in grid if t >= t0]
     if not after:
-        return math.nan
+        return math.nan, math.nan
     peak = max(range(len(after)), key=lambda i: after[i][1])
     for t, b in after[peak:]:
         if b <= pre_level:
-            return (t - t0) / 1e9
-    return math.inf
+            return (t - t0) / 1e9, (t - after[peak][0]) / 1e9
+    return math.inf, math.inf
 
 
 def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
@@ -102,7 +104,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     mtu = sw.port(port).mtu
     pre_level = ((measure.percentile(pre, 95) if pre else 0)
                  + htb_burst_bytes(sw.port(port).rate_mbps, mtu) // 2 + 2 * (mtu + 14))
-    drain = _drain_time(grid, t0, pre_level)
+    drain, drain_peak = _drain_time(grid, t0, pre_level)
     bdp = link_bps / 8 * rtt
     fcts = []
     for f in senders:
@@ -123,7 +125,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
         "q_max": max((s.backlog_bytes for s in samples if t0 <= s.ts_ns <= t_end),
                      default=math.nan),
         "q_p99_bdp": measure.percentile(q, 99) / bdp if q else math.nan,
-        "drain_s": drain, "drain_rtts": drain / rtt,
+        "drain_s": drain, "drain_rtts": drain / rtt, "drain_peak_rtts": drain_peak / rtt,
         "fct_max_s": max(fcts), "fct_p50_s": measure.percentile(fcts, 50),
         "long_before_bps": before, "long_during_bps": during_rate, "long_after_bps": after_rate,
         "cpu_busy": busy, "queue_bound": verdict.queue_bound, "verdict": verdict.text,
@@ -133,6 +135,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
 
 COLUMNS = [("algo", "algo"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("q_max_kb", "q max KB"), ("q_p99_bdp", "q p99 BDP"), ("drain_rtts", "drain RTTs"),
+           ("drain_peak_rtts", "from peak"),
            ("fct_max_ms", "incast FCT max ms"), ("long_during_mbps", "long during Mbit/s"),
            ("long_after_mbps", "long after Mbit/s"), ("queue_bound", "link-bound")]
 
@@ -174,7 +177,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         r0 = rows[0]
         text += (f"\nbase RTT {r0['base_rtt_s'] * 1e6:.0f} us (idle UDP round trip), "
                  f"BDP {r0['bdp_bytes'] / 1e3:.1f} KB at {r0['link_bps'] / 1e9:g} Gbit/s")
-    text += verdict_lines(rows, skipped, hpcc_n=p["hpcc_N"])
+    text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
@@ -183,16 +186,17 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     """Run `algos` one after the other in one lab; returns (summary text,
     results folder)."""
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
-    p["hpcc_N"] = p["senders"] + 1              # HPCC's N: the incast and the long flow
     from ..topology import Topology
     topo = Topology.loads(topology(p["senders"], p["rate_mbps"], p["buffer_bytes"],
                                    p["k_bytes"]), "<incast experiment>")
     res = Results(out, NAME)
-    with lab_factory(topo) as lab, Engines(lab, p["hpcc_N"]), KernelCc(lab, p["hpcc_N"]) as kcc:
+    senders = ["l1"] + [f"h{i}" for i in range(1, p["senders"] + 1)]
+    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up ({len(topo.hosts)} hosts); base RTT {rtt * 1e6:.0f} us")
+        loaded_rtt.setup(NAME, lab, p, [(s, "r1") for s in senders], "s1", "r1", len(senders))
         rows, skipped = run_each(
-            NAME, algos, kcc, ["l1"] + [f"h{i}" for i in range(1, p["senders"] + 1)], ["r1"],
+            NAME, algos, kcc, senders, ["r1"],
             lambda a: run_one(lab, a, p, rtt),
             f"long flow for {p['warmup']} s, then {p['senders']} x {p['size']} B",
             lambda r: f"q p99 {r['q_p99'] / 1e3:.0f} KB, drained in {r['drain_rtts']:.1f} RTTs")

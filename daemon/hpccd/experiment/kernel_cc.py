@@ -48,6 +48,12 @@ class KernelCc:
             self.cc = None
         self.lab.kernel_cc = None
 
+    def _hpcc(self) -> dict:
+        """HPCC's parameters: the experiment's engines' (T measured,
+        loaded_rtt.py), else native.hpcc_params."""
+        eng = getattr(self.lab, "native", None)
+        return dict(eng.hpcc) if eng is not None else hpcc_params(self.n_flows)
+
     def _register(self):
         if self.cc is None:
             from ..tcp_side import TcpCc, TcpSideError
@@ -119,7 +125,7 @@ class KernelCc:
                 attached.append((h, "tc"))
                 line = self.lab.topology.links[self.lab.topology.hosts[h].link].rate_bps
                 side = TcpSide(t, xdp[h],
-                               hpcc_params={**hpcc_params(self.n_flows), "line_rate_bps": line},
+                               hpcc_params={**self._hpcc(), "line_rate_bps": line},
                                netns=self.lab.netns(h), tcp_cc=self.cc)
                 side.start()
                 sides.append(side)

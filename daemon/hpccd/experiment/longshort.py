@@ -26,6 +26,7 @@ from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
 from .native import Engines
+from . import loaded_rtt
 from .common import base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines
 from .report import Results, progress, pyplot, table
 
@@ -156,21 +157,21 @@ def report(res: Results, rows, skipped, p) -> str:
     if rows:
         text += f"\nbase RTT {rows[0]['base_rtt_s'] * 1e6:.0f} us; recovery: long flow >= 90% " \
                 f"of line rate averaged over the next {HOLD_NS // 1_000_000} ms"
-    text += verdict_lines(rows, skipped, hpcc_n=p["hpcc_N"])
+    text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
-    p["hpcc_N"] = 2                             # HPCC's N: the long and the short flow
     from ..topology import Topology
     topo = Topology.loads(topology(p), "<long-short experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab, p["hpcc_N"]), KernelCc(lab, p["hpcc_N"]) as kcc:
+    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
         rtt = base_rtt(lab, "l1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
+        loaded_rtt.setup(NAME, lab, p, [("l1", "r1"), ("x1", "r2")], "s1", "s2", 2)
         rows, skipped = run_each(
             NAME, algos, kcc, ["l1", "x1"], ["r1", "r2"], lambda a: run_one(lab, a, p, rtt),
             f"long flow, then a {p['size']} B short flow",

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from . import measure
+from . import loaded_rtt, measure
 from .algos import Algo
 from . import native
 from .common import Skip, run_each, star, verdict_lines
@@ -239,7 +239,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     res.figure("mice.png", fig)
     text = table(rows, COLUMNS)
     text += f"\nidle mouse RTT p50 {measure.percentile(idle, 50):.0f} us ({len(idle)} mice alone)"
-    text += verdict_lines(rows, skipped, hpcc_n=p["hpcc_N"])
+    text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
     res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped,
                        "idle_p50_us": measure.percentile(idle, 50)})
     return text
@@ -249,14 +249,14 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
-    p["hpcc_N"] = 3                             # HPCC's N: two elephants and the mice
     from ..topology import Topology
     topo = Topology.loads(topology(p["rate_mbps"], p["buffer_bytes"], p["k_bytes"]),
                           "<mice experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}
-    with lab_factory(topo) as lab, native.Engines(lab, p["hpcc_N"]), \
-            KernelCc(lab, p["hpcc_N"]) as kcc:
+    with lab_factory(topo) as lab, native.Engines(lab), KernelCc(lab) as kcc:
+        loaded_rtt.setup(NAME, lab, p, [("e1", "r1"), ("e2", "r1"), ("m1", "r1")], "s1", "r1",
+                         3)
         idle_srv = _servers(lab, None, RR_PORT, p, elephants=False)
         idle = _rr(lab, None, p["idle_count"], p)
         _stop(idle_srv)

@@ -24,9 +24,9 @@ import statistics
 import time
 from typing import Any
 
-from . import measure
+from . import loaded_rtt, measure
 from .common import base_rtt, star
-from .native import Engines, NativeFlow, NativeSink, hpcc_line
+from .native import Engines, NativeFlow, NativeSink
 from .report import Results, progress, pyplot, table
 
 NAME = "txrate-vs-rxrate"
@@ -122,7 +122,7 @@ def report(res: Results, rows, p, rtt: float) -> str:
     res.figure("txrate-vs-rxrate.png", fig)
     text = table(rows, COLUMNS)
     text += f"\nbase RTT {rtt * 1e6:.0f} us; settled = after {p['settle']:g} s"
-    text += hpcc_line(p["hpcc_N"])
+    text += p["hpcc_text"]
     for r in rows:
         text += (f"\n{r['variant']}: flows " + " / ".join(f"{b / 1e6:.0f}" for b in r["flow_bps"])
                  + f" Mbit/s; {r['verdict']}")
@@ -134,14 +134,14 @@ def run(lab_factory, algos, params: dict[str, Any], out: str) -> tuple[str, str]
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
-    p["hpcc_N"] = 2                             # HPCC's N: the two flows
     from ..topology import Topology
     topo = Topology.loads(topology(p), "<txrate-vs-rxrate experiment>")
     res = Results(out, NAME)
     rows = []
-    with lab_factory(topo) as lab, Engines(lab, p["hpcc_N"]):
+    with lab_factory(topo) as lab, Engines(lab):
         rtt = base_rtt(lab, "h1", "r1")
         progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
+        loaded_rtt.setup(NAME, lab, p, [("h1", "r1"), ("h2", "r1")], "s1", "r1", 2)
         for variant in ("txRate", "rxRate"):
             progress(NAME, f"HPCC with {variant}: two flows into one port for "
                            f"{p['duration']:g} s")

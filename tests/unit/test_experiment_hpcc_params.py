@@ -1,0 +1,84 @@
+"""HPCC's parameters in the experiments (issue 15 section 4): N of the W_AI
+rule of thumb is the paper's expected maximum of concurrent flows unless
+--n gives it, --eta / --max-stage / --T-us / --w-ai reach every HPCC flow's
+parameters, bad values are refused naming the option, and T is set from
+the measured loaded RTT: MARGIN x it, rounded up, unless given."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from hpccd import cc
+from hpccd.experiment import cli, loaded_rtt, native
+from hpccd.experiment.common import UsageError
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    native.set_given({}, None)
+    native.HPCC_OVERRIDES.clear()
+    yield
+    native.set_given({}, None)
+    native.HPCC_OVERRIDES.clear()
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    cli.add_parser(ap.add_subparsers())
+    return ap.parse_args(["experiment", "incast", *argv])
+
+
+def test_default_n_is_the_papers_not_the_flows_started():
+    p = native.hpcc_params()
+    assert p == {"T_ns": native.T_NS, "N_flows": native.DEFAULT_N} and native.DEFAULT_N == 100
+    # W_AI = W_init (1 - eta) / N: 1 Gbit/s x 300 us x 0.05 / 100 = 18.75 bytes
+    assert cc.Hpcc(**p, line_rate_bps=10**9).w_ai == pytest.approx(18.75)
+    line = native.hpcc_line(p, 10**9, 8)
+    assert "N = 100" in line and "18.8 bytes" in line and "at most 8 flows" in line
+
+
+def test_command_line_values_reach_the_flows_and_are_printed():
+    cli._set_hpcc(_args("--eta", "0.9", "--max-stage", "3", "--T-us", "120", "--n", "8"))
+    eng = native.Engines(lab=None)
+    assert eng.hpcc == {"T_ns": 120_000, "N_flows": 8, "eta": 0.9, "max_stage": 3}
+    assert native.given_T_ns() == 120_000
+    f = cc.Hpcc(**eng.hpcc, line_rate_bps=10**9)
+    assert f.w_ai == pytest.approx(10**9 / 8 * 120e-6 * 0.1 / 8)
+    line = native.hpcc_line(eng.hpcc, 10**9)
+    assert "eta 0.9" in line and "maxStage 3" in line and "T = 120 us" in line
+    assert "N = 8 (--n" in line
+
+
+def test_w_ai_given_replaces_the_rule_of_thumb():
+    cli._set_hpcc(_args("--w-ai", "200"))
+    p = native.hpcc_params()
+    assert p["w_ai_bytes"] == 200 and "N_flows" not in p
+    assert "W_AI = 200 bytes (given)" in native.hpcc_line(p, 10**9)
+
+
+@pytest.mark.parametrize("argv, option", [
+    (("--eta", "1.5"), "--eta"), (("--eta", "0"), "--eta"), (("--max-stage", "-1"), "--max-stage"),
+    (("--T-us", "0"), "--T-us"), (("--n", "0"), "--n"), (("--w-ai", "-3"), "--w-ai"),
+    (("--w-ai", "10", "--n", "4"), "--n and --w-ai"),
+])
+def test_bad_values_are_refused_naming_the_option(argv, option):
+    with pytest.raises(UsageError, match=option):
+        cli._set_hpcc(_args(*argv))
+    assert native.HPCC_GIVEN == {} and native.GIVEN_N == []
+
+
+def test_a_sweep_point_overrides_the_command_line():
+    cli._set_hpcc(_args("--T-us", "120"))
+    native.HPCC_OVERRIDES["T_ns"] = 500_000
+    assert native.given_T_ns() == 500_000 and native.hpcc_params()["T_ns"] == 500_000
+
+
+def test_T_is_the_margin_over_the_loaded_rtt_rounded_up():
+    assert loaded_rtt.MARGIN == 1.2
+    assert loaded_rtt.T_from_rtt(247e-6) == 300_000       # 296.4 us -> 300 us
+    assert loaded_rtt.T_from_rtt(250e-6) == 300_000       # exactly 300 us stays
+    assert loaded_rtt.T_from_rtt(251e-6) == 310_000
+    lr = loaded_rtt.LoadedRtt(247e-6, [231.0, 247.0], 337.0, 0.0, 2, 300_000)
+    text = lr.line(300_000, "why")
+    assert "T = 300 us (why)" in text and ": 247 us" in text and "231, 247 us" in text

@@ -21,7 +21,7 @@ from typing import Any
 from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
-from .native import Engines
+from .native import Engines, send_time
 from . import loaded_rtt
 from .common import base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines
 from .report import Results, progress, pyplot, table
@@ -114,10 +114,11 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> dict[str, Any]:
             "jain_min": min(jains) if jains else math.nan,
             "jain_median": measure.percentile(jains, 50),
             "utilisation": measure.percentile([r["sum_bps"] / line for r in rows], 50),
+            "util_min": min(r["sum_bps"] / line for r in rows),
             "q_p95_kb": measure.percentile(q, 95) / 1e3 if q else math.nan,
             "q_p99_kb": measure.percentile(q, 99) / 1e3 if q else math.nan,
             "cpu_busy": busy, "queue_bound": verdict.queue_bound, "verdict": verdict.text,
-            "_rates": rates}
+            **send_time(flows, lab.native), "_rates": rates}
 
 
 def _sleep_until(t_ns: int) -> None:
@@ -128,7 +129,9 @@ def _sleep_until(t_ns: int) -> None:
 
 COLUMNS = [("algo", "algo"), ("jain_min", "Jain min (phases of >= 2)"),
            ("jain_median", "Jain median"), ("utilisation", "bottleneck use (median phase)"),
-           ("q_p95_kb", "q p95 KB"), ("q_p99_kb", "q p99 KB"), ("queue_bound", "link-bound")]
+           ("util_min", "(least phase)"), ("q_p95_kb", "q p95 KB"), ("q_p99_kb", "q p99 KB"),
+           ("wnd_limited", "wnd-limited"), ("pace_lost", "pace lost"),
+           ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows, skipped, p) -> str:

@@ -29,7 +29,7 @@ from ..lab import htb_burst_bytes
 from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
-from .native import Engines
+from .native import Engines, send_time
 from . import loaded_rtt
 from .common import base_rtt, open_flow, open_sink, run_each, star, verdict_lines
 from .report import Results, progress, pyplot, table
@@ -129,7 +129,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
         "fct_max_s": max(fcts), "fct_p50_s": measure.percentile(fcts, 50),
         "long_before_bps": before, "long_during_bps": during_rate, "long_after_bps": after_rate,
         "cpu_busy": busy, "queue_bound": verdict.queue_bound, "verdict": verdict.text,
-        "_samples": samples, "_long_points": lc.points,
+        **send_time(flows, lab.native), "_samples": samples, "_long_points": lc.points,
     }
 
 
@@ -137,7 +137,8 @@ COLUMNS = [("algo", "algo"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("q_max_kb", "q max KB"), ("q_p99_bdp", "q p99 BDP"), ("drain_rtts", "drain RTTs"),
            ("drain_peak_rtts", "from peak"),
            ("fct_max_ms", "incast FCT max ms"), ("long_during_mbps", "long during Mbit/s"),
-           ("long_after_mbps", "long after Mbit/s"), ("queue_bound", "link-bound")]
+           ("long_after_mbps", "long after Mbit/s"), ("wnd_limited", "wnd-limited"), ("pace_lost", "pace lost"),
+           ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],

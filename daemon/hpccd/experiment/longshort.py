@@ -25,7 +25,7 @@ from typing import Any
 from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
-from .native import Engines
+from .native import Engines, send_time
 from . import loaded_rtt
 from .common import base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines
 from .report import Results, progress, pyplot, table
@@ -121,6 +121,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
         "long_before_bps": avg(t_start - BEFORE_NS, t_start),
         "long_during_bps": avg(t_first, t_end),
         "recovery_s": rec_s, "recovery_rtts": rec_s / rtt, "cpu_busy": busy,
+        **send_time(flows, lab.native),
         "queue_bound": verdict.queue_bound, "verdict": verdict.text,
         "_rates": rates, "_short": measure.port_rate(ss, t_start - BEFORE_NS,
                                                       t_end + int(p["after"] * 1e9), BIN_NS),
@@ -130,7 +131,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
 COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
            ("long_during_mbps", "long during Mbit/s"), ("short_fct_ms", "short FCT ms"),
            ("recovery_ms", "recovery ms"), ("recovery_rtts", "recovery RTTs"),
-           ("queue_bound", "link-bound")]
+           ("wnd_limited", "wnd-limited"), ("pace_lost", "pace lost"),
+           ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows, skipped, p) -> str:

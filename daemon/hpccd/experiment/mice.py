@@ -198,6 +198,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
         "p99_over_idle": measure.percentile(rtts, 99) / idle_p50,
         "q_p50": measure.percentile(during, 50), "q_p99": measure.percentile(during, 99),
         "elephants_bps": sum(bps), "cpu_busy": busy, "queue_bound": verdict.queue_bound,
+        **(native.send_time(flows, lab.native) if algo.kind != "kernel" else {}),
         "verdict": verdict.text, "_rtts": rtts, "_samples": samples,
     }
 
@@ -205,7 +206,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
 COLUMNS = [("algo", "algo"), ("rtt_p50_us", "mice p50 us"), ("rtt_p99_us", "mice p99 us"),
            ("rtt_p999_us", "mice p99.9 us"), ("p99_over_idle", "p99 / idle p50"),
            ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
-           ("elephants_mbps", "elephants Mbit/s"), ("queue_bound", "link-bound")]
+           ("elephants_mbps", "elephants Mbit/s"), ("wnd_limited", "wnd-limited"), ("pace_lost", "pace lost"),
+           ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],

@@ -28,7 +28,8 @@ from typing import Any
 from . import baselines
 
 __all__ = ["Engines", "NativeSink", "NativeFlow", "ENGINE_ALGOS", "T_NS", "ACK_EVERY",
-           "DEFAULT_N", "flow_kwargs", "hpcc_params", "hpcc_line", "set_given", "given_T_ns"]
+           "DEFAULT_N", "flow_kwargs", "hpcc_params", "hpcc_line", "set_given", "given_T_ns",
+           "send_time"]
 
 T_NS = 300_000          # provisional T, until the experiment measured its own
 ACK_EVERY = 4
@@ -262,7 +263,14 @@ class NativeFlow:
         self.nbytes: int | None = None
         self.start_ns: int | None = None
         self.error: BaseException | None = None
+        self.final: dict[str, Any] | None = None      # its last stats (send_time)
+        self.final_ns: int | None = None
         self._thread: threading.Thread | None = None
+
+    def _keep_final(self) -> None:
+        if self.flow is not None and not self.flow.closed and self.final is None:
+            self.final = self.flow.stats().stats
+            self.final_ns = time.monotonic_ns()
 
     def _open(self, nbytes: int | None, barrier: threading.Barrier | None) -> None:
         try:
@@ -287,6 +295,7 @@ class NativeFlow:
         if self._thread is not None:
             self._thread.join(timeout=10)
         if self.flow is not None and self.nbytes is None:
+            self._keep_final()
             self.flow.close()
 
     def join(self, timeout: float = 30) -> None:
@@ -296,7 +305,27 @@ class NativeFlow:
             raise RuntimeError(f"native flow {self.name} ({self.algo}): {self.error!r}")
         if self.flow is not None and self.nbytes is not None:
             self.flow.wait(timeout=timeout)
+            self._keep_final()
 
     def close(self) -> None:
         if self.flow is not None:
+            self._keep_final()
             self.flow.close()
+
+
+def send_time(flows, engines: "Engines | None") -> dict[str, float]:
+    """Where the native `flows`' sending time went (docs/transport.md
+    "Measured figures"): the shares of their lifetimes in which the window
+    W held a flow back while its pacing allowed a packet (wnd_limited: the
+    algorithm) and in which pacing time was lost because the engine came
+    late (pace_lost: the CPU), and the engines' timer lateness (the moving
+    mean of how late ppoll() woke them, largest of the engines, us).  Empty
+    for kernel flows (they have none of these)."""
+    fin = [f for f in flows if isinstance(f, NativeFlow) and f.final is not None]
+    if not fin:
+        return {}
+    life = sum(max(1, (f.final["end_ns"] or f.final_ns) - f.final["start_ns"]) for f in fin)
+    late = [tp.stats()["timer_late_ns"] for tp in (engines.tps.values() if engines else [])]
+    return {"wnd_limited": sum(f.final["wnd_limited_ns"] for f in fin) / life,
+            "pace_lost": sum(f.final["pace_lost_ns"] for f in fin) / life,
+            "timer_late_us": max(late) / 1e3 if late else float("nan")}

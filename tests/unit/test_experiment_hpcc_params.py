@@ -82,3 +82,11 @@ def test_T_is_the_margin_over_the_loaded_rtt_rounded_up():
     lr = loaded_rtt.LoadedRtt(247e-6, [231.0, 247.0], 337.0, 0.0, 2, 300_000)
     text = lr.line(300_000, "why")
     assert "T = 300 us (why)" in text and ": 247 us" in text and "231, 247 us" in text
+
+
+def test_repetitions_list_each_runs_loaded_rtt_and_T():
+    from hpccd.experiment import reps
+    s = [{"params": {"loaded_rtt_us": 247.2, "T_us": 300, "hpcc_N": 100}},
+         {"params": {"loaded_rtt_us": 691.0, "T_us": 830, "hpcc_N": 100}}]
+    assert reps._hpcc_runs(s) == "\nper run: loaded RTT 247, 691 us; T 300, 830 us; HPCC's N 100"
+    assert reps._hpcc_runs([{"params": {}}]) == ""

@@ -127,6 +127,18 @@ def _text(mod, n_done: int, n_asked: int, agg: list[dict[str, Any]], folders: li
     return text
 
 
+def _hpcc_runs(summaries: Sequence[dict[str, Any]]) -> str:
+    """Each run measured its own loaded RTT and set T from it
+    (loaded_rtt.py): both per run, and N."""
+    ps = [s.get("params") or {} for s in summaries]
+    if not any("T_us" in p for p in ps):
+        return ""
+    return ("\nper run: loaded RTT " + ", ".join(f"{p.get('loaded_rtt_us', float('nan')):.0f}"
+                                           for p in ps)
+            + " us; T " + ", ".join(f"{p.get('T_us', float('nan')):g}" for p in ps)
+            + f" us; HPCC's N {ps[0].get('hpcc_N')}")
+
+
 def _plot(mod, agg: list[dict[str, Any]], res: Results) -> None:
     cols = [c for c in _columns(mod) if c[0] not in ID_KEYS and
             any(isinstance(r.get(c[0]), dict) for r in agg)]
@@ -180,7 +192,7 @@ def run_reps(mod, lab_factory: Callable, algos, params: dict[str, Any], out: str
         raise RuntimeError("no run finished")
     agg = aggregate(summaries)
     res = Results(out, f"{mod.NAME}-reps")
-    text = _text(mod, len(summaries), n, agg, folders)
+    text = _text(mod, len(summaries), n, agg, folders) + _hpcc_runs(summaries)
     with open(res.path("reps.txt"), "w") as f:
         f.write(text + "\n")
     with open(res.path("reps.json"), "w") as f:

@@ -58,6 +58,21 @@ def test_small_incast_with_cubic(tmp_path):
     tx = [int(x["tx_bytes"]) for x in rows]
     assert tx == sorted(tx)                       # the port's byte counter only grows
     assert "cubic" in text and "hpcc-probe" in text and "skipped" not in text
+    # T from the lab's RTT under this experiment's load (issue 15 section 4):
+    # four capped HPCC flows, the bottleneck left empty, T = 1.2 x the RTT
+    # rounded up; N the paper's 100, not the 4 flows started; where the
+    # native flows' sending time went
+    from hpccd.experiment import loaded_rtt
+    p = doc["params"]
+    assert p["loaded_rtt_us"] > 0 and p["loaded_rtt_q_p99_bytes"] < 3 * 1514, p
+    assert p["T_us"] * 1000 == loaded_rtt.T_from_rtt(p["loaded_rtt_us"] / 1e6), p
+    assert p["hpcc_N"] == 100 and p["flows_started"] == 4, p
+    assert f"T = {p['T_us']:g} us (1.2 x the loaded RTT" in text
+    assert "N = 100" in text and "at most 4 flows" in text
+    for x in (h, hp):
+        assert 0 <= x["wnd_limited"] < 1 and 0 <= x["pace_lost"] < 1, x
+        assert x["timer_late_us"] >= 0, x
+    assert "wnd_limited" not in r                 # kernel TCP has no such counters
 
 
 def test_long_short_and_fairness_read_rates_off_the_switch(tmp_path):

@@ -319,7 +319,8 @@ def send_time(flows, engines: "Engines | None") -> dict[str, float]:
     W held a flow back while its pacing allowed a packet (wnd_limited: the
     algorithm) and in which pacing time was lost because the engine came
     late (pace_lost: the CPU), and the engines' timer lateness (the moving
-    mean of how late ppoll() woke them, largest of the engines, us).  Empty
+    mean of how late ppoll() woke them, largest of the engines, us; the
+    engine caps it at WAKE_EARLY_MAX_NS, 50 us: 50 means at least that).  Empty
     for kernel flows (they have none of these)."""
     fin = [f for f in flows if isinstance(f, NativeFlow) and f.final is not None]
     if not fin:

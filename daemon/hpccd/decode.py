@@ -5,7 +5,7 @@ Each frame is shown layer by layer (Ethernet, IPv4, UDP or TCP, INT header,
 hop records, hpccd header, NOTIFY body, SACK blocks or payload, Rx-HPCC window, trailer, tag) with the names of
 docs/wire-format.md; hop records also in their units (bit/s, ns, bytes).
 A malformed packet is named by its ``enum hpccd_wire_err`` class and shown
-as far as its bytes go.  With ``--key`` the tag of PROBE_RESP, NOTIFY, ACK and NACK is
+as far as its bytes go.  With ``--key`` the tag of PROBE_RESP, NOTIFY, ACK, NACK and CNP is
 verified.  ``--json`` prints one JSON object per packet (JSON Lines), whose
 ``fields`` have the shape of tests/vectors/wire.json.
 """
@@ -283,7 +283,7 @@ def render(d: dict) -> str:
             lines.append("  trailer")
             _kv(lines, "fb_seq", fb["fb_seq"])
             _kv(lines, "fb_flags", f"0x{fb['fb_flags']:x}" + (" (WINDOW)" if w else ""))
-        elif f["hdr"]["type"] in (wire.T_ACK, wire.T_NACK):
+        elif f["hdr"]["type"] in (wire.T_ACK, wire.T_NACK, wire.T_CNP):
             lines.append("  no trailer: never applied by a sender")
         if f["payload_len"]:
             lines.append(f"  payload      {f['payload_len']} bytes")

@@ -104,7 +104,7 @@ struct hpccd_wire_info {
 	uint32_t t_ns;
 	uint32_t tag_off;        /* offset of the tag in the frame, 0 if none */
 	uint64_t tag;            /* as carried (big-endian on the wire) */
-	/* ACK / NACK feedback trailer (16 <= len <= 96; has_tag too), and its
+	/* ACK / NACK feedback trailer (16 <= len <= 96; CNP: len 16; has_tag too), and its
 	 * Rx-HPCC window block (HPCCD_FB_F_WINDOW): w_bytes, u_q16, n_flows,
 	 * t_ns above hold the block's fields */
 	uint8_t has_trailer;

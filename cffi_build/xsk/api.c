@@ -125,7 +125,10 @@ int tp__state_init(struct hpccd_tp *t)
 	uint32_t frames = c->rx_frames + c->tx_frames, i;
 	struct timespec ts;
 
-	t->flows = calloc(c->max_flows, sizeof(*t->flows));
+	/* cache-line aligned (struct tp_flow's hot lines) */
+	t->flows = aligned_alloc(64, (size_t)c->max_flows * sizeof(*t->flows));
+	if (t->flows)
+		memset(t->flows, 0, (size_t)c->max_flows * sizeof(*t->flows));
 	t->rxt = calloc(c->rx_flows, sizeof(*t->rxt));
 	t->rx_free = malloc(sizeof(uint64_t) * c->rx_frames);
 	t->tx_free = malloc(sizeof(uint64_t) * c->tx_frames);

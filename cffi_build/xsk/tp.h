@@ -49,6 +49,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,47 +156,61 @@ struct tp_fb {
  * 10,000 flows a packet costs few cache lines (scripts/bench_engine_flows.sh);
  * the configuration's hot part (addresses, size, modes) leads `c`. */
 struct tp_flow {
+	/* Hot: what every packet of the flow reads or writes, when it is sent
+	 * (sched.c, outgoing.c) and when it is acknowledged (feedback.c,
+	 * timers.c), together in the first three cache lines.  With
+	 * thousands of flows each line a packet touches is a cache miss
+	 * (docs/transport.md "Flows"). */
 	const struct tp_cc_ops *ops;
 	uint32_t state, flow_id;
-	int32_t err;
-	uint32_t auto_close;             /* an echo reply: its slot frees itself when done */
 	uint32_t mss, room, hdr_max;     /* hdr_max: frame bytes besides payload, room full */
-	uint64_t msg_pkts;
+	uint32_t sack_n;                 /* SACK blocks held (sack[], cold) */
 	uint64_t snd_una, snd_nxt, snd_max;
 	uint64_t rwnd_end;               /* the receiver's window edge; 0: none */
 	uint64_t rto_probe_end;          /* after a timeout, one packet until an ACK; 0: none */
-	uint32_t rto_ts;                 /* the clock (ts) when the last timeout fired */
-	/* selective repeat: the newest SACK blocks (held by the receiver past
-	 * snd_una, ascending) and where the repair of their holes stands */
-	struct { uint64_t start, end; } sack[HPCCD_SACK_MAX_BLOCKS];
-	uint32_t sack_n;
 	uint64_t rtx_next;               /* holes before it were resent */
-	uint64_t rec_end;                /* snd_max when the last recovery began */
-	uint32_t rto_holes;              /* holes were known when the timeout fired */
-	uint64_t next_send_ns, start_ns, end_ns, last_progress_ns;
-	uint64_t rto_deadline;
-	uint32_t backoff;
-	uint32_t fb_seq;                 /* the newest fb_seq taken from the receiver */
+	uint64_t next_send_ns, rto_deadline, last_progress_ns;
 	uint64_t srtt, rttvar, min_rtt;
-	uint64_t goback_seq, goback_ns;
-	/* probe mode ([HPCC++2022] section 6.2.1): number of the last PROBE sent,
-	 * whether it is outstanding, when it is lost */
-	uint64_t probe_seq, probe_deadline;
+	/* probe mode ([HPCC++2022] section 6.2.1): whether a PROBE is
+	 * outstanding, when it is lost */
+	uint64_t probe_deadline;
 	uint64_t probe_retry;            /* no TX frame for the probe: try again then; 0: no */
 	int probe_out;
+	uint32_t fb_seq;                 /* the newest fb_seq taken from the receiver */
+	uint32_t backoff;
 	uint64_t wnd_block_ns;           /* since when the window holds it back; 0: not */
 	double W, rate_bps;              /* HPCC W in wire bytes; pacing rate (wire bits/s) */
 	double wire_per_payload;
-	struct hpccd_tp_flow_cfg c;
-	struct hpccd_tp_flow_stats st;   /* counters part */
+	/* Cold: loss recovery, the flow's life, probes' numbers. */
+	int32_t err;
+	uint32_t auto_close;             /* an echo reply: its slot frees itself when done */
+	uint32_t rto_ts;                 /* the clock (ts) when the last timeout fired */
+	uint32_t rto_holes;              /* holes were known when the timeout fired */
+	uint64_t msg_pkts;
+	/* selective repeat: the newest SACK blocks (held by the receiver past
+	 * snd_una, ascending) and where the repair of their holes stands */
+	struct { uint64_t start, end; } sack[HPCCD_SACK_MAX_BLOCKS];
+	uint64_t rec_end;                /* snd_max when the last recovery began */
+	uint64_t start_ns, end_ns;
+	uint64_t goback_seq, goback_ns;
+	uint64_t probe_seq;              /* number of the last PROBE sent */
+	/* Each of these starts a cache line: a packet reads the first lines
+	 * of c (addresses, size, source) and of st (packet counters) and of
+	 * its algorithm's state. */
+	struct hpccd_tp_flow_cfg c __attribute__((aligned(64)));
+	struct hpccd_tp_flow_stats st __attribute__((aligned(64)));   /* counters part */
 	union {
 		struct hpccd_hpcc hpcc;
 		struct hpccd_dctcp dctcp;
 		struct hpccd_ldcp ldcp;
 		struct hpccd_dcqcn dcqcn;
 		struct hpccd_timely timely;
-	} cc;
-};
+	} cc __attribute__((aligned(64)));
+} __attribute__((aligned(64)));
+
+/* The hot part is three cache lines. */
+_Static_assert(offsetof(struct tp_flow, wire_per_payload) + sizeof(double) <= 192,
+	       "struct tp_flow: the per-packet fields outgrew three cache lines");
 
 /* W of a rate-based flow: unlimited, or with c.rate_win ("+win", [HPCC]
  * section 5.1) HPCC's W_init = line rate x T, in wire bytes. */

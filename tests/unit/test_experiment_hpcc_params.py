@@ -9,7 +9,7 @@ import argparse
 
 import pytest
 
-from hpccd import cc
+from hpccd.core import cc
 from hpccd.experiment import cli, loaded_rtt, native
 from hpccd.experiment.common import UsageError
 

@@ -1,5 +1,5 @@
 """``hpccctl experiment NAME --algos a,b,...`` (argument parsing here,
-registered in hpccd.cli)."""
+registered in hpccd.cli.main)."""
 from __future__ import annotations
 
 import argparse
@@ -77,14 +77,14 @@ def add_parser(sub) -> None:
 
 
 def _lab_factory(topo):
-    from ..lab import Lab
+    from ..lab.netns import Lab
     return Lab(topo, name=f"x{topo.name[1:6]}{secrets.token_hex(2)}")
 
 
 def _set_hpcc(args: argparse.Namespace) -> None:
     """--eta, --max-stage, --T-us, --w-ai, --n into native's given parameters,
     checked by the core (the message names the option); UsageError."""
-    from .. import cc
+    from ..core import cc
 
     opts = {"eta": ("--eta", args.eta), "max_stage": ("--max-stage", args.max_stage),
             "T_ns": ("--T-us", None if args.T_us is None else args.T_us * 1000),

@@ -251,7 +251,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
-    from ..topology import Topology
+    from ..lab.topology import Topology
     topo = Topology.loads(topology(p["rate_mbps"], p["buffer_bytes"], p["k_bytes"]),
                           "<mice experiment>")
     res = Results(out, NAME)

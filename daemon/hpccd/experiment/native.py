@@ -1,4 +1,4 @@
-"""Native hpccd transport flows (hpccd.transport, AF_XDP) in the
+"""Native hpccd transport flows (hpccd.transport.engine, AF_XDP) in the
 experiment runner, with the same face as kernel_tcp's flows and sinks.
 
 One Transport engine per lab host, made the first time a host sends or
@@ -112,7 +112,7 @@ def hpcc_line(hpcc: dict[str, Any], line_bps: int | None = None,
     """The summary's line on the HPCC parameters the run used (`hpcc`:
     Engines.hpcc); W_AI in bytes at a `line_bps` NIC; `started`: the flows
     the experiment puts on its bottleneck at most, for comparison with N."""
-    from .. import cc
+    from ..core import cc
 
     eta = hpcc.get("eta", 0.95)
     T = hpcc["T_ns"]
@@ -155,7 +155,7 @@ class Engines:
     def get(self, host: str):
         tp = self.tps.get(host)
         if tp is None:
-            from ..transport import Transport
+            from ..transport.engine import Transport
             line = self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps
             tp = Transport("eth0", netns=self.lab.netns(host), ack_every=ACK_EVERY,
                            tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line},

@@ -134,7 +134,7 @@ def run(lab_factory, algos, params: dict[str, Any], out: str) -> tuple[str, str]
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
-    from ..topology import Topology
+    from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<txrate-vs-rxrate experiment>")
     res = Results(out, NAME)
     rows = []

@@ -36,13 +36,13 @@ import time
 from typing import Any, Mapping
 
 from .._transport import ffi, lib
+from ..core import algorithms
 
 __all__ = ["Transport", "Engines", "Flow", "FlowResult", "RxFlow", "TransportError", "ALGOS",
            "pattern_bytes", "pattern_crc32", "crc32", "engine_cpu_s", "XDP_HOST"]
 
-ALGOS = {"hpcc": lib.HPCCD_ALGO_HPCC, "rx-hpcc": lib.HPCCD_ALGO_RXHPCC,
-         "dctcp": lib.HPCCD_ALGO_DCTCP, "ldcp": lib.HPCCD_ALGO_LDCP,
-         "dcqcn": lib.HPCCD_ALGO_DCQCN, "timely": lib.HPCCD_ALGO_TIMELY}
+# enum hpccd_algo by name (hpccd.core.algorithms; the same header as the engine's).
+ALGOS = {a.name: a.enum for a in algorithms.ALGORITHMS.values()}
 ALGO_NAMES = {v: k for k, v in ALGOS.items()}
 STATES = {0: "free", 1: "running", 2: "done", 3: "failed"}
 MODES = {"copy": lib.HPCCD_TP_F_COPY, "zerocopy": lib.HPCCD_TP_F_ZEROCOPY, "auto": 0}

@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("namespaces, XDP, tc and struct_ops need root", allow_module_level=True)
 
-from hpccd.bpf import loader as bpf
+from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.agent import ownership  # noqa: E402
 from hpccd.experiment.common import star  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402

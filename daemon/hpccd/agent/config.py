@@ -34,6 +34,7 @@ import re
 import tomllib
 from typing import Any, Iterable, Mapping
 
+from .._cc import lib as _cc_lib
 from ..core import algorithms, cc
 from .tomlcheck import TomlError, Validator, key_name
 
@@ -45,8 +46,8 @@ DEFAULT_PATH = "/etc/hpccd/hpccd.toml"
 # Distinct from /run/hpccd, which holds the lab's state files (docs/lab.md).
 DEFAULT_CONTROL_SOCKET = "/run/hpccd-daemon/control.sock"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9477"
-UDP_PORT_DEFAULT = 18471            # HPCCD_UDP_PORT_DEFAULT (include/hpccd/wire.h)
-PROBE_DSCP_DEFAULT = 45             # HPCCD_PROBE_DSCP_DEFAULT
+UDP_PORT_DEFAULT = _cc_lib.HPCCD_UDP_PORT_DEFAULT        # include/hpccd/wire.h
+PROBE_DSCP_DEFAULT = _cc_lib.HPCCD_PROBE_DSCP_DEFAULT
 XSKS_MAX = 64                       # HPCCD_XSKS_MAX: rx queues per interface (ebpf/hpccd_maps.bpf.h)
 # UMEM frame sizes the engine takes: HPCCD_TP_FRAME_MIN, _MAX (include/hpccd/transport.h)
 FRAME_SIZES = (2048, 4096)

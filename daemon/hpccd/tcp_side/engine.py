@@ -77,6 +77,7 @@ import threading
 import time
 from typing import Any, Iterable, Mapping
 
+from .._bpf import lib as _abi
 from ..bpf import loader as bpf
 from ..bpf.abi import check_format
 from ..core import cc
@@ -118,7 +119,7 @@ CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
             "dctcp": ("tcp_dctcp.bpf.o", "hpccd_tcp_dctcp")}
 LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 
-PROBE_DSCP_DEFAULT = 45
+PROBE_DSCP_DEFAULT = _abi.HPCCD_PROBE_DSCP_DEFAULT      # include/hpccd/wire.h
 INT_ROOM_DEFAULT = 5
 _IPPROTO_TCP = 6
 

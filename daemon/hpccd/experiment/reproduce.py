@@ -21,16 +21,25 @@ plots copied into ``results/<stage>/`` beside it.
 
 A progress line per stage gives the stages done, the time spent and an
 estimate of the time left (each stage's own estimate, scaled by how the
-finished ones compared with theirs).  SIGINT or SIGTERM stops the run: the
-stage in progress takes its lab down (namespaces, BPF programs and pins,
-transport engines) as any interrupted experiment does, a second signal
-during that is ignored, the finished stages are kept and the report is
-written from them; the exit status is 128 + the signal.
+finished ones compared with theirs).
+
+Each stage runs in a child process of its own (forked, in a process group
+of its own, so a terminal's Ctrl-C reaches only this process).  SIGINT or
+SIGTERM stops the run: it is passed on to the stage's child as SIGINT, whose
+experiment unwinds and takes its lab down as any interrupted experiment
+does; when the child has exited (after CHILD_GRACE_S it is killed), every
+lab it made that is still there is taken down from here (hpccd.lab.down:
+namespaces, BPF pins, state file) -- an interrupt can land anywhere, e.g.
+while a transport engine is being made, and what it leaves is held only
+by the child's descriptors, gone with it.  Further signals are ignored
+while this happens; the finished stages are kept and the report is written
+from them; the exit status is 128 + the signal.
 """
 from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import signal
 import sys
@@ -128,13 +137,18 @@ def _load() -> list[float]:
 
 
 class _Signals:
-    """SIGINT/SIGTERM -> KeyboardInterrupt in the main thread, once: the
-    stage in progress unwinds and takes its lab down; a second signal while
-    it does is ignored (said on stderr), so that the clean-up completes."""
+    """SIGINT/SIGTERM, once: with `child` set (the running stage's pid), it
+    gets SIGINT and this process goes on waiting for it; without, a
+    KeyboardInterrupt in the main thread.  Later signals are said on stderr
+    and ignored, so that the clean-up completes.  In a process forked with
+    these handlers that is not a stage's child (pyroute2's helpers), the
+    signal's default action."""
 
-    def __init__(self):
+    def __init__(self, raise_: bool = True):
         self.signum: int | None = None
         self.stopping = False               # later signals only said on stderr
+        self.child: int | None = None
+        self.raise_ = raise_                # False: only noted (the loop looks)
         self._old: dict[int, Any] = {}
 
     def _on(self, signum, frame) -> None:
@@ -148,7 +162,16 @@ class _Signals:
             progress("reproduce", f"signal {signum} again: already stopping, removing the lab")
             return
         self.signum = signum
-        raise KeyboardInterrupt
+        if self.child is not None:
+            progress("reproduce", f"signal {signum}: stopping the stage in progress")
+            try:
+                os.kill(self.child, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+            return
+        if self.raise_:
+            raise KeyboardInterrupt
+        progress("reproduce", f"signal {signum}: stopping")
 
     def __enter__(self) -> "_Signals":
         self.pid = os.getpid()
@@ -169,6 +192,9 @@ def _write_json(path: str, doc: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+CHILD_GRACE_S = 90.0        # a stage's child this long after the signal: killed
+
+
 def _run_stage(st: Stage, algos_text: str, out: str, lab_factory) -> str:
     from . import EXPERIMENTS
     from .sweep import run_sweep
@@ -184,11 +210,134 @@ def _run_stage(st: Stage, algos_text: str, out: str, lab_factory) -> str:
     return folder
 
 
+def _child(st: Stage, algos_text: str, out: str, lab_factory, labs_file: str,
+           w: int, held: set) -> None:
+    """In the stage's child: run it, write {"folder"} or {"interrupted"} or
+    {"error"} as JSON to `w`, exit.  Never returns."""
+    code = 0
+    try:
+        os.setpgid(0, 0)
+        sig = _Signals()
+        sig.__enter__()                      # SIGINT/SIGTERM -> KeyboardInterrupt, once
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+        def factory(topo):
+            lab = lab_factory(topo)
+            with open(labs_file, "a") as f:  # known to the parent before it is built
+                f.write(lab.name + "\n")
+            return lab
+        try:
+            res: dict[str, Any] = {"folder": _run_stage(st, algos_text, out, factory)}
+        except KeyboardInterrupt:
+            res = {"interrupted": True}
+        except (UsageError, AlgoError, RuntimeError, OSError, ValueError) as e:
+            res = {"error": str(e) or type(e).__name__}
+        sig.stopping = True
+        os.write(w, json.dumps(res).encode())
+    except BaseException as e:              # noqa: BLE001 -- the child must not return
+        try:
+            os.write(w, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
+        except OSError:
+            pass
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _labs_of(labs_file: str) -> list[str]:
+    try:
+        with open(labs_file) as f:
+            return [ln.strip() for ln in f if ln.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _remove_left(labs: list[str]) -> list[str]:
+    """Take down what is left of `labs` (their state files, namespaces,
+    pins); returns the errors."""
+    from ..lab import NETNS_DIR, STATE_DIR, LabError, down, state_path
+    from ..int_switch import pin_dir, remove_pins
+    errors = []
+    for name in labs:
+        try:
+            if os.path.exists(state_path(name, STATE_DIR)):
+                down(name)
+                progress("reproduce", f"lab {name}: taken down after its stage stopped")
+            left = [n for n in (os.listdir(NETNS_DIR) if os.path.isdir(NETNS_DIR) else [])
+                    if n.startswith(f"{name}-")]
+            if left:
+                errors.append(f"lab {name}: namespaces left: {', '.join(left)}")
+            if os.path.isdir(pin_dir(name)):
+                remove_pins(name)
+        except (LabError, OSError) as e:
+            errors.append(f"lab {name}: {e}")
+    return errors
+
+
+def _run_in_child(st: Stage, algos_text: str, out: str, lab_factory, labs_file: str,
+                  sig: _Signals) -> dict[str, Any]:
+    """Fork the stage's child, wait for it (passing a signal on, _Signals),
+    then remove what is left of its labs; returns the child's result."""
+    import select
+
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # signals held over the fork: the parent's handler must know the child
+    # before one is handled, the child's must be its own
+    held = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            _child(st, algos_text, out, lab_factory, labs_file, w, held)
+        sig.child = pid
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+    os.close(w)
+    data = b""
+    stopped_at = None
+    try:
+        while True:
+            if sig.signum is not None and stopped_at is None:
+                stopped_at = time.monotonic()
+            if stopped_at is not None and time.monotonic() - stopped_at > CHILD_GRACE_S:
+                progress("reproduce", f"the stage's process did not stop in "
+                                      f"{CHILD_GRACE_S:g} s: killed")
+                os.kill(pid, signal.SIGKILL)
+                stopped_at = math.inf
+            ready, _, _ = select.select([r], [], [], 1.0)
+            if ready:
+                chunk = os.read(r, 65536)
+                if not chunk:
+                    break
+                data += chunk
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+        sig.child = None
+    try:
+        res = json.loads(data.decode() or "{}")
+    except ValueError:
+        res = {}
+    if not res:
+        res = {"error": "the stage's process ended without a result"}
+    errors = _remove_left(_labs_of(labs_file))
+    if errors:
+        res.setdefault("cleanup", errors)
+        progress("reproduce", "clean-up: " + "; ".join(errors))
+    return res
+
+
 def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
         lab_factory: Callable, report_path: str | None = None, quick: bool = False,
-        clock: Callable[[], float] = time.monotonic) -> tuple[int, str, str]:
+        clock: Callable[[], float] = time.monotonic, in_process: bool = False
+        ) -> tuple[int, str, str]:
     """Run `stages` (module docstring); returns (exit status, the run's
-    folder, the report's path)."""
+    folder, the report's path).  `in_process`: no child per stage (tests
+    with stand-in experiments; an interrupt is then a KeyboardInterrupt
+    here)."""
     n_algos = len(parse_algos(algos_text))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder = os.path.join(out, f"reproduce-{stamp}")
@@ -203,17 +352,14 @@ def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
         "algos": algos_text, "host": os.uname().nodename, "kernel": os.uname().release,
         "cpus": os.cpu_count(), "stages": [], "labs": [], "interrupted": None}
 
-    def factory(topo):
-        lab = lab_factory(topo)
-        manifest["labs"].append(lab.name)
-        _write_json(manifest_path, manifest)         # known before it is built
-        return lab
-
+    labs_file = os.path.join(folder, "labs.txt")
     estimates = [estimate_s(st, n_algos) for st in stages]
     t0 = clock()
     status = 0
-    with _Signals() as sig:
+    with _Signals(raise_=in_process) as sig:
         for i, st in enumerate(stages):
+            if sig.signum is not None:
+                break                       # signalled between two stages
             done = [s for s in manifest["stages"] if s["status"] == "done"]
             spent = clock() - t0
             est_done = sum(estimates[:i])
@@ -227,21 +373,33 @@ def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
                                      "sweep": [[n, list(v)] for n, v in st.sweep],
                                      "load_before": _load()}
             ts = clock()
-            try:
-                entry["folder"] = _run_stage(st, algos_text, folder, factory)
+            if in_process:
+                try:
+                    res = {"folder": _run_stage(st, algos_text, folder, lab_factory)}
+                except KeyboardInterrupt:
+                    res = {"interrupted": True}
+                except (UsageError, AlgoError, RuntimeError, OSError, ValueError) as e:
+                    res = {"error": str(e) or type(e).__name__}
+            else:
+                res = _run_in_child(st, algos_text, folder, lab_factory, labs_file, sig)
+            if res.get("folder") and sig.signum is None:
+                entry["folder"] = res["folder"]
                 entry["status"] = "done"
-            except KeyboardInterrupt:
+            elif res.get("interrupted") or sig.signum is not None:
                 entry["status"] = "interrupted"
                 entry["error"] = f"stopped by signal {sig.signum or signal.SIGINT}"
                 manifest["interrupted"] = st.key
                 status = 128 + (sig.signum or signal.SIGINT)
-            except (UsageError, AlgoError, RuntimeError, OSError, ValueError) as e:
+            else:
                 entry["status"] = "failed"
-                entry["error"] = str(e) or type(e).__name__
+                entry["error"] = res.get("error")
                 progress("reproduce", f"{st.key} failed: {entry['error']}; the rest goes on")
                 status = status or 1
+            if res.get("cleanup"):
+                entry["cleanup"] = res["cleanup"]
             entry["seconds"] = round(clock() - ts, 1)
             entry["load_after"] = _load()
+            manifest["labs"] = _labs_of(labs_file)
             manifest["stages"].append(entry)
             _write_json(manifest_path, manifest)
             if entry["status"] == "interrupted":
@@ -249,6 +407,9 @@ def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
                                       f"{len(done)} finished stages")
                 break
         sig.stopping = True                 # the report is written whatever comes now
+        if sig.signum is not None and status < 128:       # between two stages
+            status = 128 + sig.signum
+            manifest["interrupted"] = manifest["interrupted"] or "(between stages)"
         manifest["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
         manifest["seconds"] = round(clock() - t0, 1)
         _write_json(manifest_path, manifest)

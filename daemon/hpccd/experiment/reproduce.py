@@ -7,8 +7,9 @@ stages, each one experiment run (``hpccctl experiment``'s modules, in labs
 of their own): the micro-benchmarks of section 5.2 (incast, long-short,
 mice, fairness), fct under WebSearch and FB_Hadoop at 30 % and 50 % load,
 fct with incasts on top of the background load (section 5.3, Figure 11),
-the reaction ablation (section 5.4, Figure 13), the W_AI sweep (Figure 14)
-and txRate against rxRate (section 3.4, Figure 6).
+go-back-N against selective repeat under loss (Figure 12), the reaction
+ablation (section 5.4, Figure 13), the W_AI sweep (Figure 14) and txRate
+against rxRate (section 3.4, Figure 6).
 
 Everything goes under ``<out>/reproduce-<stamp>/``: each stage's results
 folder, and ``reproduce.json`` (the manifest: per stage its folder,
@@ -93,6 +94,9 @@ FULL: tuple[Stage, ...] = (
           {"senders": 7}, algos="hpcc,hpcc-rtt,hpcc-ack", cost=(8, 8)),
     Stage("w-ai", "fairness", "[HPCC] 5.4 Figure 14: fairness and queue against W_AI", {},
           algos="hpcc", sweep=(("w_ai_bytes", W_AI_FULL),), cost=(8, 9)),
+    Stage("gbn-vs-sr", "gbn-vs-sr", "[HPCC] 5.3 Figure 12: go-back-N against selective "
+          "repeat, with the bottleneck's drops and 0.1 % and 1 % random loss", {},
+          algos="hpcc,dcqcn", cost=(8, 15)),
     Stage("txrate", "txrate-vs-rxrate", "[HPCC] 3.4 Figure 6: txRate against rxRate", {},
           algos="hpcc", cost=(8, 6)),
 )
@@ -116,8 +120,10 @@ QUICK: tuple[Stage, ...] = (
           {"senders": 3, "size": 200_000, "warmup": 0.3, "observe": 0.4},
           algos="hpcc,hpcc-rtt,hpcc-ack", cost=(4, 3)),
     Stage("w-ai", "fairness", FULL[7].what, {"flows": 2, "step": 0.4}, algos="hpcc",
-          sweep=(("w_ai_bytes", (150.0, 1500.0)),), cost=(4, 3)),
-    Stage("txrate", "txrate-vs-rxrate", FULL[8].what, {"duration": 0.5}, algos="hpcc",
+          sweep=(("w_ai_bytes", (150.0, 900.0, 3000.0)),), cost=(4, 3)),
+    Stage("gbn-vs-sr", "gbn-vs-sr", FULL[8].what, {"size": 1_000_000, "losses": "0,0.01"},
+          algos="hpcc,dcqcn", cost=(4, 5)),
+    Stage("txrate", "txrate-vs-rxrate", FULL[9].what, {"duration": 0.5}, algos="hpcc",
           cost=(4, 2)),
 )
 

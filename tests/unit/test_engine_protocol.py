@@ -334,6 +334,25 @@ def test_dcqcn_under_marks_at_most_one_cnp_per_interval(harness, seed):
     assert res["rate_min"] < LINE / 4, res
 
 
+@pytest.mark.parametrize("cnp_us", [50, 120])
+def test_dcqcn_a_held_mark_gets_its_cnp_when_the_window_ends(harness, cnp_us):
+    """The first two frames CE-marked: the first mark's CNP leaves at once,
+    the second is within N of it and is held; the rest of the flow (ten
+    frames, done well within N) brings no mark and no window end.  The
+    receiver's timer sends the held mark's CNP exactly N after the first
+    (one tick of the harness's clock: 1 us), though no packet of the flow
+    arrives then (without the timer it never left: cnps_sent 1); the flow
+    was over, so the sender counts it as late, not applied."""
+    res = run(harness, "transfer", 86, algo="dcqcn", bytes=14_360, ce_list="0,1",
+              cnp_us=cnp_us, linger_us=3 * cnp_us)
+    assert exact(res), res
+    assert res["fct_us"] < cnp_us, res
+    assert res["ce_marked"] == 2 and res["cnps_sent"] == 2, res
+    first, second = res["cnp_at_us"]
+    assert second - first == pytest.approx(cnp_us, abs=1.0), res
+    assert res["cnps"] == 1 and res["cc_updates"] == 1, res
+
+
 def test_cnps_go_only_to_flows_that_ask(harness):
     """A DCTCP flow's DATA do not ask for CNPs: marks reach it as ECE only."""
     res = run(harness, "transfer", 85, algo="dctcp", ce=0.05)

@@ -26,7 +26,9 @@
  * bneck (`flows` flows of `algo` A -> B with INT on every DATA through a
  * switch port of bneck_gbps and buf_kb in front of the link, which stamps
  * the INT hop as each frame leaves its queue: feedback frames per DATA
- * frame, the port's utilisation and queue).  Prints one JSON object with
+ * frame, the port's utilisation and queue); linger_us=L: the simulation
+ * goes on L after A's flows ended, and cnp_at_us lists when B sent its
+ * CNPs.  Prints one JSON object with
  * what happened.
  */
 #include "tp.h"
@@ -447,6 +449,24 @@ static uint32_t algo_of(const char *s)
 }
 
 static uint64_t stall_ns, stall_at, stall_from;
+/* linger_us: the link and both engines go on this long after A's flows
+ * ended (timers of B's that outlive them, a held CNP); the CNPs B sent,
+ * at what simulated time (cnp_at, from the transfer's open) */
+static uint64_t linger_ns, t_open;
+static uint64_t cnp_at[8];
+static uint32_t n_cnp_at;
+
+static void track_cnps(void)
+{
+	uint64_t sent = 0;
+	uint32_t i;
+
+	for (i = 0; i < B->cfg.rx_flows; i++)
+		if (B->rxt[i].used == 1)
+			sent += B->rxt[i].st.cnps_sent;
+	while (n_cnp_at < sent && n_cnp_at < 8)
+		cnp_at[n_cnp_at++] = sim_now - t_open;
+}
 /* The transfer's flow: its pacing rate's least and its value after the
  * algorithm's first reaction (cc_updates 0 -> 1). */
 static struct tp_flow *track;
@@ -465,7 +485,7 @@ static void track_rate(void)
 /* Runs until every flow of A is done or failed, or `limit_ns` passed. */
 static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 {
-	uint64_t end = sim_now + limit_ns;
+	uint64_t end = sim_now + limit_ns, linger_until = 0;
 
 	while (sim_now < end) {
 		if (bn.bps)
@@ -484,8 +504,16 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 			hook = NULL;
 		if (B->rx_live > max_rx_live)
 			max_rx_live = B->rx_live;
-		if (!A->n_running)
-			return;
+		if (linger_ns)
+			track_cnps();
+		if (!A->n_running) {
+			if (!linger_ns)
+				return;
+			if (!linger_until)
+				linger_until = sim_now + linger_ns;
+			if (sim_now >= linger_until)
+				return;
+		}
 		sim_now += TICK_NS;
 	}
 }
@@ -714,6 +742,7 @@ int main(int argc, char **argv)
 	c.rx_frames = (uint32_t)strtoul(arg(argc, argv, "frames", "4096"), NULL, 0);
 	c.tx_frames = c.rx_frames;
 	c.ack_every = (uint32_t)strtoul(arg(argc, argv, "ack_every", "1"), NULL, 0);
+	c.cnp_ns = strtoull(arg(argc, argv, "cnp_us", "50"), NULL, 0) * 1000;   /* DCQCN's N */
 	c.rx_peer_max = (uint32_t)strtoul(arg(argc, argv, "rx_peer_max", "4294967295"), NULL, 0);
 	if (!strcmp(arg(argc, argv, "window", "on"), "off"))
 		c.rx_window = 0;
@@ -733,6 +762,7 @@ int main(int argc, char **argv)
 	flow_mtu = (uint32_t)strtoul(arg(argc, argv, "mtu", "1500"), NULL, 0);
 	stall_ns = strtoull(arg(argc, argv, "stall_us", "0"), NULL, 0) * 1000;
 	stall_at = strtoull(arg(argc, argv, "stall_at", "1000000"), NULL, 0);
+	linger_ns = strtoull(arg(argc, argv, "linger_us", "0"), NULL, 0) * 1000;
 	ab.loss = ba.loss = atof(arg(argc, argv, "loss", "0"));
 	ab.reorder = atof(arg(argc, argv, "reorder", "0"));
 	ring_a.cap = A->ring;            /* the RX rings the engines were sized for */
@@ -789,6 +819,7 @@ int main(int argc, char **argv)
 		       strcmp(arg(argc, argv, "recovery", "sr"), "gbn") ? HPCCD_TP_SR : HPCCD_TP_GBN,
 		       seed, 40000);
 	track = &A->flows[id & A->slot_mask];
+	t_open = sim_now;
 	if (!strcmp(scenario, "restart")) {
 		restart_after = bytes / 2;
 		run(3000000000ull, budget, restart_hook);
@@ -808,7 +839,8 @@ int main(int argc, char **argv)
 	       "\"nacks\": %llu, \"ce_marked\": %llu, \"cnps\": %llu, "
 	       "\"cnps_sent\": %llu, \"cc_updates\": %llu, \"rate_min\": %.17g, "
 	       "\"rate_first\": %.17g, \"rate_end\": %.17g, \"signal\": %.17g, "
-	       "\"line_bps\": %llu, \"window_bytes\": %.17g, \"wnd_limited_us\": %.1f}\n",
+	       "\"line_bps\": %llu, \"window_bytes\": %.17g, \"wnd_limited_us\": %.1f, "
+	       "\"cnp_at_us\": [",
 	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
 	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
 	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
@@ -830,6 +862,9 @@ int main(int argc, char **argv)
 	       (unsigned long long)(n ? rs[0].cnps_sent : 0), (unsigned long long)fs.cc_updates,
 	       rate_min, rate_first, fs.rate_bps, fs.U, (unsigned long long)line_rate_bps,
 	       fs.window_bytes, (double)fs.wnd_limited_ns / 1e3);
+	for (i = 0; i < n_cnp_at; i++)
+		printf("%s%.1f", i ? ", " : "", (double)cnp_at[i] / 1e3);
+	printf("]}\n");
 	engine_free(A);
 	engine_free(B);
 	return 0;

@@ -260,10 +260,11 @@ def test_verdict_thresholds_by_hand():
         s = stages(fairness=[{"algo": "hpcc", "jain_min": jmin, "jain_median": 0.99,
                               "verdict": "v"}])
         assert by["_fairness"].judge(s).verdict.startswith(want)
-    # txRate vs rxRate: 1.25x the sd and more crossings
-    for sd, want in ((0.5, "met"), (0.45, "missed: rxRate's sd only 1.12x")):
-        s = stages(txrate=[{"variant": "txRate", "q_sd_kb": 0.4, "swings_per_s": 100},
-                           {"variant": "rxRate", "q_sd_kb": sd, "swings_per_s": 120,
+    # txRate vs rxRate: the link use swings 1.25x as much while converging
+    for sd, want in ((0.25, "met (rxRate's link use swings 1.25x"),
+                     (0.24, "missed: rxRate's link use swings only 1.2x")):
+        s = stages(txrate=[{"variant": "txRate", "use_sd_early": 0.2, "q_sd_kb": 0.4},
+                           {"variant": "rxRate", "use_sd_early": sd, "q_sd_kb": 0.5,
                             "verdict": "v"}])
         assert by["_txrate"].judge(s).verdict.startswith(want)
 

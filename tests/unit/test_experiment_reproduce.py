@@ -260,6 +260,18 @@ def test_verdict_thresholds_by_hand():
         s = stages(fairness=[{"algo": "hpcc", "jain_min": jmin, "jain_median": 0.99,
                               "verdict": "v"}])
         assert by["_fairness"].judge(s).verdict.startswith(want)
+    # fct: the smallest bucket with 20 flows of both, not one of a single flow
+    def fct_row(algo, load, p99s, ns):
+        return {"algo": algo, "workload": "websearch", "load": load, "verdict": "v",
+                "buckets": [{"bucket": f"b{i}", "n": n, "p99": x}
+                            for i, (x, n) in enumerate(zip(p99s, ns))]}
+    s = stages(fct=[fct_row("hpcc", 0.3, [1.0, 9.0, 2.0], [1, 19, 30]),
+                    fct_row("dcqcn", 0.3, [50.0, 3.0, 4.0], [1, 40, 30])])
+    k = next(i for i, c in enumerate(claims.CLAIMS) if c.text.startswith("WebSearch"))
+    o = claims.CLAIMS[k].judge(s)
+    assert "30% (b2, 30 flows): HPCC 2, DCQCN 4" in o.lab and o.verdict == "met", o
+    s = stages(fct=[fct_row("hpcc", 0.3, [1.0], [5]), fct_row("dcqcn", 0.3, [2.0], [5])])
+    assert claims.evaluate(s)[k]["verdict"].startswith("not run: no size bucket with 20 flows")
     # txRate vs rxRate: the link use swings 1.25x as much while converging
     for sd, want in ((0.25, "met (rxRate's link use swings 1.25x"),
                      (0.24, "missed: rxRate's link use swings only 1.2x")):

@@ -260,22 +260,41 @@ def _bucket(r: dict[str, Any], i: int = 0) -> dict[str, Any]:
     return (r.get("buckets") or [{}])[i]
 
 
+MIN_FLOWS = 20        # a bucket's percentile needs this many flows to say anything
+
+
+def _short_bucket(h: dict[str, Any], d: dict[str, Any]) -> int | None:
+    """The smallest size bucket with MIN_FLOWS completed flows in both rows."""
+    for i, (a, b) in enumerate(zip(h.get("buckets") or [], d.get("buckets") or [])):
+        if _num(a.get("n")) >= MIN_FLOWS and _num(b.get("n")) >= MIN_FLOWS:
+            return i
+    return None
+
+
 def _fct_short(s: Stages, workload: str, q: str) -> tuple[str, list[bool], str]:
     parts, ok, why = [], [], ""
     for h in _fct_rows(s, "fct", "hpcc", workload):
         d = s.row("fct", "dcqcn", workload=workload, load=h["load"])
-        a, b = _num(_bucket(h).get(q)), _num(_bucket(d).get(q))
-        parts.append(f"{h['load']:.0%}: HPCC {_fmt(a)}, DCQCN {_fmt(b)}")
+        i = _short_bucket(h, d)
+        if i is None:
+            parts.append(f"{h['load']:.0%}: no bucket of {MIN_FLOWS} flows")
+            continue
+        a, b = _num(_bucket(h, i).get(q)), _num(_bucket(d, i).get(q))
+        parts.append(f"{h['load']:.0%} ({_bucket(h, i).get('bucket')}, {_bucket(h, i).get('n')} "
+                     f"flows): HPCC {_fmt(a)}, DCQCN {_fmt(b)}")
         ok.append(a < b if q != "p50" else (0.67 <= a / b <= 1.5))
         if not ok[-1]:
             why = s.why("fct", h)
+    if not ok:
+        raise Missing(f"no size bucket with {MIN_FLOWS} flows of both in stage fct "
+                      f"({'; '.join(parts)})")
     return "; ".join(parts), ok, why
 
 
 def _fct_tail(workload: str) -> Callable[[Stages], Outcome]:
     def judge(s: Stages) -> Outcome:
         lab, ok, why = _fct_short(s, workload, "p99")
-        lab = f"{workload} p99 slowdown of the smallest bucket: {lab}"
+        lab = f"{workload} p99 slowdown of the smallest bucket of {MIN_FLOWS}+ flows: {lab}"
         if all(ok):
             return Outcome(lab, "met")
         return Outcome(lab, f"missed at {ok.count(False)} of {len(ok)} loads because {why}")
@@ -284,7 +303,7 @@ def _fct_tail(workload: str) -> Callable[[Stages], Outcome]:
 
 def _fct_median(s: Stages) -> Outcome:
     lab, ok, why = _fct_short(s, "websearch", "p50")
-    lab = f"websearch p50 slowdown of the smallest bucket: {lab}"
+    lab = f"websearch p50 slowdown of the smallest bucket of {MIN_FLOWS}+ flows: {lab}"
     if all(ok):
         return Outcome(lab, "met (within 1.5x of each other)")
     return Outcome(lab, f"missed at {ok.count(False)} of {len(ok)} loads (more than 1.5x apart) "

@@ -224,6 +224,48 @@ def test_each_stage_runs_in_a_child_that_the_signal_is_passed_to(tmp_path, fake_
     assert "HPCC queue p99 0.6 KB = 0.2 BDP" in open(path).read()
 
 
+def test_resume_runs_what_did_not_finish_and_redoes_what_is_asked(tmp_path, fake_exps,
+                                                                   capsys):
+    calls = []
+
+    def count(name):
+        return lambda: calls.append(name)
+    rows = [_incast_row("hpcc", 0.2, 1.0, 3000)]
+
+    def term():
+        calls.append("mice")
+        os.kill(os.getpid(), signal.SIGTERM)
+    fake_exps(incast=FakeExp("incast", rows, count("incast")), mice=FakeExp("mice", [], term))
+    stages = [Stage("incast", "incast", "i", {}), Stage("mice", "mice", "m", {}),
+              Stage("fairness", "fairness", "f", {})]
+    fake_exps(fairness=FakeExp("fairness", [], count("fairness")))
+    status, folder, _ = reproduce.run(stages, "hpcc", str(tmp_path), lambda t: t,
+                                      in_process=True)
+    assert status == 143 and calls == ["incast", "mice"]
+    # resumed: the interrupted and the unstarted stages run, the finished one is kept
+    calls.clear()
+    fake_exps(mice=FakeExp("mice", [], count("mice")))
+    status, again, path = reproduce.run(stages, "hpcc", str(tmp_path), lambda t: t,
+                                        in_process=True, resume=folder)
+    assert status == 0 and again == folder and calls == ["mice", "fairness"]
+    man = json.load(open(os.path.join(folder, "reproduce.json")))
+    assert [(e["key"], e["status"]) for e in man["stages"]] == [
+        ("incast", "done"), ("mice", "done"), ("fairness", "done")]
+    assert man["interrupted"] is None and len(man["resumed"]) == 1
+    assert "**Interrupted**" not in open(path).read()
+    # redo: a finished stage again, in its place
+    calls.clear()
+    first = man["stages"][0]["folder"]
+    reproduce.run(stages, "hpcc", str(tmp_path), lambda t: t, in_process=True, resume=folder,
+                  redo=("incast",))
+    man = json.load(open(os.path.join(folder, "reproduce.json")))
+    assert calls == ["incast"] and man["stages"][0]["key"] == "incast"
+    assert man["stages"][0]["folder"] != first
+    with pytest.raises(reproduce.UsageError, match="not a reproduce run's manifest"):
+        reproduce.run(stages, "hpcc", str(tmp_path), lambda t: t, in_process=True,
+                      resume=str(tmp_path / "nothing"))
+
+
 def test_a_forked_child_gets_the_default_action(tmp_path):
     """pyroute2's netns helpers are forked children, stopped by SIGTERM: the
     run's handler must not unwind the run's stack in them."""

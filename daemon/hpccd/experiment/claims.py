@@ -128,12 +128,21 @@ def _at_most(x: float, bound: float, what: str, why: str) -> str:
     return f"missed by {by} because {why}"
 
 
-def _less(a: float, b: float, a_name: str, b_name: str, why: str) -> str:
+def _less(a: float, b: float, a_name: str, b_name: str, why: str,
+          fmt: Callable[[float], str] = _fmt) -> str:
     if math.isnan(a) or math.isnan(b):
         return f"not measured: {a_name if math.isnan(a) else b_name} missing"
     if a < b:
         return "met"
-    return f"missed: {a_name} {_fmt(a)} is not below {b_name} {_fmt(b)} because {why}"
+    return f"missed: {a_name} {fmt(a)} is not below {b_name} {fmt(b)} because {why}"
+
+
+def _kb(x: float) -> str:
+    return _fmt(x / 1e3, "KB")
+
+
+def _ms(x: float) -> str:
+    return _fmt(x * 1e3, "ms")
 
 
 # ---- the claims -----------------------------------------------------------------------
@@ -169,7 +178,7 @@ def _incast_vs_dcqcn(s: Stages) -> Outcome:
     h, d = s.row("incast", "hpcc"), s.row("incast", "dcqcn")
     a, b = _num(h.get("q_max")), _num(d.get("q_max"))
     lab = f"queue max HPCC {_fmt(a / 1e3, 'KB')}, DCQCN {_fmt(b / 1e3, 'KB')}"
-    return Outcome(lab, _less(a, b, "HPCC", "DCQCN", s.why("incast", d)))
+    return Outcome(lab, _less(a, b, "HPCC", "DCQCN", s.why("incast", d), _kb))
 
 
 def _ls_recovery(s: Stages) -> Outcome:
@@ -185,7 +194,7 @@ def _ls_vs_dcqcn(s: Stages) -> Outcome:
     h, d = s.row("long-short", "hpcc"), s.row("long-short", "dcqcn")
     a, b = _never(h.get("recovery_s")), _never(d.get("recovery_s"))
     lab = f"recovery HPCC {_fmt(a * 1e3, 'ms')}, DCQCN {_fmt(b * 1e3, 'ms')}"
-    return Outcome(lab, _less(a, b, "HPCC", "DCQCN", s.why("long-short", h)))
+    return Outcome(lab, _less(a, b, "HPCC", "DCQCN", s.why("long-short", h), _ms))
 
 
 def _mice_bdp(r: dict[str, Any]) -> float:
@@ -411,7 +420,7 @@ def _reaction_rtt(s: Stages) -> Outcome:
     a, b = _num(h.get("q_p99")), _num(r.get("q_p99"))
     lab = (f"queue p99 HPCC {_fmt(a / 1e3, 'KB')}, per-RTT {_fmt(b / 1e3, 'KB')}; drained in "
            f"{_fmt(_num(h.get('drain_rtts')))} and {_fmt(_num(r.get('drain_rtts')))} RTTs")
-    return Outcome(lab, _less(a, b, "HPCC", "per-RTT", s.why("reaction", r)))
+    return Outcome(lab, _less(a, b, "HPCC", "per-RTT", s.why("reaction", r), _kb))
 
 
 def _reaction_ack(s: Stages) -> Outcome:

@@ -338,25 +338,39 @@ def _run_in_child(st: Stage, algos_text: str, out: str, lab_factory, labs_file: 
 
 def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
         lab_factory: Callable, report_path: str | None = None, quick: bool = False,
-        clock: Callable[[], float] = time.monotonic, in_process: bool = False
-        ) -> tuple[int, str, str]:
+        clock: Callable[[], float] = time.monotonic, in_process: bool = False,
+        resume: str | None = None, redo: tuple[str, ...] = ()) -> tuple[int, str, str]:
     """Run `stages` (module docstring); returns (exit status, the run's
     folder, the report's path).  `in_process`: no child per stage (tests
     with stand-in experiments; an interrupt is then a KeyboardInterrupt
-    here)."""
+    here).  `resume`: the folder of an earlier run, whose finished stages
+    are kept (but those of `redo`, run again) and the others run into it."""
     n_algos = len(parse_algos(algos_text))
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    folder = os.path.join(out, f"reproduce-{stamp}")
-    k = 1
-    while os.path.exists(folder):
-        k += 1
-        folder = os.path.join(out, f"reproduce-{stamp}-{k}")
-    os.makedirs(folder)
+    earlier = 0.0
+    if resume:
+        folder = resume
+        manifest = load_manifest(folder)
+        done_keys = {e["key"] for e in manifest["stages"] if e.get("status") == "done"}
+        stages = [st for st in stages if st.key not in done_keys or st.key in redo]
+        manifest.setdefault("resumed", []).append(
+            datetime.datetime.now().isoformat(timespec="seconds"))
+        manifest["interrupted"] = None
+        earlier = float(manifest.get("seconds") or 0)
+        progress("reproduce", f"resuming {folder}: {len(done_keys)} stages kept, "
+                              f"{len(stages)} to run")
+    else:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        folder = os.path.join(out, f"reproduce-{stamp}")
+        k = 1
+        while os.path.exists(folder):
+            k += 1
+            folder = os.path.join(out, f"reproduce-{stamp}-{k}")
+        os.makedirs(folder)
+        manifest = {
+            "started": datetime.datetime.now().isoformat(timespec="seconds"), "quick": quick,
+            "algos": algos_text, "host": os.uname().nodename, "kernel": os.uname().release,
+            "cpus": os.cpu_count(), "stages": [], "labs": [], "interrupted": None}
     manifest_path = os.path.join(folder, "reproduce.json")
-    manifest: dict[str, Any] = {
-        "started": datetime.datetime.now().isoformat(timespec="seconds"), "quick": quick,
-        "algos": algos_text, "host": os.uname().nodename, "kernel": os.uname().release,
-        "cpus": os.cpu_count(), "stages": [], "labs": [], "interrupted": None}
 
     labs_file = os.path.join(folder, "labs.txt")
     estimates = [estimate_s(st, n_algos) for st in stages]
@@ -405,8 +419,12 @@ def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
                 entry["cleanup"] = res["cleanup"]
             entry["seconds"] = round(clock() - ts, 1)
             entry["load_after"] = _load()
-            manifest["labs"] = _labs_of(labs_file)
-            manifest["stages"].append(entry)
+            manifest["labs"] = _labs_of(labs_file) or manifest["labs"]
+            old = [j for j, e in enumerate(manifest["stages"]) if e["key"] == st.key]
+            if old:                              # resumed: in its place
+                manifest["stages"][old[0]] = entry
+            else:
+                manifest["stages"].append(entry)
             _write_json(manifest_path, manifest)
             if entry["status"] == "interrupted":
                 progress("reproduce", f"interrupted in {st.key}: its lab is down; keeping the "
@@ -417,7 +435,7 @@ def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
             status = 128 + sig.signum
             manifest["interrupted"] = manifest["interrupted"] or "(between stages)"
         manifest["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-        manifest["seconds"] = round(clock() - t0, 1)
+        manifest["seconds"] = round(earlier + clock() - t0, 1)
         _write_json(manifest_path, manifest)
         from .claims import write_report
         report = write_report(folder, report_path or os.path.join(folder, "results.md"))
@@ -443,10 +461,27 @@ def add_parser(sub) -> None:
     rp.add_argument("--report", metavar="PATH",
                     help="write the report here, its plots in results/ beside it (default "
                          "<out>/reproduce-<stamp>/results.md)")
+    rp.add_argument("--resume", metavar="DIR",
+                    help="go on with an earlier (interrupted) run in DIR: its finished stages "
+                         "are kept, the others run; with --only, only those, again if they "
+                         "had finished")
     rp.add_argument("--from", dest="from_dir", metavar="DIR",
                     help="no run: write the report again from the folder of an earlier "
                          "(possibly interrupted) run")
     rp.set_defaults(func=main)
+
+
+def load_manifest(folder: str) -> dict[str, Any]:
+    """An earlier run's reproduce.json; UsageError if there is none."""
+    path = os.path.join(folder, "reproduce.json")
+    try:
+        with open(path) as f:
+            m = json.load(f)
+        if not isinstance(m.get("stages"), list):
+            raise ValueError("no list of stages")
+        return m
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: not a reproduce run's manifest ({e})") from None
 
 
 def select(stages: tuple[Stage, ...], only: str | None) -> list[Stage]:
@@ -474,15 +509,21 @@ def main(args) -> int:
     if os.geteuid() != 0:
         print("hpccctl reproduce: needs root (network namespaces, BPF)", file=sys.stderr)
         return 2
-    algos = args.algos or (QUICK_ALGOS if args.quick else DEFAULT_ALGOS)
+    quick, algos = args.quick, args.algos
     try:
+        if args.resume:
+            m = load_manifest(args.resume)
+            quick = bool(m.get("quick"))
+            algos = algos or m.get("algos")
+        algos = algos or (QUICK_ALGOS if quick else DEFAULT_ALGOS)
         parse_algos(algos)
-        stages = select(QUICK if args.quick else FULL, args.only)
+        stages = select(QUICK if quick else FULL, args.only)
+        redo = tuple(s.key for s in stages) if args.resume and args.only else ()
     except (AlgoError, UsageError) as e:
         print(f"hpccctl reproduce: {e}", file=sys.stderr)
         return 2
     from .cli import _lab_factory
     status, folder, report = run(stages, algos, args.out, _lab_factory, args.report,
-                                 args.quick)
+                                 quick, resume=args.resume, redo=redo)
     print(f"results in {folder}\nreport {report}")
     return status

@@ -492,8 +492,7 @@ def _txrate(s: Stages) -> Outcome:
     lab = (f"link use sd (1 ms bins) while converging: txRate {_fmt(a)}, rxRate {_fmt(b)}; "
            f"settled {_fmt(_num(t.get('use_sd_settled')))} and "
            f"{_fmt(_num(r.get('use_sd_settled')))}; queue sd settled {_fmt(qa, 'KB')} and "
-           f"{_fmt(qb, 'KB')}; flow rate CV {_fmt(_num(t.get('rate_cv')))} and "
-           f"{_fmt(_num(r.get('rate_cv')))}")
+           f"{_fmt(qb, 'KB')}")
     if math.isnan(a) or math.isnan(b):
         return Outcome(lab, "not measured: no link use while converging")
     if b >= 1.25 * a:
@@ -502,7 +501,7 @@ def _txrate(s: Stages) -> Outcome:
     busy = _num(r.get("q_busy"))
     return Outcome(lab, f"missed: rxRate's link use swings only {_fmt(b / a)}x txRate's (1.25x "
                         f"asked) because rxRate differs from txRate only while the queue grows, "
-                        f"and it held more than a frame {_fmt(busy * 100)} % of the time; "
+                        f"and it held more than a frame {_fmt(busy * 100, nd=2)} % of the time; "
                         f"{s.why('txrate', r)} (the engine's code on a simulated port shows the "
                         f"oscillation: scripts/txrate_sim.py)")
 
@@ -708,7 +707,9 @@ def write_report(folder: str, path: str) -> str:
         if e.get("status") != "done":
             continue
         lines += ["", f"## {e['key']}: {e['what']}", ""]
-        text = _summary_text(e["folder"])
+        # the package's files by its name, not by where this copy is installed
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        text = _summary_text(e["folder"]).replace(pkg + os.sep, "hpccd/")
         if text:
             lines += ["    " + ln for ln in text.splitlines()]
         dest = os.path.join(base, "results", e["key"])

@@ -569,7 +569,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     plt = pyplot()
     from matplotlib import ticker
     combos = [(c, ld) for c in cdfs for ld in loads]
-    fig, axes = plt.subplots(max(1, len(combos)), 2, figsize=(11, 3.4 * max(1, len(combos))),
+    fig, axes = plt.subplots(max(1, len(combos)), 2, figsize=(11, 5.2 * max(1, len(combos))),
                              squeeze=False)
     labels = workload.bucket_labels(edges)
     bucket_rows = []
@@ -616,7 +616,10 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         ax1.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax1.set_ylabel("FCT slowdown")
         ax1.set_title(f"{cdf.name}, {load:.0%} load: slowdown by flow size", fontsize=9)
-        ax1.legend(fontsize=6, ncol=max(1, len(mine)))
+        # below the axes: with eight algorithms (24 lines) a legend inside
+        # covered the lines, one column per algorithm ran off the figure
+        ax1.legend(fontsize=6, ncol=min(4, max(1, len(mine))), loc="upper center",
+                   bbox_to_anchor=(0.5, -0.12))
         ax2.set_xlabel("bottleneck queue (KB, over time, from the first arrival to the "
                        "last flow's end)")
         ax2.set_ylabel("CDF")

@@ -14,7 +14,7 @@ against rxRate (section 3.4, Figure 6).
 Everything goes under ``<out>/reproduce-<stamp>/``: each stage's results
 folder, and ``reproduce.json`` (the manifest: per stage its folder,
 seconds, the load average before and after, or why it failed), rewritten
-after every stage.  At the end the report (claims.py: each claim of section
+after every stage.  At the end the report (results_report.py; claims.py: each claim of section
 5 in a line, the lab's figure beside it and a verdict; then each stage's
 summary and plots) is written to ``--report`` (default
 ``<folder>/results.md``; scripts/results.sh makes it docs/results.md), its
@@ -437,7 +437,7 @@ def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
         manifest["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
         manifest["seconds"] = round(earlier + clock() - t0, 1)
         _write_json(manifest_path, manifest)
-        from .claims import write_report
+        from .results_report import write_report
         report = write_report(folder, report_path or os.path.join(folder, "results.md"))
     progress("reproduce", f"report {report} ({manifest['seconds']:.0f} s in all)")
     return status, folder, report
@@ -497,7 +497,7 @@ def select(stages: tuple[Stage, ...], only: str | None) -> list[Stage]:
 
 def main(args) -> int:
     if args.from_dir:
-        from .claims import ReportError, write_report
+        from .results_report import ReportError, write_report
         try:
             path = write_report(args.from_dir, args.report or
                                 os.path.join(args.from_dir, "results.md"))

@@ -343,22 +343,34 @@ def test_rxrate_oscillates_where_txrate_converges(harness):
     stays within two frames, rxRate's rises again: "using rxRate has
     oscillation before it finally converges ... using txRate gracefully
     converges".  That second peak, over 18 runs of seeds 1-3: txRate 1.5-3.0
-    KB, rxRate 3.0-10.6 KB (mean 6.6); a single run can tie (the harness's
-    clock starts at the real time), so the test takes the mean of 8 seeds."""
+    KB, rxRate 3.0-10.6 KB (mean 6.6).  The harness's clock starts at the
+    real time, and the start depends on its phase: a single run can tie,
+    and about one run in 50 built no start queue at all (nothing to
+    converge from: left out, at most two of eight); so the mean of 8 seeds."""
     second: dict[int, list[int]] = {0: [], 1: []}
+    no_start = 0
     for seed in range(1, 9):
+        got = {}
         for rx in (0, 1):
             res = run(harness, "bneck", seed, flows=2, algo="hpcc", bytes=5_000_000,
                       bneck_gbps=10, T_us=30, rxrate=rx, qtrace_us=2)
             assert res["done_exact"] == 2, res
             tr = res["qtrace"]
             peak = max(range(len(tr)), key=lambda i: tr[i][1])
-            assert tr[peak][1] > 30_000, tr[peak]
+            if tr[peak][1] < 30_000:
+                break
             drained = next(i for i in range(peak, len(tr)) if tr[i][1] < 2000)
             assert tr[drained][0] < 200, tr[drained]
-            second[rx].append(max(q for t, q in tr[drained:] if t < tr[drained][0] + 300))
+            got[rx] = max(q for t, q in tr[drained:] if t < tr[drained][0] + 300)
+        if len(got) < 2:
+            no_start += 1
+            continue
+        for rx in (0, 1):
+            second[rx].append(got[rx])
+    assert no_start <= 2, (no_start, second)
+    n = len(second[0])
     assert max(second[0]) <= 2 * 1514 + 100, second
-    assert sum(second[1]) / 8 >= sum(second[0]) / 8 + 1514, second
+    assert sum(second[1]) / n >= sum(second[0]) / n + 1514, second
 
 
 @pytest.mark.parametrize("cnp_us", [50, 120])

@@ -371,7 +371,7 @@ def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
             "algos": algos_text, "host": os.uname().nodename, "kernel": os.uname().release,
             "cpus": os.cpu_count(), "stages": [], "labs": [], "interrupted": None}
     manifest_path = os.path.join(folder, "reproduce.json")
-
+    _write_json(manifest_path, manifest)
     labs_file = os.path.join(folder, "labs.txt")
     estimates = [estimate_s(st, n_algos) for st in stages]
     t0 = clock()
@@ -402,7 +402,7 @@ def run(stages: tuple[Stage, ...] | list[Stage], algos_text: str, out: str,
                     res = {"error": str(e) or type(e).__name__}
             else:
                 res = _run_in_child(st, algos_text, folder, lab_factory, labs_file, sig)
-            if res.get("folder") and sig.signum is None:
+            if res.get("folder"):               # finished, even if a signal came at its end
                 entry["folder"] = res["folder"]
                 entry["status"] = "done"
             elif res.get("interrupted") or sig.signum is not None:

@@ -44,6 +44,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -226,6 +227,18 @@ def _child(st: Stage, algos_text: str, out: str, lab_factory, labs_file: str,
         sig = _Signals()
         sig.__enter__()                      # SIGINT/SIGTERM -> KeyboardInterrupt, once
         signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        default_hook = threading.excepthook
+
+        def quiet(args) -> None:
+            # after the interrupt the experiment unwinds: a helper thread
+            # (a receiver's poller, the queue recorder) that meets its engine
+            # or ring closed under it says so in a line, not a traceback
+            if sig.signum is None:
+                default_hook(args)
+                return
+            progress("reproduce", f"thread {args.thread.name if args.thread else '?'} stopped "
+                                  f"with the stage: {args.exc_type.__name__}: {args.exc_value}")
+        threading.excepthook = quiet
 
         def factory(topo):
             lab = lab_factory(topo)

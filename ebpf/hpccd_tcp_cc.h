@@ -2,7 +2,7 @@
 /*
  * Structures and constants shared by the struct_ops TCP congestion controls
  * of ebpf/ (tcp_hpcc.bpf.c "hpcc", tcp_dctcp.bpf.c "dctcp") and their
- * userspace (daemon/hpccd/tcp_side.py, the tests).  The same rules as
+ * userspace (daemon/hpccd/tcp_side/engine.py, the tests).  The same rules as
  * hpccd_kern_user.h: fixed-width types, explicit padding, host byte order
  * except where a name says otherwise; no maps (they live in the one
  * program that uses them), no functions.

@@ -2,7 +2,7 @@
 during a transfer.
 
 Lab: h1 -> s1 -> h2, the s1 -> h2 port 1 Gbit/s (the bottleneck), the
-software INT switch on every port.  ``hpccd.lab_metrics.add_links`` gives
+software INT switch on every port.  ``hpccd.lab.metrics.add_links`` gives
 each host a management address the root namespace reaches (what ``hpccctl
 lab prometheus`` does), each host runs a daemon (``transport``) whose
 exporter listens there, and the test starts ``prometheus`` in the root
@@ -49,10 +49,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("namespaces, XDP and AF_XDP need root", allow_module_level=True)
 
-from hpccd import lab_metrics  # noqa: E402
-from hpccd.control import request  # noqa: E402
+from hpccd.lab import metrics as lab_metrics  # noqa: E402
+from hpccd.agent.control import request  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
+from hpccd.lab.topology import Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
@@ -282,7 +282,7 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_has_data(p
     names = set(prom.api("label/__name__/values", start=t0 - 60, end=t1))
     # the lab's daemons run the transport, not the TCP side (test_tcp_cc_lab.py
     # and test_daemon_lab.py scrape its probe engine's families)
-    from hpccd.metrics import TCP_SIDE_ONLY
+    from hpccd.agent.metrics import TCP_SIDE_ONLY
     missing = [n for n in documented_series() if n not in names
                and n.removesuffix("_bucket") not in TCP_SIDE_ONLY]
     assert not missing, f"documented series Prometheus never received: {missing}"

@@ -76,7 +76,7 @@ class LinkLoss:
     close()."""
 
     def __init__(self, lab, p: float):
-        from .. import bpf
+        from ..bpf import loader as bpf
         self.lab, self.objs = lab, []
         try:
             for sw, peer in (("s2", "s1"), ("s1", "s2")):
@@ -103,7 +103,7 @@ class LinkLoss:
         return n
 
     def close(self) -> None:
-        from .. import bpf
+        from ..bpf import loader as bpf
         objs, self.objs = self.objs, []
         for sw, port, obj, attached in objs:
             try:
@@ -184,7 +184,7 @@ def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> d
                        f"acknowledged")
             continue
         got = rx[r].wait_rx_flow(fl.flow_id, timeout=5.0)
-        from ..transport import pattern_crc32
+        from ..transport.engine import pattern_crc32
         if got.bytes != p["size"] or got.crc32 != pattern_crc32(fl.seed, p["size"]):
             bad.append(f"{h}->{r}: the receiver got {got.bytes} of {p['size']} bytes, "
                        f"CRC-32 {got.crc32:#010x}")
@@ -274,7 +274,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     losses = parse_losses(p["losses"])
     if int(p["flows"]) < 1 or int(p["size"]) < 1:
         raise UsageError(f"flows {p['flows']}, size {p['size']}: both at least 1")
-    from ..topology import Topology
+    from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<gbn-vs-sr experiment>")
     res = Results(out, NAME)
     rows: list[dict[str, Any]] = []

@@ -32,7 +32,7 @@ from hpccd.lab.netns import NETNS_DIR  # noqa: E402
 
 
 def _cli(*args):
-    return [sys.executable, "-m", "hpccd.cli", "reproduce", *args]
+    return [sys.executable, "-m", "hpccd.cli.main", "reproduce", *args]
 
 
 def _gone(labs):

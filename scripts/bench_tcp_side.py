@@ -130,6 +130,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     tid = side._thread.native_id
     s0, c0, cpu0 = side.stats, side.counters()["hpcc"], thread_cpu_s(tid)
     seen_T: dict[bytes, float] = {}
+    seen_w: list[tuple[float, int, int, int]] = []      # W, cwnd, srtt, queue delay
     cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", cc,
                            "-t", str(seconds), "-P", str(flows), "-J"],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -140,6 +141,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
         for k, v in side.flows.items():
             if v.probes_answered:
                 seen_T[k] = v.T_ns
+                seen_w.append((v.W, v.cwnd_bytes, v.srtt_us, v.qdelay_ns))
     out, err = cli.communicate(timeout=30)
     samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
     cpu1, s1, c1 = thread_cpu_s(tid), side.stats, side.counters()["hpcc"]
@@ -170,7 +172,13 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
             "probes_per_rtt": (d["chain_rtt_ns"] / d["chain_interval_ns"]
                                if d["chain_interval_ns"] else float("nan")),
             "late_us": d["late_sum_ns"] / d["late_n"] / 1e3 if d["late_n"] else float("nan"),
-            "modes": modes, "T_us": sorted(round(t / 1e3) for t in seen_T.values())}
+            "modes": modes, "T_us": sorted(round(t / 1e3) for t in seen_T.values()),
+            "W_KB": med_of(seen_w, 0) / 1e3, "cwnd_KB": med_of(seen_w, 1) / 1e3,
+            "srtt_us": med_of(seen_w, 2), "qdelay_us": med_of(seen_w, 3) / 1e3}
+
+
+def med_of(rows: list[tuple], i: int) -> float:
+    return statistics.median(r[i] for r in rows) if rows else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="configured T (default: 1.5 x the idle ICMP RTT, at least 100 us); "
                          "each flow's T is then fixed from its RTTs (--no-t-from-rtt: not)")
     ap.add_argument("--no-t-from-rtt", action="store_true")
+    ap.add_argument("--cwnd-rtt-gain", type=float, default=None,
+                    help="TcpSide's cwnd_rtt_gain (default its own; 0: cwnd = W, the rate "
+                         "not paced ahead of it)")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_tcp_side: needs root (namespaces, XDP, tc, struct_ops)", file=sys.stderr)
@@ -212,9 +223,11 @@ def main(argv: list[str] | None = None) -> int:
                 bdp = tl.LINK_BPS / 8 * base / 1e9
                 params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
                           "eta": 0.95, "max_stage": 5, "N_flows": 1}
+                gain = ({} if a.cwnd_rtt_gain is None
+                        else {"cwnd_rtt_gain": a.cwnd_rtt_gain})
                 side = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
                                   netns=lab.netns("h1"), tcp_cc=cc_obj,
-                                  t_from_rtt=not a.no_t_from_rtt)
+                                  t_from_rtt=not a.no_t_from_rtt, **gain)
                 side.start()
                 side.start_thread()
                 try:
@@ -247,7 +260,10 @@ def main(argv: list[str] | None = None) -> int:
                                              f"{r['probes_per_s']:.0f} probes/s, "
                                              f"{r['probes_per_rtt']:.2f} per RTT, late "
                                              f"{r['late_us']:.0f} us, lost {r['probes_lost']}, "
-                                             f"T {r['T_us']} us, modes {r['modes']}")
+                                             f"T {r['T_us']} us, median W "
+                                             f"{r['W_KB']:.1f} KB cwnd {r['cwnd_KB']:.1f} KB "
+                                             f"srtt {r['srtt_us']:.0f} us queue delay "
+                                             f"{r['qdelay_us']:.0f} us, modes {r['modes']}")
                                 print(f"rep {rep + 1} {cc:>6} x{n}: util {r['util']:.3f}, "
                                       f"q p50 {r['q50'] / 1e3:.1f} KB p99 {r['q99'] / 1e3:.1f} KB "
                                       f"({r['q99'] / bdp:.2f} BDP), Jain {r['jain']:.3f}, "

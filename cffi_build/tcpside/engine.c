@@ -90,6 +90,8 @@ struct flow {
 	uint64_t chain_rtt_ns, chain_interval_ns;
 	uint32_t srtt_us, rtt_min_us, snd_una;
 	uint64_t last_update_ns;
+	uint64_t cwnd_bytes;           /* the last cwnd written (cwnd_for) */
+	uint64_t qdelay_ns;            /* queueing delay of the last INT, all hops */
 	uint16_t path_id;
 	uint8_t nhop, nhop_prev;
 	uint8_t hops[64];
@@ -408,6 +410,63 @@ static void follow_T(struct hpccd_tcpp *e, struct flow *f)
 		set_T(e, f, T);
 }
 
+/* The pacing rate, bits/s: R = W / T ([HPCC] Algorithm 1 line 27), at most
+ * the slowest link of the path the INT describes (cwnd_rtt_gain > 0).  W_max
+ * = B_NIC x T lets R reach the NIC's rate; for a native flow the NIC's
+ * scheduler then only sends what its window allows, but a kernel TCP flow
+ * whose host stalled (the probe saw the link idle: U near 0, W to W_max)
+ * comes back with a window of a host RTT and would send it at B_NIC into
+ * the slower bottleneck.  No flow gains from a rate above its path's
+ * slowest link. */
+static double pace_bps(const struct hpccd_tcpp *e, const struct flow *f)
+{
+	const struct hpccd_hpcc *s = &f->hpcc;
+	double r = hpccd_hpcc_rate_bps(s), b;
+	uint32_t i;
+
+	if (e->c.cwnd_rtt_gain <= 0)
+		return r;
+	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++) {
+		b = (double)s->L[i].bw_bps;
+		if (b > 0 && b < r)
+			r = b;
+	}
+	return r;
+}
+
+/* The cwnd, in bytes, the "hpcc" CC gets with a W ([HPCC] section 3.2: a
+ * window limits the bytes in flight, and packets are paced at R = W / T).
+ * HPCC's W is what one network RTT T holds; a kernel TCP flow holds its
+ * bytes for its own srtt, which on a host stack (delayed and coalesced
+ * ACKs, GRO, softirq scheduling) is several T even with every queue empty:
+ * cwnd = W caps the flow at W / srtt, below R (measured: 0.67 of the link,
+ * docs/tcp-side.md, "Utilisation").  So pacing enforces the rate R, and
+ * cwnd only bounds what pacing lets out: R x the host's RTT x
+ * cwnd_rtt_gain, at least W.  The host's RTT is the kernel's srtt less the
+ * queueing delay the last response's INT reports along the path: that
+ * delay is the flows' own backlog, which HPCC answers by lowering R;
+ * counted into cwnd as well it would let a queue widen its own window
+ * (what made the attempts of the last session oscillate). */
+static uint64_t cwnd_for(const struct hpccd_tcpp *e, struct flow *f, double rate_Bps)
+{
+	const struct hpccd_hpcc *s = &f->hpcc;
+	double W = s->W, q_ns = 0, host_ns, cwnd;
+	uint32_t i;
+
+	f->qdelay_ns = 0;
+	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++)
+		if (s->L[i].bw_bps)
+			q_ns += (double)s->L[i].qlen_bytes * 8e9 / (double)s->L[i].bw_bps;
+	f->qdelay_ns = (uint64_t)q_ns;
+	if (e->c.cwnd_rtt_gain <= 0 || !f->srtt_us)
+		return (uint64_t)W;
+	host_ns = (double)f->srtt_us * 1000 - q_ns;
+	if (host_ns < f->T_ns)
+		host_ns = f->T_ns;
+	cwnd = rate_Bps * host_ns / 1e9 * e->c.cwnd_rtt_gain;
+	return (uint64_t)(cwnd > W ? cwnd : W);
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
@@ -449,8 +508,8 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		memcpy(f->hops, t->hops, 8 * n);
 		if (hpccd_hpcc_new_ack_wire(&f->hpcc, t->rx_ns, t->probe_seq, t->probe_seq,
 					    t->path_id, t->hops, n) >= 0) {
-			w.cwnd_bytes = (uint64_t)f->hpcc.W;
-			w.pacing_bps = (uint64_t)(hpccd_hpcc_rate_bps(&f->hpcc) / 8);
+			w.pacing_bps = (uint64_t)(pace_bps(e, f) / 8);
+			w.cwnd_bytes = f->cwnd_bytes = cwnd_for(e, f, (double)w.pacing_bps);
 			w.updated_ns = t->rx_ns;
 			w.seq = t->probe_seq;
 			if (!bpf_map_update_elem(e->c.win_fd, &f->key, &w, BPF_ANY)) {
@@ -673,7 +732,8 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	if (!c->heartbeat_ns || !c->sweep_ns || !c->stale_ns || c->room > 8 ||
 	    !c->max_flows || c->max_flows > (1u << 20) ||
 	    c->timeout_min_ns > c->timeout_max_ns || (c->t_from_rtt && c->t_rtt_factor < 1.0) ||
-	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16))
+	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16) ||
+	    !(c->cwnd_rtt_gain >= 0 && c->cwnd_rtt_gain <= 16))
 		return -EINVAL;
 	if (hpccd_hpcc_init(&probe, &c->hpcc, HPCCD_ALGO_HPCC, &why))
 		return -EINVAL;
@@ -825,6 +885,8 @@ int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uin
 		o->srtt_us = f->srtt_us;
 		o->rtt_min_us = f->rtt_min_us;
 		o->last_update_ns = f->last_update_ns;
+		o->cwnd_bytes = f->cwnd_bytes;
+		o->qdelay_ns = f->qdelay_ns;
 		o->path_id = f->path_id;
 		o->nhop = f->nhop;
 		memcpy(o->hops, f->hops, sizeof(o->hops));

@@ -116,6 +116,8 @@ CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
 LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 
 PROBE_DSCP_DEFAULT = 45
+# cwnd = max(W, R x host RTT x this), R = W / T paced (engine.c, cwnd_for)
+CWND_RTT_GAIN_DEFAULT = 1.5
 INT_ROOM_DEFAULT = 5
 _IPPROTO_TCP = 6
 
@@ -509,6 +511,8 @@ class FlowView:
     chain_rtt_ns: int            # probes per RTT = chain_rtt_ns / chain_interval_ns
     chain_interval_ns: int
     last_update_ns: int
+    cwnd_bytes: int              # the cwnd written with W: max(W, R x host RTT x gain)
+    qdelay_ns: int               # queueing delay of the last response's INT, all hops
     path_id: int
     hops: bytes                  # the last response's hop records (wire order)
     hops_prev: bytes             # the response's before, same path (b"" if none)
@@ -524,7 +528,8 @@ def _view(o) -> FlowView:
                     o.T_ns, o.W_max, o.T_changes, o.probes_sent, o.probes_answered,
                     o.probes_lost, o.late_responses,
                     o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
-                    o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.path_id,
+                    o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.cwnd_bytes,
+                    o.qdelay_ns, o.path_id,
                     bytes(_tffi.buffer(o.hops, 8 * o.nhop)),
                     bytes(_tffi.buffer(o.hops_prev, 8 * o.nhop_prev)))
 
@@ -567,7 +572,8 @@ class TcpSide:
                  t_rtt_factor: float = 1.25,
                  probe_timeout_min_s: float = 0.001, probe_timeout_max_s: float = 0.2,
                  heartbeat_s: float = 0.01, sweep_s: float = 0.1, max_flows: int = 4096,
-                 probe_gap_rtt: float = 1.0, nice: int = -10, lock_wait_s: float = 0.0):
+                 probe_gap_rtt: float = 1.0, cwnd_rtt_gain: float = CWND_RTT_GAIN_DEFAULT,
+                 nice: int = -10, lock_wait_s: float = 0.0):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -600,6 +606,9 @@ class TcpSide:
         if not 0 <= probe_gap_rtt <= 16:
             raise ValueError(f"probe_gap_rtt must be within [0, 16] (RTTs), got {probe_gap_rtt}")
         self.probe_gap_rtt = float(probe_gap_rtt)
+        if not 0 <= cwnd_rtt_gain <= 16:
+            raise ValueError(f"cwnd_rtt_gain must be within [0, 16], got {cwnd_rtt_gain}")
+        self.cwnd_rtt_gain = float(cwnd_rtt_gain)
         self.lock_wait_s = lock_wait_s
         # on_int(path_id, hop index, 8-byte hop record): called by
         # publish_int() with the last response of each flow updated since
@@ -631,6 +640,7 @@ class TcpSide:
         c.max_flows = self.max_flows
         c.t_from_rtt, c.t_rtt_factor = int(self.t_from_rtt), self.t_rtt_factor
         c.probe_gap_rtt = self.probe_gap_rtt
+        c.cwnd_rtt_gain = self.cwnd_rtt_gain
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 
@@ -782,7 +792,9 @@ class TcpSide:
         return out
 
     def status(self) -> dict[str, Any]:
-        flows = [{"flow": str(v.key), "W_bytes": v.W, "U": v.U, "T_us": v.T_ns / 1e3,
+        flows = [{"flow": str(v.key), "W_bytes": v.W, "cwnd_bytes": v.cwnd_bytes, "U": v.U,
+                  "rate_bps": v.rate_bps, "T_us": v.T_ns / 1e3,
+                  "qdelay_us": v.qdelay_ns / 1e3,
                   "probes_sent": v.probes_sent, "probes_answered": v.probes_answered,
                   "probes_lost": v.probes_lost, "probe_rtt_us": v.probe_rtt_ns / 1e3,
                   "probe_rtt_min_us": v.probe_rtt_min_ns / 1e3, "srtt_us": v.srtt_us,

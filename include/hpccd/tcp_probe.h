@@ -62,6 +62,8 @@ struct hpccd_tcpp_config {
 	double t_rtt_factor;      /* T = factor x the flow's RTT bound, when t_from_rtt */
 	double probe_gap_rtt;     /* next probe >= this x the flow's srtt after the last
 				   * (1: once per RTT of the flow; 0: at each response) */
+	double cwnd_rtt_gain;     /* cwnd = max(W, R x host RTT x this), the rate R = W / T
+				   * enforced by pacing (engine.c, cwnd_bytes); 0: cwnd = W */
 	uint8_t probe_dscp;
 	uint8_t room;             /* INT hop records reserved in a probe */
 	uint8_t pad[6];
@@ -101,6 +103,8 @@ struct hpccd_tcpp_flow_info {
 	uint32_t srtt_us;         /* the kernel's, from hpccd_tcp_cst */
 	uint32_t rtt_min_us;      /* the least srtt seen (T follows it, engine.c follow_T) */
 	uint64_t last_update_ns;  /* CLOCK_MONOTONIC of the last W written */
+	uint64_t cwnd_bytes;      /* the cwnd written with it (engine.c, cwnd_for) */
+	uint64_t qdelay_ns;       /* queueing delay of the last response's INT, all hops */
 	uint16_t path_id;
 	uint8_t nhop;
 	uint8_t nhop_prev;        /* hops of the response before on the same path, 0: none */

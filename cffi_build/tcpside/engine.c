@@ -92,6 +92,7 @@ struct flow {
 	uint64_t last_update_ns;
 	uint64_t cwnd_bytes;           /* the last cwnd written (cwnd_for) */
 	uint64_t qdelay_ns;            /* queueing delay of the last INT, all hops */
+	uint64_t host_ns;              /* srtt - probe RTT: the hosts' share (cwnd_for) */
 	uint16_t path_id;
 	uint8_t nhop, nhop_prev;
 	uint8_t hops[64];
@@ -436,35 +437,33 @@ static double pace_bps(const struct hpccd_tcpp *e, const struct flow *f)
 
 /* The cwnd, in bytes, the "hpcc" CC gets with a W ([HPCC] section 3.2: a
  * window limits the bytes in flight, and packets are paced at R = W / T).
- * HPCC's W is what one network RTT T holds; a kernel TCP flow holds its
- * bytes for its own srtt, which on a host stack (delayed and coalesced
- * ACKs, GRO, softirq scheduling) is several T even with every queue empty:
- * cwnd = W caps the flow at W / srtt, below R (measured: 0.67 of the link,
- * docs/tcp-side.md, "Utilisation").  So pacing enforces the rate R, and
- * cwnd only bounds what pacing lets out: R x the host's RTT x
- * cwnd_rtt_gain, at least W.  The host's RTT is the kernel's srtt less the
- * queueing delay the last response's INT reports along the path: that
- * delay is the flows' own backlog, which HPCC answers by lowering R;
- * counted into cwnd as well it would let a queue widen its own window
- * (what made the attempts of the last session oscillate). */
+ * HPCC's W is what the network holds over one RTT T; a kernel TCP flow
+ * also holds bytes in its hosts' stacks (delayed and coalesced ACKs, GRO,
+ * softirq and application scheduling), which on a host stack add several
+ * T to its srtt even with every queue empty: cwnd = W capped the flow at
+ * W / srtt, below R (measured: 0.67 of the link, docs/tcp-side.md,
+ * "Utilisation").  So cwnd = W + R x the hosts' share of the RTT x
+ * cwnd_rtt_gain, and pacing enforces R.  The hosts' share is the kernel's
+ * srtt less the probe RTT (both smoothed by 1/8): the probe takes the
+ * same path and queues but is reflected in XDP, so the difference holds
+ * no network queue, and a queue cannot widen its own window (what made
+ * cwnd = R x srtt oscillate last time); the network part stays W, whose
+ * sum over the flows HPCC keeps at eta of the bottleneck. */
 static uint64_t cwnd_for(const struct hpccd_tcpp *e, struct flow *f, double rate_Bps)
 {
 	const struct hpccd_hpcc *s = &f->hpcc;
-	double W = s->W, q_ns = 0, host_ns, cwnd;
+	double W = s->W, q_ns = 0, host_ns;
 	uint32_t i;
 
-	f->qdelay_ns = 0;
 	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++)
 		if (s->L[i].bw_bps)
 			q_ns += (double)s->L[i].qlen_bytes * 8e9 / (double)s->L[i].bw_bps;
 	f->qdelay_ns = (uint64_t)q_ns;
-	if (e->c.cwnd_rtt_gain <= 0 || !f->srtt_us)
+	host_ns = (double)f->srtt_us * 1000 - (double)f->probe_rtt_ns;
+	f->host_ns = host_ns > 0 ? (uint64_t)host_ns : 0;
+	if (e->c.cwnd_rtt_gain <= 0 || host_ns <= 0)
 		return (uint64_t)W;
-	host_ns = (double)f->srtt_us * 1000 - q_ns;
-	if (host_ns < f->T_ns)
-		host_ns = f->T_ns;
-	cwnd = rate_Bps * host_ns / 1e9 * e->c.cwnd_rtt_gain;
-	return (uint64_t)(cwnd > W ? cwnd : W);
+	return (uint64_t)(W + rate_Bps * host_ns / 1e9 * e->c.cwnd_rtt_gain);
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -887,6 +886,7 @@ int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uin
 		o->last_update_ns = f->last_update_ns;
 		o->cwnd_bytes = f->cwnd_bytes;
 		o->qdelay_ns = f->qdelay_ns;
+		o->host_ns = f->host_ns;
 		o->path_id = f->path_id;
 		o->nhop = f->nhop;
 		memcpy(o->hops, f->hops, sizeof(o->hops));

@@ -116,7 +116,7 @@ CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
 LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 
 PROBE_DSCP_DEFAULT = 45
-# cwnd = max(W, R x host RTT x this), R = W / T paced (engine.c, cwnd_for)
+# cwnd = W + R x (srtt - probe RTT) x this, R = W / T paced (engine.c, cwnd_for)
 CWND_RTT_GAIN_DEFAULT = 1.5
 INT_ROOM_DEFAULT = 5
 _IPPROTO_TCP = 6
@@ -511,8 +511,9 @@ class FlowView:
     chain_rtt_ns: int            # probes per RTT = chain_rtt_ns / chain_interval_ns
     chain_interval_ns: int
     last_update_ns: int
-    cwnd_bytes: int              # the cwnd written with W: max(W, R x host RTT x gain)
+    cwnd_bytes: int              # the cwnd written with W: W + R x host_ns x cwnd_rtt_gain
     qdelay_ns: int               # queueing delay of the last response's INT, all hops
+    host_ns: int                 # the kernel's srtt less the probe RTT: the hosts' share
     path_id: int
     hops: bytes                  # the last response's hop records (wire order)
     hops_prev: bytes             # the response's before, same path (b"" if none)
@@ -529,7 +530,7 @@ def _view(o) -> FlowView:
                     o.probes_lost, o.late_responses,
                     o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
                     o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.cwnd_bytes,
-                    o.qdelay_ns, o.path_id,
+                    o.qdelay_ns, o.host_ns, o.path_id,
                     bytes(_tffi.buffer(o.hops, 8 * o.nhop)),
                     bytes(_tffi.buffer(o.hops_prev, 8 * o.nhop_prev)))
 
@@ -794,7 +795,7 @@ class TcpSide:
     def status(self) -> dict[str, Any]:
         flows = [{"flow": str(v.key), "W_bytes": v.W, "cwnd_bytes": v.cwnd_bytes, "U": v.U,
                   "rate_bps": v.rate_bps, "T_us": v.T_ns / 1e3,
-                  "qdelay_us": v.qdelay_ns / 1e3,
+                  "qdelay_us": v.qdelay_ns / 1e3, "host_us": v.host_ns / 1e3,
                   "probes_sent": v.probes_sent, "probes_answered": v.probes_answered,
                   "probes_lost": v.probes_lost, "probe_rtt_us": v.probe_rtt_ns / 1e3,
                   "probe_rtt_min_us": v.probe_rtt_min_ns / 1e3, "srtt_us": v.srtt_us,

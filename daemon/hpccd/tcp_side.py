@@ -842,17 +842,23 @@ if _Component is not None:
             self.side.start()
             self.side.start_thread()
 
-        def poll(self, now: float) -> None:
+        def poll(self, now: float) -> float | None:
             """Publish the kernel TCP flows TcpSide runs (the daemon's flow
             table: hpccctl flows, the metrics): new ones added, their W, R,
-            U, RTTs and probe counters updated, ended ones finished."""
+            U, RTTs and probe counters updated, ended ones finished.  With
+            no flow, polled less and less often, up to once a second
+            (hpccd.component.idle_backoff): a new flow appears in the table
+            within that, while the engine probes it from its first segment."""
             side = getattr(self, "side", None)
             if side is None:
-                return
+                return None
+            from .component import idle_backoff
             from .flows import FlowLimitError
 
             ids = self.__dict__.setdefault("_ids", {})
             live = side.flows
+            self._idle = idle_backoff(getattr(self, "_idle", None), self.poll_interval,
+                                      bool(live or ids))
             side.publish_int(live.values())
             for raw, fs in live.items():
                 fid = ids.get(raw)
@@ -875,6 +881,7 @@ if _Component is not None:
                     probes_lost=fs.probes_lost)
             for raw in [r for r in ids if r not in live]:      # ended: the engine let go
                 self.ctx.flows.finish(ids.pop(raw), completed=True)
+            return self._idle
 
         def probe_metrics(self) -> dict[str, Any] | None:
             """The probe engine's figures for the metrics (hpccd.metrics):

@@ -832,12 +832,14 @@ if _Component is not None:
             if ifc is None:
                 raise TcpSideError("tcp_side needs an interface with tc_tracker = true")
             params = dict(getattr(self.ctx.config, "params", {}).get("hpcc", {}))
+            opts = getattr(self.ctx.config, "tcp_side_opts", None)     # [tcp_side]
             self.side = TcpSide({n: ifc.tc_map(n) for n in TRACKER_MAPS},
                                 {n: ifc.xdp_map(n) for n in XDP_MAPS},
                                 hpcc_params=params, netns=self.ctx.netns,
                                 cc_obj_dir=getattr(self.ctx, "bpf_dir", None),
                                 probe_dscp=getattr(self.ctx.config, "probe_dscp",
-                                                   PROBE_DSCP_DEFAULT))
+                                                   PROBE_DSCP_DEFAULT),
+                                **(opts.kwargs() if opts is not None else {}))
             self.side.on_int = self.ctx.flows.observe_hop
             self.side.start()
             self.side.start_thread()

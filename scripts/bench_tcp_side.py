@@ -196,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="configured T (default: 1.5 x the idle ICMP RTT, at least 100 us); "
                          "each flow's T is then fixed from its RTTs (--no-t-from-rtt: not)")
     ap.add_argument("--no-t-from-rtt", action="store_true")
+    ap.add_argument("--hpcc-N", type=int, default=0,
+                    help="HPCC's N (W_AI = W_init (1 - eta) / N); default: the run's flows")
     ap.add_argument("--cwnd-rtt-gain", type=float, default=None,
                     help="TcpSide's cwnd_rtt_gain (default its own; 0: cwnd = W, the rate "
                          "not paced ahead of it)")
@@ -221,15 +223,25 @@ def main(argv: list[str] | None = None) -> int:
                 base = tl.base_rtt_ns(lab)
                 T = a.T_us * 1e3 or max(base * 3 // 2, 100_000)
                 bdp = tl.LINK_BPS / 8 * base / 1e9
-                params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
-                          "eta": 0.95, "max_stage": 5, "N_flows": 1}
                 gain = ({} if a.cwnd_rtt_gain is None
                         else {"cwnd_rtt_gain": a.cwnd_rtt_gain})
-                side = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
-                                  netns=lab.netns("h1"), tcp_cc=cc_obj,
-                                  t_from_rtt=not a.no_t_from_rtt, **gain)
-                side.start()
-                side.start_thread()
+
+                def make_side(n: int):
+                    """A TcpSide whose N is `n` flows ([HPCC] section 3.3: W_AI =
+                    W_init (1 - eta) / N, N the flows on the bottleneck, as the
+                    experiments set it), or --hpcc-N."""
+                    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000,
+                              "mtu_bytes": 1500, "eta": 0.95, "max_stage": 5,
+                              "N_flows": a.hpcc_N or n}
+                    sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
+                                    netns=lab.netns("h1"), tcp_cc=cc_obj,
+                                    t_from_rtt=not a.no_t_from_rtt, **gain)
+                    sd.start()
+                    sd.start_thread()
+                    sd.bench_n = n
+                    return sd
+
+                side = make_side(1)
                 try:
                     time.sleep(0.5)
                     r = idle(side, a.idle_s)
@@ -240,12 +252,16 @@ def main(argv: list[str] | None = None) -> int:
                         return 0
                     print(f"base RTT (ICMP, idle) {base / 1e3:.0f} us, BDP {bdp / 1e3:.1f} KB, "
                           f"configured T {T / 1e3:.0f} us, per-flow T from RTTs: "
-                          f"{not a.no_t_from_rtt}")
+                          f"{not a.no_t_from_rtt}, HPCC N: {a.hpcc_N or 'the flows'}, "
+                          f"cwnd_rtt_gain {side.cwnd_rtt_gain}")
                     ccs = a.ccs.split(",")
                     nflows = [int(x) for x in a.flows.split(",")]
                     res: dict[tuple[str, int], list[dict]] = {}
                     for rep in range(a.reps):
                         for n in nflows:
+                            if side.bench_n != n:
+                                side.stop()
+                                side = make_side(n)
                             for cc in ccs:
                                 tl.set_marking(lab, cc == "dctcp")
                                 if cc == "dctcp":

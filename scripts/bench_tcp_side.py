@@ -162,7 +162,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups")}
     from hpccd.tcp_side import HPCC_COUNTERS
-    modes = {k: c1[k][0] - c0[k][0] for k in HPCC_COUNTERS[:5]}
+    modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,
             "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
             "jain": jain(rates), "goodput_mbps": sum(rates) / 1e6,

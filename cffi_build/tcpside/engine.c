@@ -58,6 +58,7 @@
 #include "hpccd_tcp_cc.h"
 
 #define PROBE_MAX 160                  /* bytes: 20 + 20 + 4 + 64 + 32 + 8 */
+#define SEND_BATCH 32                  /* probes per sendmmsg() */
 #define SEQ_AHEAD_MAX 0x80000000u
 #define CAND_BACKOFF_MIN_NS 1000000ull
 #define CAND_BACKOFF_MAX_NS 1000000000ull
@@ -113,6 +114,14 @@ struct hpccd_tcpp {
 	uint64_t rate_init_Bps;
 	double w_init;
 	struct hpccd_tcpp_stats st;
+	/* Probes built during one wake, sent by one sendmmsg() before the
+	 * engine sleeps again (flush) */
+	uint32_t tx_n;
+	uint64_t tx_since[SEND_BATCH];     /* when each became allowed (lateness), 0: unknown */
+	uint8_t tx_pkt[SEND_BATCH][PROBE_MAX];
+	struct sockaddr_in tx_to[SEND_BATCH];
+	struct iovec tx_iov[SEND_BATCH];
+	struct mmsghdr tx_msg[SEND_BATCH];
 	int stop;
 	int err;                       /* first error of a ring callback */
 };
@@ -238,19 +247,60 @@ static void count_late(struct hpccd_tcpp *e, uint64_t late)
 		e->st.late_max_ns = late;
 }
 
-/* Send the next probe; `since`: when it became allowed (0: unknown). */
+/* Send the probes built since the last flush, with one sendmmsg() (a
+ * message the kernel refuses is counted in send_errors, the rest still
+ * go): one syscall per wake however many flows probe in it. */
+static void flush(struct hpccd_tcpp *e)
+{
+	uint32_t i = 0, n = e->tx_n;
+	uint64_t t0, now;
+	int r;
+
+	if (!n)
+		return;
+	t0 = mono_ns();
+	while (i < n) {
+		r = sendmmsg(e->c.sock_fd, &e->tx_msg[i], n - i, MSG_DONTWAIT);
+		e->st.send_calls++;
+		if (r <= 0) {                          /* message i refused: skip it */
+			e->st.send_errors++;
+			i++;
+			continue;
+		}
+		e->st.probes_sent += (uint64_t)r;
+		i += (uint32_t)r;
+	}
+	now = mono_ns();
+	e->st.send_ns += now - t0;
+	for (i = 0; i < n; i++)
+		if (e->tx_since[i] && now >= e->tx_since[i])
+			count_late(e, now - e->tx_since[i]);
+	e->tx_n = 0;
+}
+
+/* Build the next probe into the batch; `since`: when it became allowed
+ * (0: unknown).  It leaves at the wake's flush (or now, the batch full). */
 static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 {
-	uint8_t pkt[PROBE_MAX];
-	struct sockaddr_in to = { .sin_family = AF_INET };
+	uint32_t k = e->tx_n;
 	uint64_t seq = f->probe_seq + 1, now = mono_ns();
-	int len = hpccd_tcpp_probe_build(pkt, sizeof(pkt), (const uint8_t *)&f->key, seq,
+	int len = hpccd_tcpp_probe_build(e->tx_pkt[k], PROBE_MAX, (const uint8_t *)&f->key, seq,
 					 f->flow_id, (uint32_t)now, e->c.probe_dscp, 0,
 					 e->c.room);
 
 	if (len < 0)
 		return;
-	to.sin_addr.s_addr = f->key.daddr;
+	memset(&e->tx_to[k], 0, sizeof(e->tx_to[k]));
+	e->tx_to[k].sin_family = AF_INET;
+	e->tx_to[k].sin_addr.s_addr = f->key.daddr;
+	e->tx_iov[k].iov_base = e->tx_pkt[k];
+	e->tx_iov[k].iov_len = (size_t)len;
+	memset(&e->tx_msg[k], 0, sizeof(e->tx_msg[k]));
+	e->tx_msg[k].msg_hdr.msg_name = &e->tx_to[k];
+	e->tx_msg[k].msg_hdr.msg_namelen = sizeof(e->tx_to[k]);
+	e->tx_msg[k].msg_hdr.msg_iov = &e->tx_iov[k];
+	e->tx_msg[k].msg_hdr.msg_iovlen = 1;
+	e->tx_since[k] = since;
 	if (f->chained && f->srtt_us && now > f->probe_sent_ns) {
 		uint64_t iv = now - f->probe_sent_ns, rtt = (uint64_t)f->srtt_us * 1000;
 
@@ -260,15 +310,8 @@ static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 		e->st.chain_interval_ns += iv;
 		e->st.chain_n++;
 	}
-	/* Whether or not the kernel took it: a probe that did not leave
+	/* Whether or not the kernel takes it: a probe that did not leave
 	 * times out and is counted lost, and the next one follows. */
-	if (sendto(e->c.sock_fd, pkt, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&to,
-		   sizeof(to)) < 0)
-		e->st.send_errors++;
-	else
-		e->st.probes_sent++;
-	if (since && now >= since)
-		count_late(e, now - since);
 	f->probe_seq = seq;
 	f->probe_sent_ns = now;
 	f->outstanding = 1;
@@ -278,6 +321,8 @@ static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	f->deadline_ns = now + timeout_ns(e, f);
 	if (f->deadline_ns < e->check_at)
 		e->check_at = f->deadline_ns;
+	if (++e->tx_n == SEND_BATCH)
+		flush(e);
 }
 
 /* In flight: the CC's view as of its last ACK, or the tracker's snd_nxt
@@ -511,6 +556,7 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 			w.cwnd_bytes = f->cwnd_bytes = cwnd_for(e, f, (double)w.pacing_bps);
 			w.updated_ns = t->rx_ns;
 			w.seq = t->probe_seq;
+			w.w_bytes = (uint64_t)f->hpcc.W;
 			if (!bpf_map_update_elem(e->c.win_fd, &f->key, &w, BPF_ANY)) {
 				f->last_update_ns = t->rx_ns;
 				e->st.windows_written++;
@@ -616,7 +662,10 @@ static void timeouts(struct hpccd_tcpp *e)
 
 		if (!f->used || (!f->outstanding && !f->cand && !f->pending))
 			continue;
-		if (f->deadline_ns > e->now) {
+		/* a gap that ends within 1/16 of the flow's srtt ends now: its
+		 * probe leaves with this wake's batch instead of a wake of its own */
+		if (f->deadline_ns > e->now +
+				     (f->pending ? (uint64_t)f->srtt_us * 1000 / 16 : 0)) {
 			if (f->deadline_ns < next_check)
 				next_check = f->deadline_ns;
 			continue;
@@ -807,6 +856,7 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 		}
 		e->now = mono_ns();
 		timers(e);
+		flush(e);                              /* this wake's probes, one syscall */
 		if (e->stop || e->now >= end)
 			break;
 		t = next_timer(e);

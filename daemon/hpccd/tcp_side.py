@@ -90,7 +90,7 @@ log = logging.getLogger("hpccd.tcp_side")
 # tests/bpf/test_tcp_cc.py checks these against the headers' static asserts.
 
 KEY_FMT = "=4s4sHHB3x"                # struct hpccd_flow_key (network order fields)
-WIN_FMT = "=QQQQ"                     # struct hpccd_tcp_win
+WIN_FMT = "=QQQQQ"                    # struct hpccd_tcp_win
 CFG_FMT = "=QQQQ"                     # struct hpccd_tcp_cc_cfg
 CST_FMT = "=QQQIIIIIIII"              # struct hpccd_tcp_cc_state
 DCTCP_ST_FMT = "=QQQQIIIIII"          # struct hpccd_tcp_dctcp_state
@@ -105,7 +105,8 @@ TRACKER_MAPS = ("hpccd_tcp_flows", "hpccd_tcp_park", "hpccd_tcp_wake")
 XDP_MAPS = ("hpccd_telem", "hpccd_telem_rb")
 
 HPCC_COUNTERS = ("used_hpcc", "used_winit", "fb_stale", "fb_no_entry", "fb_no_daemon",
-                 "init", "release", "enter_fallback", "leave_fallback", "loss", "state_fail")
+                 "init", "release", "enter_fallback", "leave_fallback", "loss", "state_fail",
+                 "w_only")
 DCTCP_COUNTERS = ("init", "no_ecn", "ack", "ack_ece", "window", "ecn_reduction",
                   "loss_recovery", "loss_rto", "ce_change", "ce_flush")
 MODES = {0: "none", 1: "hpcc", 2: "winit", 3: "fallback"}   # enum hpccd_tcp_cc_mode
@@ -542,7 +543,7 @@ STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "sen
          "windows_written", "flows_started", "flows_ended", "flows_refused", "not_hpcc", "wakeups",
          "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",
          "heartbeats", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
-         "chain_interval_ns", "chain_n", "flows")
+         "chain_interval_ns", "chain_n", "send_calls", "send_ns", "flows")
 
 
 class TcpSide:

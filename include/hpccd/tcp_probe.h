@@ -85,6 +85,10 @@ struct hpccd_tcpp_stats {
 	/* probes per RTT: while a flow's probes follow one another (no park),
 	 * the sum of srtt over the sum of the intervals between them */
 	uint64_t chain_rtt_ns, chain_interval_ns, chain_n;
+	/* probes leave in batches, one sendmmsg() per wake: the calls, and
+	 * the time spent in them (on veth, the packet's whole way through the
+	 * lab runs inside the call) */
+	uint64_t send_calls, send_ns;
 	uint32_t flows;           /* flows known now */
 	uint32_t pad;
 };

@@ -113,8 +113,8 @@ def test_second_owner_shares_last_one_unregisters(first_leaves):
         assert sorted(registered_maps()) == ["hpccd_tcp_dctcp", "hpccd_tcp_hpcc"]
         win = last.map("hpcc", "hpccd_tcp_win")
         key = bytes(16)
-        win.update(key, struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4))
-        assert win.lookup(key) == struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4)
+        win.update(key, struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4, 5))
+        assert win.lookup(key) == struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4, 5)
         win.delete(key)
         last.stop()
         assert last.unregistered

@@ -181,7 +181,8 @@ def set_cfg(tcp_cc, w_init: int, rate: int, stale_ns: int, heartbeat_ns: int) ->
 
 
 def set_win(tcp_cc, key, w: int, rate: int, updated_ns: int, seq: int = 1) -> None:
-    tcp_cc.map("hpcc", "hpccd_tcp_win").update(key, struct.pack(WIN_FMT, w, rate, updated_ns, seq))
+    tcp_cc.map("hpcc", "hpccd_tcp_win").update(key, struct.pack(WIN_FMT, w, rate, updated_ns, seq,
+                                                                w))
 
 
 def hcount(tcp_cc) -> dict[str, int]:

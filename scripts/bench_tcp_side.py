@@ -42,6 +42,7 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+nan = float("nan")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 def thread_cpu_s(tid: int) -> float:
@@ -160,7 +161,8 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     rates = [st["receiver"]["bits_per_second"] for st in res["end"]["streams"]]
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
-                                     "chain_interval_ns", "parks", "wakeups")}
+                                     "chain_interval_ns", "parks", "wakeups", "send_calls",
+                                     "send_ns")}
     from hpccd.tcp_side import HPCC_COUNTERS
     modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,
@@ -169,6 +171,12 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
             "retx": res["end"]["sum_sent"].get("retransmits", 0),
             "engine_cpu_per_s": (cpu1 - cpu0) / seconds,
             "probes_per_s": d["probes_sent"] / seconds, "probes_lost": d["probes_lost"],
+            # the engine's CPU per probe, of which inside sendmmsg() (on veth the
+            # probe's whole way through the lab runs in the call), probes per call
+            "us_per_probe": (cpu1 - cpu0) / d["probes_sent"] * 1e6 if d["probes_sent"] else nan,
+            "send_us_per_probe": d["send_ns"] / d["probes_sent"] / 1e3 if d["probes_sent"] else nan,
+            "probes_per_call": d["probes_sent"] / d["send_calls"] if d["send_calls"] else nan,
+            "wakeups_per_probe": d["wakeups"] / d["probes_sent"] if d["probes_sent"] else nan,
             "probes_per_rtt": (d["chain_rtt_ns"] / d["chain_interval_ns"]
                                if d["chain_interval_ns"] else float("nan")),
             "late_us": d["late_sum_ns"] / d["late_n"] / 1e3 if d["late_n"] else float("nan"),
@@ -274,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
                                 if cc == "hpcc":
                                     extra = (f" | engine {r['engine_cpu_per_s']:.1%} CPU, "
                                              f"{r['probes_per_s']:.0f} probes/s, "
+                                             f"{r['us_per_probe']:.0f} us CPU/probe (sendmmsg "
+                                             f"{r['send_us_per_probe']:.0f} us, "
+                                             f"{r['probes_per_call']:.2f} probes/call, "
+                                             f"{r['wakeups_per_probe']:.2f} wakeups/probe), "
                                              f"{r['probes_per_rtt']:.2f} per RTT, late "
                                              f"{r['late_us']:.0f} us, lost {r['probes_lost']}, "
                                              f"T {r['T_us']} us, median W "
@@ -286,15 +298,18 @@ def main(argv: list[str] | None = None) -> int:
                                       f"retx {r['retx']}{extra}", flush=True)
                     print(f"\nmedians of {a.reps} (load average after: {loadavg()})")
                     print(f"{'cc':>6} {'flows':>5} {'util':>6} {'q50 KB':>7} {'q99 KB':>7} "
-                          f"{'q99 BDP':>7} {'Jain':>6} {'engine CPU/flow':>15} {'probes/RTT':>10}")
+                          f"{'q99 BDP':>7} {'Jain':>6} {'engine CPU/flow':>15} {'probes/RTT':>10} "
+                          f"{'us/probe':>8} {'send us':>7}")
                     for (cc, n), rs in res.items():
                         def med(k):
                             return statistics.median(x[k] for x in rs)
                         cpu = f"{med('engine_cpu_per_s') / n:.1%}" if cc == "hpcc" else ""
                         ppr = f"{med('probes_per_rtt'):.2f}" if cc == "hpcc" else ""
+                        upp = f"{med('us_per_probe'):.0f}" if cc == "hpcc" else ""
+                        spp = f"{med('send_us_per_probe'):.0f}" if cc == "hpcc" else ""
                         print(f"{cc:>6} {n:>5} {med('util'):>6.3f} {med('q50') / 1e3:>7.1f} "
                               f"{med('q99') / 1e3:>7.1f} {med('q99') / bdp:>7.2f} "
-                              f"{med('jain'):>6.3f} {cpu:>15} {ppr:>10}")
+                              f"{med('jain'):>6.3f} {cpu:>15} {ppr:>10} {upp:>8} {spp:>7}")
                 finally:
                     side.stop()
             finally:

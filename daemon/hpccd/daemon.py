@@ -24,7 +24,9 @@ Start-up, in order (any failure undoes what was done and exits non-zero):
 
 Running: one thread runs a selector loop over the control socket and a
 self-pipe the signal handlers write to (they only set flags); it polls the
-components, refreshes the interfaces' addresses, sends WATCHDOG=1 at half
+components (each at its own interval, less often while it is idle: the
+idle daemon's cost does not grow with time), re-reads the interfaces'
+addresses when netlink announces a change, sends WATCHDOG=1 at half
 of WatchdogSec while every component is healthy.  The exporter's HTTP
 server has its own thread and reads the flow table and the BPF maps.
 

@@ -110,6 +110,14 @@ HPCC_COUNTERS = ("used_hpcc", "used_winit", "fb_stale", "fb_no_entry", "fb_no_da
 DCTCP_COUNTERS = ("init", "no_ecn", "ack", "ack_ece", "window", "ecn_reduction",
                   "loss_recovery", "loss_rto", "ce_change", "ce_flush")
 MODES = {0: "none", 1: "hpcc", 2: "winit", 3: "fallback"}   # enum hpccd_tcp_cc_mode
+# The shared maps whose layout a joining owner must share: value size, and
+# entries where they are fixed (counter slots; 0: any).
+_LAYOUTS = {"hpccd_tcp_win": (struct.calcsize(WIN_FMT), 0),
+            "hpccd_tcp_cfg": (struct.calcsize(CFG_FMT), 0),
+            "hpccd_tcp_cst": (struct.calcsize(CST_FMT), 0),
+            "hpccd_tcpc_cnt": (struct.calcsize(COUNTER_FMT), len(HPCC_COUNTERS)),
+            "hpccd_dctcp_st": (struct.calcsize(DCTCP_ST_FMT), 0),
+            "hpccd_dctcp_cnt": (struct.calcsize(COUNTER_FMT), len(DCTCP_COUNTERS))}
 
 # The two congestion controls: object file, struct_ops map, congestion control name.
 CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
@@ -418,6 +426,15 @@ class TcpCc:
                     raise TcpSideError(f"the shared {n!r} registration: map id {map_id} is "
                                        f"{h.name!r}, not {m!r}")
                 self._maps[(n, m)] = h
+                want = _LAYOUTS.get(m)
+                if want is not None and (h.value_size, h.max_entries if want[1] else 0) != \
+                        (want[0], want[1]):
+                    self._close_handles(unregister=False)
+                    raise TcpSideError(
+                        f"the registered {n!r} is another build of hpccd (its map {m} holds "
+                        f"{h.max_entries} x {h.value_size} bytes, this one's "
+                        f"{want[1] or h.max_entries} x {want[0]}): stop the daemons of the "
+                        f"other build first (struct_ops congestion controls are host-wide)")
 
     def map(self, cc_name: str, map_name: str) -> bpf.Map:
         if cc_name in self.objs:

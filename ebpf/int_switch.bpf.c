@@ -639,6 +639,7 @@ int int_sw_depart(struct __sk_buff *skb)
 	if ((kind == PKT_HPCCD_UDP || kind == PKT_TCP_PROBE) && p.int_pos && p.l4_end) {
 		c.pos = p.int_pos;
 		c.end = end;
+		c.beyond = 0;
 		/* Only a packet still collecting: an entry whose packet an
 		 * XDP program took before this hook (a host's xdp_host) stays
 		 * behind, and the same sk_buff may come back as the answer

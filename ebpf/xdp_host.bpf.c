@@ -386,15 +386,23 @@ static __always_inline __u32 store_telem(struct iphdr *iph, struct tcphdr *th,
 	return HPCCD_XDP_TCP_RESP_STORED;
 }
 
-SEC("xdp")
+/* xdp.frags: the program takes multi-buffer frames (a device whose MTU is
+ * larger than a page, in native mode; multi-buffer skbs in generic mode
+ * without linearising them).  Every header it reads is in the linear part
+ * (data..data_end); a DATA payload may go on in the fragments, whose
+ * length the parser counts (hpccd_cursor.beyond), and the AF_XDP socket
+ * receives the frame in pieces (XDP_USE_SG, docs/transport.md). */
+SEC("xdp.frags")
 int hpccd_xdp_host(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	/* Frame length for the byte counters: the helper's scalar rather
-	 * than end - data (packet pointer subtraction). */
+	/* Frame length (linear part and fragments) for the byte counters and
+	 * the parser. */
 	__u64 bytes = bpf_xdp_get_buff_len(ctx);
-	struct hpccd_cursor c = { .pos = data, .end = end };
+	long linear = (long)end - (long)data;
+	struct hpccd_cursor c = { .pos = data, .end = end,
+				  .beyond = bytes > (__u64)linear ? (__u32)(bytes - linear) : 0 };
 	struct ethhdr *eth = NULL;
 	struct iphdr *iph = NULL;
 	struct udphdr *uh = NULL;

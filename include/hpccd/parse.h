@@ -45,7 +45,7 @@
  *
  * Use (error handling shortened; wire.c and the XDP programs do it all):
  *
- *	struct hpccd_cursor c = { data, data_end };
+ *	struct hpccd_cursor c = { data, data_end, 0 };
  *	if (hpccd__parse_eth(&c, &eth) != HPCCD_ETH_P_IP) pass;
  *	if (hpccd__parse_ip4(&c, &iph, &l4_end) != HPCCD_IPPROTO_UDP) pass;
  *	if (hpccd__parse_udp(&c, &l4_end, &uh) < 0) pass;
@@ -113,7 +113,13 @@ struct hpccd_vlan_hdr {
 
 struct hpccd_cursor {
 	void *pos;      /* next byte to parse */
-	void *end;      /* end of the frame: xdp_md->data_end in BPF */
+	void *end;      /* end of the bytes in hand: xdp_md->data_end in BPF */
+	/* Bytes of the frame after `end`, not in hand: a multi-buffer XDP
+	 * frame's fragments (bpf_xdp_get_buff_len() minus the linear part),
+	 * or the pieces of an AF_XDP multi-buffer packet after the first.
+	 * Only lengths are judged against them (hpccd__parse_ip4: where the
+	 * L4 payload ends); every header must be in hand.  0: all is. */
+	__u32 beyond;
 };
 
 /* ---- Ethernet, IPv4, UDP, TCP ------------------------------------------- */
@@ -145,7 +151,8 @@ static __always_inline int hpccd__parse_eth(struct hpccd_cursor *c, struct ethhd
 /* IPv4: version 4, ihl >= 5, the whole header (options too) in the frame,
  * tot_len >= the header.  Returns the protocol or -1.  *l4_end is where
  * the IP payload ends: min(IP start + tot_len, frame end), so Ethernet
- * padding is never taken for payload.  A fragment other than the first
+ * padding is never taken for payload (the frame end counts c->beyond: a
+ * multi-buffer frame's payload ends in its fragments).  A fragment other than the first
  * has no L4 header: -1 (the kernel reassembles it; not ours). */
 static __always_inline int hpccd__parse_ip4(struct hpccd_cursor *c, struct iphdr **iphp,
 					    void **l4_end)
@@ -172,9 +179,23 @@ static __always_inline int hpccd__parse_ip4(struct hpccd_cursor *c, struct iphdr
 		return -1;
 	if (HPCCD_NTOHS(iph->frag_off) & HPCCD_IP_OFFSET_MASK)
 		return -1;
-	e = c->pos + tot;                        /* tot <= 65535 */
-	if (e > c->end)
-		e = c->end;
+	if (c->beyond) {
+		/* the frame goes on past `end` (fragments): the payload may
+		 * end there, but not past the frame's last byte.  In scalars,
+		 * so that the pointer below gets a bounded offset. */
+		long in_hand = (long)((char *)c->end - (char *)c->pos);
+
+		if (in_hand < 0)
+			return -1;               /* cannot happen: checked above */
+		if ((long)tot > in_hand + (long)c->beyond)
+			tot = (__u32)(in_hand + (long)c->beyond);
+		tot &= 0xffff;                   /* bounds for the verifier */
+		e = c->pos + tot;
+	} else {
+		e = c->pos + tot;                /* tot <= 65535 */
+		if (e > c->end)
+			e = c->end;
+	}
 	c->pos += hlen;
 	*iphp = iph;
 	*l4_end = e;

@@ -765,7 +765,12 @@ def test_an_idle_daemon_sleeps_and_hears_of_new_addresses(netns_pair, workdir, d
         "[[interfaces]]", 'components = ["transport", "tcp_side"]\n\n[[interfaces]]')
     (workdir / "hpccd.toml").write_text(text)
     h = daemons()
-    h.ready()
+    try:
+        h.ready()
+    except Exception:
+        if "another build of hpccd" in h.log():
+            pytest.skip("a daemon of another build owns the TCP congestion controls")
+        raise
     time.sleep(3.0)                          # the back-off reaches its longest delay
     n0, t0 = _voluntary_switches(h.proc.pid), time.monotonic()
     time.sleep(5.0)

@@ -223,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"load average before: {loadavg()}")
     cc_obj = ts.TcpCc(tl.BUILT)
-    cc_obj.start(wait_s=tl.LOCK_WAIT_S)
+    try:
+        cc_obj.start(wait_s=tl.LOCK_WAIT_S)
+    except ts.TcpSideError as e:
+        print(f"bench_tcp_side: {e}", file=sys.stderr)
+        return 2
     try:
         with lab_ctx(Topology.loads(tl.CHAIN)) as lab:
             progs = tl.HostProgs(lab)

@@ -93,8 +93,8 @@ struct flow {
 	uint64_t last_update_ns;
 	uint64_t cwnd_bytes;           /* the last cwnd written (cwnd_for) */
 	uint64_t qdelay_ns;            /* queueing delay of the last INT, all hops */
-	uint64_t host_ns;              /* srtt - probe RTT, windowed least: the hosts' share */
-	uint64_t host_cur_min, host_prev_min, host_win_start;   /* (cwnd_for) */
+	uint64_t host_ns;              /* srtt - probe RTT, smoothed: the hosts' share */
+	uint64_t host_n;               /* its samples (cwnd_for) */
 	uint16_t path_id;
 	uint8_t nhop, nhop_prev;
 	uint8_t hops[64];
@@ -493,13 +493,15 @@ static double pace_bps(const struct hpccd_tcpp *e, const struct flow *f)
  * srtt less the probe RTT (both smoothed by 1/8): the probe takes the
  * same path and queues but is reflected in XDP, so the difference holds
  * no network queue, and a queue cannot widen its own window (what made
- * cwnd = R x srtt oscillate last time).  Of that difference the least of
- * the last HOST_WIN_NS to 2 x HOST_WIN_NS is taken: a host starved for a
- * while (its srtt up by milliseconds) would otherwise get a window that
- * its flows, once scheduled again, send in a burst into the bottleneck.
+ * cwnd = R x srtt oscillate last time); smoothed again by 1/8 per
+ * response.  (Its least over 50-100 ms instead was measured: near 0 in
+ * the lab, where the probe's own way through the software switch costs
+ * about what the data's does, so cwnd fell back to W and one flow to 0.6
+ * of the link; what cwnd must cover is the hosts' usual delay, jitter
+ * included, as a queue covers it for cubic.)  A host starved for long is
+ * bounded by the CC: an entry not refreshed for 4 srtt applies W alone.
  * The network part stays W, whose sum over the flows HPCC keeps at eta of
  * the bottleneck. */
-#define HOST_WIN_NS 50000000ull
 static uint64_t cwnd_for(const struct hpccd_tcpp *e, struct flow *f, double rate_Bps)
 {
 	const struct hpccd_hpcc *s = &f->hpcc;
@@ -513,14 +515,7 @@ static uint64_t cwnd_for(const struct hpccd_tcpp *e, struct flow *f, double rate
 	f->qdelay_ns = (uint64_t)q_ns;
 	h = (double)f->srtt_us * 1000 - (double)f->probe_rtt_ns;
 	host = h > 0 ? (uint64_t)h : 0;
-	if (!f->host_win_start || e->now - f->host_win_start > HOST_WIN_NS) {
-		f->host_prev_min = f->host_win_start ? f->host_cur_min : host;
-		f->host_cur_min = host;
-		f->host_win_start = e->now;
-	} else if (host < f->host_cur_min) {
-		f->host_cur_min = host;
-	}
-	f->host_ns = f->host_cur_min < f->host_prev_min ? f->host_cur_min : f->host_prev_min;
+	f->host_ns = f->host_n++ ? (7 * f->host_ns + host) / 8 : host;
 	if (e->c.cwnd_rtt_gain <= 0 || !f->host_ns)
 		return (uint64_t)W;
 	return (uint64_t)(W + rate_Bps * (double)f->host_ns / 1e9 * e->c.cwnd_rtt_gain);

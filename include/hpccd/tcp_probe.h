@@ -62,7 +62,7 @@ struct hpccd_tcpp_config {
 	double t_rtt_factor;      /* T = factor x the flow's RTT bound, when t_from_rtt */
 	double probe_gap_rtt;     /* next probe >= this x the flow's srtt after the last
 				   * (1: once per RTT of the flow; 0: at each response) */
-	double cwnd_rtt_gain;     /* cwnd = W + R x min(srtt - probe RTT) x this, the rate
+	double cwnd_rtt_gain;     /* cwnd = W + R x (srtt - probe RTT) x this, the rate
 				   * R = W / T enforced by pacing (engine.c, cwnd_for);
 				   * 0: cwnd = W, R not capped at the path's slowest link */
 	uint8_t probe_dscp;
@@ -110,8 +110,8 @@ struct hpccd_tcpp_flow_info {
 	uint64_t last_update_ns;  /* CLOCK_MONOTONIC of the last W written */
 	uint64_t cwnd_bytes;      /* the cwnd written with it (engine.c, cwnd_for) */
 	uint64_t qdelay_ns;       /* queueing delay of the last response's INT, all hops */
-	uint64_t host_ns;         /* the kernel's srtt less the probe RTT, the least of the
-				   * last 50-100 ms: the hosts' share of the RTT */
+	uint64_t host_ns;         /* the kernel's srtt less the probe RTT, smoothed by 1/8
+				   * per response: the hosts' share of the RTT */
 	uint16_t path_id;
 	uint8_t nhop;
 	uint8_t nhop_prev;        /* hops of the response before on the same path, 0: none */

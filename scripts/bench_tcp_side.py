@@ -43,6 +43,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 nan = float("nan")
+# The rows of the table and the kernel CC each runs under.
+KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc"}
+HPCC_ROWS = ("hpcc", "hpcc-w")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 def thread_cpu_s(tid: int) -> float:
@@ -132,7 +135,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     s0, c0, cpu0 = side.stats, side.counters()["hpcc"], thread_cpu_s(tid)
     seen_T: dict[bytes, float] = {}
     seen_w: list[tuple[float, int, int, int]] = []      # W, cwnd, srtt, queue delay
-    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", cc,
+    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", KERNEL_CC[cc],
                            "-t", str(seconds), "-P", str(flows), "-J"],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples, t_start = [], time.monotonic_ns()
@@ -195,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--flows", default="1,2,4")
-    ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc")
+    ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc,hpcc-w",
+                    help="hpcc-w: hpcc with tcp_side.cwnd_rtt_gain = 0 (cwnd = W, R up to the "
+                         "line rate: the window before issue 19's second part)")
     ap.add_argument("--idle-s", type=float, default=10.0)
     ap.add_argument("--idle-only", action="store_true")
     ap.add_argument("--daemon-idle", action="store_true",
@@ -238,19 +243,20 @@ def main(argv: list[str] | None = None) -> int:
                 gain = ({} if a.cwnd_rtt_gain is None
                         else {"cwnd_rtt_gain": a.cwnd_rtt_gain})
 
-                def make_side(n: int):
+                def make_side(n: int, cc: str = "hpcc"):
                     """A TcpSide whose N is `n` flows ([HPCC] section 3.3: W_AI =
                     W_init (1 - eta) / N, N the flows on the bottleneck, as the
                     experiments set it), or --hpcc-N."""
                     params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000,
                               "mtu_bytes": 1500, "eta": 0.95, "max_stage": 5,
                               "N_flows": a.hpcc_N or n}
+                    g = {"cwnd_rtt_gain": 0.0} if cc == "hpcc-w" else gain
                     sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
                                     netns=lab.netns("h1"), tcp_cc=cc_obj,
-                                    t_from_rtt=not a.no_t_from_rtt, **gain)
+                                    t_from_rtt=not a.no_t_from_rtt, **g)
                     sd.start()
                     sd.start_thread()
-                    sd.bench_n = n
+                    sd.bench_n, sd.bench_cc = n, cc
                     return sd
 
                 side = make_side(1)
@@ -271,10 +277,11 @@ def main(argv: list[str] | None = None) -> int:
                     res: dict[tuple[str, int], list[dict]] = {}
                     for rep in range(a.reps):
                         for n in nflows:
-                            if side.bench_n != n:
-                                side.stop()
-                                side = make_side(n)
                             for cc in ccs:
+                                want = "hpcc-w" if cc == "hpcc-w" else "hpcc"
+                                if (side.bench_n, side.bench_cc) != (n, want):
+                                    side.stop()
+                                    side = make_side(n, want)
                                 tl.set_marking(lab, cc == "dctcp")
                                 if cc == "dctcp":
                                     with tl.default_cc(lab, "dctcp"):
@@ -283,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                                     r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
                                 res.setdefault((cc, n), []).append(r)
                                 extra = ""
-                                if cc == "hpcc":
+                                if cc in HPCC_ROWS:
                                     extra = (f" | engine {r['engine_cpu_per_s']:.1%} CPU, "
                                              f"{r['probes_per_s']:.0f} probes/s, "
                                              f"{r['us_per_probe']:.0f} us CPU/probe (sendmmsg "
@@ -307,10 +314,11 @@ def main(argv: list[str] | None = None) -> int:
                     for (cc, n), rs in res.items():
                         def med(k):
                             return statistics.median(x[k] for x in rs)
-                        cpu = f"{med('engine_cpu_per_s') / n:.1%}" if cc == "hpcc" else ""
-                        ppr = f"{med('probes_per_rtt'):.2f}" if cc == "hpcc" else ""
-                        upp = f"{med('us_per_probe'):.0f}" if cc == "hpcc" else ""
-                        spp = f"{med('send_us_per_probe'):.0f}" if cc == "hpcc" else ""
+                        h = cc in HPCC_ROWS
+                        cpu = f"{med('engine_cpu_per_s') / n:.1%}" if h else ""
+                        ppr = f"{med('probes_per_rtt'):.2f}" if h else ""
+                        upp = f"{med('us_per_probe'):.0f}" if h else ""
+                        spp = f"{med('send_us_per_probe'):.0f}" if h else ""
                         print(f"{cc:>6} {n:>5} {med('util'):>6.3f} {med('q50') / 1e3:>7.1f} "
                               f"{med('q99') / 1e3:>7.1f} {med('q99') / bdp:>7.2f} "
                               f"{med('jain'):>6.3f} {cpu:>15} {ppr:>10} {upp:>8} {spp:>7}")

@@ -120,7 +120,7 @@ class TcpSideOptions:
     t_from_rtt: bool = True         # each flow's T from its measured RTTs ([HPCC] 5.1)
     t_rtt_factor: float = 1.25      # T = factor x max(hpcc.T_ns, least probe RTT, least srtt)
     probe_gap_rtt: float = 1.0      # next probe not sooner than this x the flow's srtt
-    cwnd_rtt_gain: float = 1.5      # cwnd = W + R x (srtt - probe RTT) x this; 0: cwnd = W
+    cwnd_rtt_gain: float = 1.5      # cwnd = W + R x min(srtt - probe RTT, T) x this; 0: cwnd = W
     stale_ms: int = 100             # the CC falls back to Reno on a W or heartbeat this old
 
     def kwargs(self) -> dict[str, Any]:

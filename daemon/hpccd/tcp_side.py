@@ -125,7 +125,7 @@ CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
 LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 
 PROBE_DSCP_DEFAULT = 45
-# cwnd = W + R x (srtt - probe RTT) x this, R = W / T paced (engine.c, cwnd_for)
+# cwnd = W + R x min(srtt - probe RTT, T) x this, R = W / T paced (engine.c, cwnd_for)
 CWND_RTT_GAIN_DEFAULT = 1.5
 INT_ROOM_DEFAULT = 5
 _IPPROTO_TCP = 6

@@ -62,7 +62,7 @@ struct hpccd_tcpp_config {
 	double t_rtt_factor;      /* T = factor x the flow's RTT bound, when t_from_rtt */
 	double probe_gap_rtt;     /* next probe >= this x the flow's srtt after the last
 				   * (1: once per RTT of the flow; 0: at each response) */
-	double cwnd_rtt_gain;     /* cwnd = W + R x (srtt - probe RTT) x this, the rate
+	double cwnd_rtt_gain;     /* cwnd = W + R x min(srtt - probe RTT, T) x this, the rate
 				   * R = W / T enforced by pacing (engine.c, cwnd_for);
 				   * 0: cwnd = W, R not capped at the path's slowest link */
 	uint8_t probe_dscp;

@@ -188,7 +188,7 @@ class Daemon:
         self._wake_r = self._wake_w = -1
         self._next_poll: dict[str, float] = {}
         self._next_addr = 0.0
-        self._addr_every = ADDR_REFRESH_S
+        self._addr_every = ADDR_POLL_S          # ADDR_REFRESH_S once netlink tells
         self._addr_nl: socket.socket | None = None
         self._claimed: list[int] = []       # ifindexes of our owner records
 
@@ -382,9 +382,9 @@ class Daemon:
         except OSError as e:
             log.warning("no netlink address announcements (%s): addresses re-read every "
                         "%.0f s", e, ADDR_POLL_S)
-            self._addr_every = ADDR_POLL_S
         else:
             self._addr_nl = nl
+            self._addr_every = ADDR_REFRESH_S
             self.sel.register(nl, selectors.EVENT_READ, self._addr_changed)
 
         def on_term(signum, frame):

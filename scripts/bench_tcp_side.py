@@ -20,10 +20,14 @@ Printed:
   queue samples, which carry the port's tx byte counter, over the run after
   --warmup), queue p50 / p99 (KB and in BDPs of the idle base RTT), Jain's
   index of the streams' goodputs, retransmits; for hpcc also the engine
-  thread's CPU per second and per flow, probes per second, probes per
+  thread's CPU per second and per flow, its CPU per probe and the part of
+  it inside sendmmsg(), probes per call and wakeups per probe, probes per
   (kernel) RTT, the mean lateness of a probe after the event that allowed
-  it, the CC's ACKs in each mode (the Reno fallback among them), and the
-  per-flow T the engine chose ([HPCC] section 5.1);
+  it, the CC's ACKs in each mode (the Reno fallback among them), the
+  per-flow T the engine chose ([HPCC] section 5.1) and the medians of W,
+  cwnd, srtt and the INT's queueing delay; HPCC's N is the run's flows;
+- hpcc-w: hpcc with cwnd_rtt_gain = 0 (cwnd = W, R up to the line rate:
+  the window before), interleaved with hpcc in the same run;
 - the load average before and after: the two cores are shared.
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5

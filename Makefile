@@ -12,7 +12,7 @@
 PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 
-CC_SRCS := $(wildcard cffi_build/cc/*.c)
+CC_SRCS := $(wildcard fastpath/cc/*.c)
 CC_HDRS := $(wildcard include/hpccd/*.h)
 CC_MODULE := daemon/hpccd/_cc$(EXT_SUFFIX)
 # The libbpf bindings (loader): cffi_build/bpf_shim.[ch] linked with -lbpf.
@@ -20,13 +20,13 @@ LOADER_SRCS := cffi_build/bpf_shim.c cffi_build/bpf_shim.h
 # ... and the kernel/user ABI of the programs it loads, which it exports to Python.
 LOADER_HDRS := ebpf/hpccd_kern_user.h $(CC_HDRS)
 LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
-# The native transport (cffi_build/xsk/*.c, one concern a file) with the
+# The native transport (fastpath/transport/*.c, one concern a file) with the
 # parser and the congestion-control core it drives, linked with -lxdp -lbpf
 # -lisal.
-TRANSPORT_SRCS := $(wildcard cffi_build/xsk/*.c cffi_build/xsk/*.h) $(CC_SRCS)
+TRANSPORT_SRCS := $(wildcard fastpath/transport/*.c fastpath/transport/*.h) $(CC_SRCS)
 TRANSPORT_MODULE := daemon/hpccd/_transport$(EXT_SUFFIX)
-# The TCP-side probe engine (cffi_build/tcpside/*.c) with the core, -lbpf.
-TCPSIDE_SRCS := $(wildcard cffi_build/tcpside/*.c) $(CC_SRCS) ebpf/hpccd_kern_user.h ebpf/hpccd_tcp_cc.h
+# The TCP-side probe engine (fastpath/tcpside/*.c) with the core, -lbpf.
+TCPSIDE_SRCS := $(wildcard fastpath/tcpside/*.c) $(CC_SRCS) ebpf/hpccd_kern_user.h ebpf/hpccd_tcp_cc.h
 TCPSIDE_MODULE := daemon/hpccd/_tcpside$(EXT_SUFFIX)
 
 all: cffi bpf

@@ -5,7 +5,7 @@
   builders that ``make`` runs (cffi_build/build_*.py: their sources, headers
   and flags are defined there and nowhere else).
 - The BPF objects: ``make bpf`` (clang, bpftool) and a copy of each
-  build/ebpf/*.bpf.o into the package as hpccd/bpf/, where hpccd.bpf and the
+  build/ebpf/*.bpf.o into the package as hpccd/bpf/, where hpccd.bpf.loader and the
   daemon find them in an installed package.
 
 ``pip install .`` and ``pip wheel .`` run both; docs/install.md.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * hpccd_bpf: the small C face of libbpf that the Python loader
- * (daemon/hpccd/bpf.py) binds with cffi.
+ * (daemon/hpccd/bpf/loader.py) binds with cffi.
  *
  * Who may include this: cffi_build/bpf_shim.c and the cffi cdef
  * (cffi_build/build_bpf.py feeds it through `cc -E -P -DHPCCD_CFFI_CDEF`,

@@ -12,10 +12,10 @@ import sys
 
 from cffi import FFI
 
-from cffi_common import (CFLAGS, CFLAGS_NUMERIC, HERE, INCLUDE, build_and_install,
+from cffi_common import (CFLAGS, CFLAGS_NUMERIC, FASTPATH, INCLUDE, build_and_install,
                          cdef_source, includes)
 
-SOURCES = sorted(str(p) for p in (HERE / "cc").glob("*.c"))
+SOURCES = sorted(str(p) for p in (FASTPATH / "cc").glob("*.c"))
 # The headers whose declarations make up the module, in include order.
 HEADERS = ["hpccd/cc.h", "hpccd/wire_api.h"]
 

@@ -3,8 +3,8 @@
 The cdef is read from include/hpccd/tcp_probe.h (preprocessed with
 HPCCD_CFFI_CDEF, as cffi_common does for every module; it includes cc.h for
 struct hpccd_hpcc_params).  The module compiles the engine
-(cffi_build/tcpside/*.c) with the congestion-control core it drives
-(cffi_build/cc/*.c, with the core's numeric flags) and links with -lbpf
+(fastpath/tcpside/*.c) with the congestion-control core it drives
+(fastpath/cc/*.c, with the core's numeric flags) and links with -lbpf
 (map calls, ring buffers).  The engine reads the kernel/user structures of
 ebpf/hpccd_kern_user.h and ebpf/hpccd_tcp_cc.h.  Run directly it compiles
 ``hpccd._tcpside`` and places it in daemon/hpccd/.
@@ -15,11 +15,11 @@ import sys
 
 from cffi import FFI
 
-from cffi_common import (CFLAGS, CFLAGS_NUMERIC, EBPF, HERE, INCLUDE, build_and_install,
+from cffi_common import (CFLAGS, CFLAGS_NUMERIC, EBPF, FASTPATH, INCLUDE, build_and_install,
                          cdef_source, includes)
 
-ENGINE_SOURCES = sorted(str(p) for p in (HERE / "tcpside").glob("*.c"))
-CORE_SOURCES = sorted(str(p) for p in (HERE / "cc").glob("*.c"))
+ENGINE_SOURCES = sorted(str(p) for p in (FASTPATH / "tcpside").glob("*.c"))
+CORE_SOURCES = sorted(str(p) for p in (FASTPATH / "cc").glob("*.c"))
 HEADERS = ["hpccd/tcp_probe.h"]
 
 ffibuilder = FFI()

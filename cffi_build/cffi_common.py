@@ -16,6 +16,7 @@ import subprocess
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 INCLUDE = ROOT / "include"
 HERE = ROOT / "cffi_build"
+FASTPATH = ROOT / "fastpath"
 EBPF = ROOT / "ebpf"
 
 CFLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]

@@ -2,7 +2,7 @@
 /*
  * Structures and constants shared by the struct_ops TCP congestion controls
  * of ebpf/ (tcp_hpcc.bpf.c "hpcc", tcp_dctcp.bpf.c "dctcp") and their
- * userspace (daemon/hpccd/tcp_side.py, the tests).  The same rules as
+ * userspace (daemon/hpccd/tcp_side/engine.py, the tests).  The same rules as
  * hpccd_kern_user.h: fixed-width types, explicit padding, host byte order
  * except where a name says otherwise; no maps (they live in the one
  * program that uses them), no functions.
@@ -38,7 +38,7 @@
  * every ACK. */
 struct hpccd_tcp_win {
 	__u64 cwnd_bytes;     /* the window to apply, bytes: W plus the hosts' share of
-			       * the flow's RTT at rate R (cffi_build/tcpside/engine.c,
+			       * the flow's RTT at rate R (fastpath/tcpside/engine.c,
 			       * cwnd_for); the CC turns it into segments of mss_cache */
 	__u64 pacing_bps;     /* R = W / T, BYTES per second (sk_pacing_rate's unit) */
 	__u64 updated_ns;     /* CLOCK_MONOTONIC (bpf_ktime_get_ns) of the telemetry

@@ -119,7 +119,7 @@ static __always_inline int parse_seg(struct __sk_buff *skb, struct seg *s)
 	return -1;
 }
 
-/* Tell the probe engine (daemon/hpccd/tcp_side.py, cffi_build/tcpside/)
+/* Tell the probe engine (daemon/hpccd/tcp_side/engine.py, fastpath/tcpside/)
  * that a parked flow has data in flight again: a record in hpccd_tcp_wake
  * wakes it from its epoll.  A full ring loses the record; the engine's
  * sweep of parked flows (every 100 ms while it has flows) finds them. */

@@ -2,7 +2,7 @@
 /*
  * tcp_dctcp: DCTCP ([DCTCP], draft-ietf-tcpm-dctcp-05, which became RFC
  * 8257) as a BPF struct_ops TCP congestion control named "dctcp": this
- * kernel has no tcp_dctcp module.  Registered by hpccd (tcp_side.py);
+ * kernel has no tcp_dctcp module.  Registered by hpccd (hpccd.tcp_side.engine);
  * applications select it with TCP_CONGESTION ("iperf3 -C dctcp").
  *
  * Written from [DCTCP]; the kernel's tcp_dctcp.c was read for how the

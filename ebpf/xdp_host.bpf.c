@@ -27,7 +27,7 @@
  * Decisions (also in the report of the change that added this file):
  *
  *  - "The hpccd port" means source OR destination port, as in the scapy
- *    reference (daemon/hpccd/wire.py l4_region): a PROBE_RESP is the PROBE
+ *    reference (daemon/hpccd/core/wire.py l4_region): a PROBE_RESP is the PROBE
  *    with its ports swapped, so it travels FROM the port to the prober's
  *    port, and must still be recognised at the prober.
  *  - Only packets to an address of this host (hpccd_addrs) are answered,

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * libFuzzer harness: the INT hop decoder.  The 8-byte hop word
- * (cffi_build/cc/int_decode.c: unpack, pack, the speed table) and the
+ * (fastpath/cc/int_decode.c: unpack, pack, the speed table) and the
  * unwrapping of its narrow counters against a flow's last record
- * (cffi_build/cc/hpcc.c: hpccd_hpcc_decode_hops, and the wire entry points
+ * (fastpath/cc/hpcc.c: hpccd_hpcc_decode_hops, and the wire entry points
  * hpccd_hpcc_new_ack_wire / new_int_wire that the AF_XDP path calls with
  * the hop records of every packet).
  *

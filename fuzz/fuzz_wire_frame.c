@@ -3,14 +3,14 @@
  * libFuzzer harness: one Ethernet frame (the whole input) through the
  * shared packet parser of include/hpccd/parse.h, the code the BPF
  * programs include, by way of its userspace face (include/hpccd/
- * wire_api.h, cffi_build/cc/wire.c): classification, decoded fields, the
+ * wire_api.h, fastpath/cc/wire.c): classification, decoded fields, the
  * integrity tag, and the INT switch's in-place hop stamp with its
  * incremental checksum update.
  *
  * Oracles, each a FUZZ_CHECK (trap) besides ASan/UBSan:
  *  - the class equals that of ref_classify() below, an independent
  *    byte-level reading of docs/wire-format.md "Malformed packets" (the
- *    same spec hpccd.wire.classify follows in Python);
+ *    same spec hpccd.core.wire.classify follows in Python);
  *  - every decoded field equals the bytes it comes from, every offset lies
  *    inside the L4 payload region, and the parts wire_api.h declares valid
  *    for the class are filled;

@@ -37,7 +37,7 @@ TRACES = ROOT / "daemon" / "hpccd" / "traces"
 REGRESSIONS = ROOT / "fuzz" / "regressions"
 HARNESSES = ("fuzz_wire_frame", "fuzz_int_hop", "fuzz_cc")
 
-# cffi_build/cc/int_decode.c, Mbit/s by code.
+# fastpath/cc/int_decode.c, Mbit/s by code.
 SPEED_MBPS = (0, 10, 20, 25, 40, 50, 100, 200, 250, 300, 400, 500, 600, 800, 1000, 1500,
               2000, 2500, 3000, 4000, 5000, 8000, 10000, 20000, 25000, 40000, 50000, 100000,
               200000, 400000, 800000, 1600000)

@@ -3,8 +3,8 @@
 #
 #   bash scripts/bench_cc.sh
 #
-# Builds build/bench_cc from cffi_build/bench/bench_cc.c and the C core
-# (cffi_build/cc/*.c) with the core's numeric flags, then for 10, 1k and
+# Builds build/bench_cc from fastpath/bench/bench_cc.c and the C core
+# (fastpath/cc/*.c) with the core's numeric flags, then for 10, 1k and
 # 100k flows with 5-hop INT records measures:
 #   - instructions per hpccd_hpcc_new_ack call (decoded hops), counted by
 #     valgrind --tool=callgrind --toggle-collect=hpccd_hpcc_new_ack
@@ -19,7 +19,7 @@
 # Environment: CC (gcc), FLOWS_LIST ("10 1000 100000"), CG_UPDATES (200000),
 # NATIVE_UPDATES (5000000), NATIVE_REPEAT (3), TARGET_IR (250: the figure
 # the table is compared against; exceeding it is reported, not an error),
-# HPCC_C (cffi_build/cc/hpcc.c: the HPCC source to build in its place, e.g.
+# HPCC_C (fastpath/cc/hpcc.c: the HPCC source to build in its place, e.g.
 # tests/unit/hpcc_diff/ref_hpcc.c, the implementation before the
 # instruction-count work, for the "before" figures of docs/benchmarks.md).
 # Exits non-zero when the build, a run, or the parsing fails, or when the
@@ -35,7 +35,7 @@ CG_UPDATES=${CG_UPDATES:-200000}
 NATIVE_UPDATES=${NATIVE_UPDATES:-5000000}
 NATIVE_REPEAT=${NATIVE_REPEAT:-3}
 TARGET_IR=${TARGET_IR:-250}
-HPCC_C=${HPCC_C:-cffi_build/cc/hpcc.c}
+HPCC_C=${HPCC_C:-fastpath/cc/hpcc.c}
 
 OUT=build/bench
 BIN=build/bench_cc
@@ -54,13 +54,13 @@ command -v valgrind >/dev/null || die "valgrind not found (apt-get install valgr
 
 [ -f "$HPCC_C" ] || die "HPCC_C=$HPCC_C: no such file"
 CORE=()
-for f in cffi_build/cc/*.c; do
-	[ "$f" = cffi_build/cc/hpcc.c ] || CORE+=("$f")
+for f in fastpath/cc/*.c; do
+	[ "$f" = fastpath/cc/hpcc.c ] || CORE+=("$f")
 done
 CORE+=("$HPCC_C")
 
 mkdir -p "$OUT"
-"$CC" "${CFLAGS[@]}" -o "$BIN" cffi_build/bench/bench_cc.c "${CORE[@]}" -lm
+"$CC" "${CFLAGS[@]}" -o "$BIN" fastpath/bench/bench_cc.c "${CORE[@]}" -lm
 "$BIN" 10 1000 | grep -q '^mode=decoded .* callgrind_h=1$' ||
 	die "build/bench_cc was built without valgrind/callgrind.h"
 

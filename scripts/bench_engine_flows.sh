@@ -24,10 +24,10 @@ shift || true
 FLOWS=${*:-1 100 1000 10000}
 EXE=$(mktemp -d)/harness
 trap 'rm -rf "$(dirname "$EXE")"' EXIT
-SRCS=$(ls "$ROOT"/cffi_build/xsk/*.c | grep -v '/rings.c$')
-gcc -O2 -std=gnu11 -ffp-contract=off -fno-fast-math -I"$ROOT/include" -I"$ROOT/cffi_build/xsk" \
+SRCS=$(ls "$ROOT"/fastpath/transport/*.c | grep -v '/rings.c$')
+gcc -O2 -std=gnu11 -ffp-contract=off -fno-fast-math -I"$ROOT/include" -I"$ROOT/fastpath/transport" \
 	-o "$EXE" "$ROOT/tests/unit/engine/harness.c" "$ROOT/tests/unit/engine/fake_rings.c" $SRCS \
-	"$ROOT"/cffi_build/cc/*.c -lxdp -lbpf -lisal -lm -lpthread
+	"$ROOT"/fastpath/cc/*.c -lxdp -lbpf -lisal -lm -lpthread
 if [[ ${CACHEGRIND:-0} == 1 ]]; then
 	command -v valgrind >/dev/null || { echo "CACHEGRIND=1 needs valgrind (apt install valgrind)" >&2; exit 2; }
 	echo "per data packet in the timed turns of both engines, 20 ms simulated; callgrind's simulated caches"

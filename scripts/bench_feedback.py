@@ -3,7 +3,7 @@
 HPCC side by side, with the bottleneck's utilisation and queue, and the cost
 of the feedback integrity tag per ACK (issue 15 sections 2 and 3).
 
-The engine's own protocol code (cffi_build/xsk/, rings.c aside) runs in the
+The engine's own protocol code (fastpath/transport/, rings.c aside) runs in the
 harness of tests/unit/engine/: two engines on a simulated clock, joined by a
 link behind a switch port of --gbps that stamps each DATA's INT hop when it
 leaves the port's queue ([HPCC] section 4.1).  --flows flows of --bytes start

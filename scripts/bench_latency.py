@@ -48,7 +48,7 @@ def pct(v: list[int], p: float) -> float:
 
 
 def run_transport(pair, size: int, count: int, busy: bool, coalesce_ns: int) -> list[int]:
-    from hpccd.transport import Transport
+    from hpccd.transport.engine import Transport
 
     kw = {"busy_poll": busy, "config": {"coalesce_ns": coalesce_ns, "rx_flows": 64}}
     ncpu = os.cpu_count() or 1

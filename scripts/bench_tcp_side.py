@@ -83,7 +83,7 @@ def daemon_idle(seconds: float) -> int:
 
     import test_daemon_lab as dl
     from conftest import lab_ctx
-    from hpccd.topology import Topology
+    from hpccd.lab.topology import Topology
 
     d = pathlib.Path(tempfile.mkdtemp(prefix="hpccd-bench-"))
     (d / "tag.key").write_text(os.urandom(16).hex() + "\n")
@@ -170,7 +170,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups", "send_calls",
                                      "send_ns")}
-    from hpccd.tcp_side import HPCC_COUNTERS
+    from hpccd.tcp_side.engine import HPCC_COUNTERS
     modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,
             "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         return daemon_idle(a.idle_s)
     import test_tcp_cc_lab as tl                    # the lab and its helpers, one definition
     from conftest import lab_ctx
-    from hpccd import tcp_side as ts
-    from hpccd.topology import Topology
+    from hpccd.tcp_side import engine as ts
+    from hpccd.lab.topology import Topology
     tl.LINK_BPS = 1_000_000_000                     # the CHAIN topology's bottleneck
 
     print(f"load average before: {loadavg()}")

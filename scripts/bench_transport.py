@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the native transport (hpccd.transport) on an unlimited veth path,
+"""Benchmark of the native transport (hpccd.transport.engine) on an unlimited veth path,
 side by side with kernel TCP (iperf3) and with the raw ceiling of AF_XDP on the
 same veth, in the same run (issue 14's figures; docs/transport.md "Benchmark").
 
@@ -21,7 +21,7 @@ rounds, each round running, one after the other:
 - iperf3: kernel TCP (cubic, TSO/GSO/GRO on) for --seconds;
 - raw: the raw ceiling of AF_XDP: the same engines, frame size and MTU, one
   prebuilt frame put on the TX ring as fast as it takes it, counted at the
-  receiver without parsing (cffi_build/xsk/raw.c).
+  receiver without parsing (fastpath/transport/raw.c).
 
 Per run it prints goodput, data packets per second, engine CPU-seconds per GB
 (the hpccd-tp threads; the kernel's work in their syscalls, the copies of copy
@@ -48,7 +48,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-HPCCCTL = [str(ROOT / ".venv" / "bin" / "python"), "-m", "hpccd.cli"]
+HPCCCTL = [str(ROOT / ".venv" / "bin" / "python"), "-m", "hpccd.cli.main"]
 
 
 def machine_cpu() -> tuple[int, int]:
@@ -62,8 +62,8 @@ def busy(m0, m1) -> float:
 
 def daemon_defaults() -> dict:
     """The engine settings a daemon with an otherwise empty configuration
-    uses (hpccd.config's defaults, as hpccd.transport_component applies them)."""
-    from hpccd import config
+    uses (hpccd.agent.config's defaults, as hpccd.transport.component applies them)."""
+    from hpccd.agent import config
     cfg = config.loads('[[interfaces]]\nname = "eth0"\n')
     frames = cfg.umem_bytes // cfg.frame_bytes
     return {"ack_every": cfg.ack_every,
@@ -76,7 +76,7 @@ def rx_drops(st0: dict, st1: dict) -> int:
 
 
 def run_transport(tx, rx, peer: str, nbytes: int, algo: str) -> dict:
-    from hpccd.transport import engine_cpu_s, pattern_crc32
+    from hpccd.transport.engine import engine_cpu_s, pattern_crc32
 
     rx.rx_reap()
     s0_rx = rx.stats()
@@ -171,7 +171,7 @@ def set_mtu(pair, mtu: int) -> None:
 
 
 def _bytes(text: str) -> int:
-    from hpccd.transfer_cli import parse_bytes
+    from hpccd.transport.cli import parse_bytes
     return parse_bytes(text)
 
 
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from conftest import netns_pair_ctx
-    from hpccd.transport import Transport
+    from hpccd.transport.engine import Transport
 
     settings = daemon_defaults()
     kinds = ["transport", "iperf3", "raw"] + ([] if args.no_cli else ["cli"])

@@ -109,7 +109,7 @@ class Lab:
 
     # -- programs
     def load(self) -> None:
-        from hpccd import bpf
+        from hpccd.bpf import loader as bpf
 
         built = ROOT / "build" / "ebpf"
         key = secrets.token_bytes(16)
@@ -129,7 +129,7 @@ class Lab:
         """Compile and load the XDP_PASS reference programs."""
         import tempfile
 
-        from hpccd import bpf
+        from hpccd.bpf import loader as bpf
 
         self.tmp = tempfile.TemporaryDirectory(prefix="hpccd-bench-")
         src = pathlib.Path(self.tmp.name) / "ref.bpf.c"
@@ -146,7 +146,7 @@ class Lab:
 
     def set_mode(self, mode: str) -> None:
         """Attach exactly the programs of `mode`, detach the others."""
-        from hpccd import bpf
+        from hpccd.bpf import loader as bpf
 
         want_tc = mode in ("all", "tc", "all-skb")
         # all-skb: the same programs, XDP in generic (skb) mode: on a veth,
@@ -172,7 +172,7 @@ class Lab:
                     bpf.tc_remove_clsact(self.va)       # the veth as created
 
     def tso_on_a(self) -> bool:
-        from hpccd import bpf
+        from hpccd.bpf import loader as bpf
         from pyroute2.ethtool import Ethtool
 
         with bpf.in_netns(self.a):
@@ -240,7 +240,7 @@ def iperf(lab: Lab, seconds: float, streams: int) -> float:
 
 
 def wait_server(lab: Lab) -> None:
-    from hpccd import bpf
+    from hpccd.bpf import loader as bpf
 
     deadline = time.monotonic() + 10
     while True:

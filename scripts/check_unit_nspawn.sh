@@ -71,7 +71,7 @@ log "installing the checkout's hpccd, the unit, the BPF objects and a configurat
 dpkg --root="$R" -s hpccd >/dev/null 2>&1 && chroot "$R" dpkg --purge hpccd >/dev/null
 mkdir -p "$R/usr/lib/hpccd/bpf"
 cp "$ROOT"/build/ebpf/{xdp_host,tc_tracker,tcp_hpcc,tcp_dctcp}.bpf.o "$R/usr/lib/hpccd/bpf/"
-for p in hpccd:hpccd.daemon hpccctl:hpccd.cli; do
+for p in hpccd:hpccd.agent.main hpccctl:hpccd.cli.main; do
 	cat >"$R/usr/bin/${p%%:*}" <<-EOF
 	#!/usr/bin/python3
 	# this checkout's hpccd with Debian's python3 and Python packages

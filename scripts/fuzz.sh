@@ -86,7 +86,7 @@ if [ "$COV" != 0 ] && command -v llvm-profdata >/dev/null && command -v llvm-cov
 	llvm-profdata merge -sparse "$prof"/*.profraw -o "$prof/all.profdata"
 	# The first object is positional, the others -object.
 	llvm-cov report "${objs[@]:1}" -instr-profile="$prof/all.profdata" \
-		cffi_build/cc/*.c include/hpccd/parse.h include/hpccd/siphash.h
+		fastpath/cc/*.c include/hpccd/parse.h include/hpccd/siphash.h
 fi
 
 if [ ${#summary[@]} -gt 0 ]; then

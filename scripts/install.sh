@@ -11,8 +11,8 @@
 #   lib/hpccd/bpf              -> the package's BPF objects (daemon.bpf_dir)
 #   bin/hpccd, bin/hpccctl     -> the virtualenv's programs
 #   share/doc/hpccd/           README.md, CHANGELOG.md and docs/*.md
-#   share/man/man8/hpccd.8, share/man/man1/hpccctl.1   (hpccd.manpage)
-#   share/bash-completion/completions/hpccctl, hpccd   (hpccd.completion)
+#   share/man/man8/hpccd.8, share/man/man1/hpccctl.1   (hpccd.cli.manpage)
+#   share/bash-completion/completions/hpccctl, hpccd   (hpccd.cli.completion)
 # and the unit in UNITDIR (default /etc/systemd/system/hpccd.service, its paths
 # pointed at PREFIX) and an example configuration in
 # SYSCONFDIR/hpccd/hpccd.toml.example (SYSCONFDIR default /etc).  Your own
@@ -81,11 +81,11 @@ do_install() {
 	link "$VENV/bin/hpccctl" "$PREFIX/bin/hpccctl"
 	local f tmp
 	tmp=$(mktemp)
-	"$VENV/bin/python" -m hpccd.manpage hpccd >"$tmp"
+	"$VENV/bin/python" -m hpccd.cli.manpage hpccd >"$tmp"
 	put "$tmp" "$PREFIX/share/man/man8/hpccd.8"
-	"$VENV/bin/python" -m hpccd.manpage hpccctl >"$tmp"
+	"$VENV/bin/python" -m hpccd.cli.manpage hpccctl >"$tmp"
 	put "$tmp" "$PREFIX/share/man/man1/hpccctl.1"
-	"$VENV/bin/python" -m hpccd.completion >"$tmp"
+	"$VENV/bin/python" -m hpccd.cli.completion >"$tmp"
 	put "$tmp" "$PREFIX/share/bash-completion/completions/hpccctl"
 	link hpccctl "$PREFIX/share/bash-completion/completions/hpccd"
 	for f in "$ROOT"/README.md "$ROOT"/CHANGELOG.md "$ROOT"/docs/*.md; do

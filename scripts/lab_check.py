@@ -47,8 +47,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
 
-from hpccd import lab as labmod  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
+from hpccd.lab import netns as labmod  # noqa: E402
+from hpccd.lab.topology import Topology  # noqa: E402
 
 WORKLOADS = {
     "dumbbell": {"single": [("h1", "r1")],

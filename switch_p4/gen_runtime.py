@@ -7,7 +7,7 @@
     python3 switch_p4/gen_runtime.py incast --hosts   # the host-side ip commands
 
 A thin command line beside the program it configures.  The generator itself
-is hpccd.p4runtime_gen (daemon/hpccd/p4runtime_gen.py): it lives in the
+is hpccd.lab.p4runtime_gen (daemon/hpccd/lab/p4runtime_gen.py): it lives in the
 package so that it reads topologies with the same code as the lab builder,
 and tests and hpccctl import it like any other module.
 """
@@ -16,10 +16,10 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 try:
-    from hpccd import p4runtime_gen
+    from hpccd.lab import p4runtime_gen
 except ImportError:                 # a checkout without the package installed
     sys.path.insert(0, str(HERE.parent / "daemon"))
-    from hpccd import p4runtime_gen
+    from hpccd.lab import p4runtime_gen
 
 if __name__ == "__main__":
     sys.exit(p4runtime_gen.main(default_out=HERE / "runtime"))

@@ -50,7 +50,7 @@ from typing import Iterator
 
 import pytest
 
-from hpccd.lab import NETNS_DIR, netns_inode, pids_in_netns
+from hpccd.lab.netns import NETNS_DIR, netns_inode, pids_in_netns
 
 NS_PREFIX = "hpccdt-"
 # Names of this session's namespaces start with NS_PREFIX + SESSION_TOKEN:
@@ -229,7 +229,7 @@ def netns_pair() -> Iterator[NetnsPair]:
         yield p
 
 
-# ---- the lab (hpccd.lab, docs/lab.md) -------------------------------------------------
+# ---- the lab (hpccd.lab.netns, docs/lab.md) -------------------------------------------------
 
 def new_lab_name() -> str:
     """A lab name of this session, ``hpccdt-<session><nn>``: its namespaces
@@ -255,7 +255,7 @@ def lab_ctx(topology, **kw):
     was attempted."""
     import socket
 
-    from hpccd.lab import Lab
+    from hpccd.lab.netns import Lab
 
     lab = Lab(topology, name=new_lab_name(), **kw)
     _created.update(lab.namespaces)
@@ -282,7 +282,7 @@ def lab_ctx(topology, **kw):
             problems.append(f"half-built veths left in the root namespace: {temps}")
         if os.path.exists(lab.state_file):
             problems.append(f"state file left: {lab.state_file}")
-        from hpccd.int_switch import PIN_ROOT, pin_dir
+        from hpccd.lab.int_switch import PIN_ROOT, pin_dir
         if os.path.exists(pin_dir(lab.name)):
             problems.append(f"INT switch pins left: {pin_dir(lab.name)}")
         elif os.path.isdir(PIN_ROOT) and not os.listdir(PIN_ROOT):
@@ -293,13 +293,13 @@ def lab_ctx(topology, **kw):
 
 @contextlib.contextmanager
 def transport_engines(lab, **defaults):
-    """A factory ``make(host, **kw)`` of hpccd.transport engines on eth0 of
+    """A factory ``make(host, **kw)`` of hpccd.transport.engine engines on eth0 of
     `lab`'s hosts (or, when `lab` is a NetnsPair, on the veth end of side
     `host`: "a" or "b"), `defaults` filling what `kw` leaves out; every
     engine made is closed on exit (XDP detached, socket closed), whatever
     happened -- before the lab goes: an open AF_XDP socket would keep its
     namespace."""
-    from hpccd.transport import Transport
+    from hpccd.transport.engine import Transport
 
     made = []
 

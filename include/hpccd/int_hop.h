@@ -72,7 +72,7 @@
 #define HPCCD_INT_QLEN_UNIT      80    /* [HPCC] section 4.1: qLen in 80 B */
 
 /* Speed codes (B).  Values are in Mbit/s; the table itself lives in
- * cffi_build/cc/int_decode.c (hpccd_int_speed_mbps) and is mirrored by the
+ * fastpath/cc/int_decode.c (hpccd_int_speed_mbps) and is mirrored by the
  * scapy layer and the P4 program, all checked against tests/vectors. */
 #define HPCCD_SPEED_UNKNOWN      0
 #define HPCCD_SPEED_CODES        32

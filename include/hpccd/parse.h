@@ -2,7 +2,7 @@
 /*
  * The packet parser of hpccd, written once: the BPF programs (XDP
  * classifier, probe reflector, software INT switch) and the C fast path
- * (cffi_build/cc/wire.c) include this same text, so that they classify
+ * (fastpath/cc/wire.c) include this same text, so that they classify
  * every packet alike (docs/wire-format.md "Malformed packets").  Also the
  * switch's in-place hop stamp, incremental checksum updates (RFC 1624),
  * the arithmetic of a full L4 checksum (pseudo-header, byte order, final
@@ -41,7 +41,7 @@
  * Alignment: headers are read in place through their structs.  BPF on
  * x86-64/arm64 may load unaligned packet data; userspace C should place
  * the frame 2 bytes past a multiple of 4 (NET_IP_ALIGN) so that all from
- * the IPv4 header on is 4-byte aligned, as cffi_build/cc/wire.c does.
+ * the IPv4 header on is 4-byte aligned, as fastpath/cc/wire.c does.
  *
  * Use (error handling shortened; wire.c and the XDP programs do it all):
  *

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The TCP-side probe engine ([HPCC++2022] section 7.2; docs/tcp-side.md,
- * "The probe engine"): the per-RTT part of daemon/hpccd/tcp_side.py, in C.
+ * "The probe engine"): the per-RTT part of daemon/hpccd/tcp_side/engine.py, in C.
  *
  * One engine serves the kernel TCP flows of one host (one network
  * namespace, one tc tracker, one XDP program).  It sleeps in epoll on two
  * BPF ring buffers and wakes only for:
  *   - a PROBE_RESP that xdp_host verified (hpccd_telem_rb): the response
- *     is fed to the HPCC core ([HPCC] Algorithm 1, cffi_build/cc/hpcc.c),
+ *     is fed to the HPCC core ([HPCC] Algorithm 1, fastpath/cc/hpcc.c),
  *     the new W and R = W / T go into hpccd_tcp_win, and the next probe
  *     leaves at once if the flow has data in flight ([HPCC++2022] section
  *     6.2.1: one probe per RTT while data is in flight), else the flow is

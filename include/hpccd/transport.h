@@ -16,7 +16,7 @@
  *             with the DCTCP.CE machine, INT echoed in ACKs, Rx-HPCC
  *             NOTIFY once per T, NACK on a gap.
  *
- * Who may include this: the C fast path (cffi_build/xsk/transport.c) and
+ * Who may include this: the C fast path (fastpath/transport/transport.c) and
  * the cffi cdef (cffi_build/build_transport.py preprocesses it with
  * -DHPCCD_CFFI_CDEF).  Userspace only.  struct hpccd_tp is opaque.
  *
@@ -357,7 +357,7 @@ int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_flow_stats *out);
 /* Forget a flow (running or not): its buffer is no longer read after this. */
 int hpccd_tp__flow_close(struct hpccd_tp *t, uint32_t flow_id);
-/* The raw ceiling (cffi_build/xsk/raw.c): send `frames` copies of one
+/* The raw ceiling (fastpath/transport/raw.c): send `frames` copies of one
  * DATA frame of c->mtu bytes to c's peer as fast as the TX ring takes
  * them; hpccd_tp__raw_left() says how many are still to go. */
 int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, uint64_t frames);

@@ -2,7 +2,7 @@
 /*
  * hpccd wire format: every structure hpccd puts on the wire after the L4
  * header, defined once.  docs/wire-format.md draws them; the scapy layers
- * (daemon/hpccd/wire.py) and the P4 headers (switch_p4/) follow the same
+ * (daemon/hpccd/core/wire.py) and the P4 headers (switch_p4/) follow the same
  * document, and tests/vectors/ checks all of them against each other.
  *
  * Who may include this: the BPF programs (after vmlinux.h), the C fast

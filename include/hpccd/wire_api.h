@@ -2,7 +2,7 @@
 /*
  * Userspace face of the shared parser (include/hpccd/parse.h) and of the
  * integrity tag, exported through cffi as hpccd._cc: whole Ethernet frames
- * in, plain decoded structs out.  The implementation (cffi_build/cc/wire.c)
+ * in, plain decoded structs out.  The implementation (fastpath/cc/wire.c)
  * runs the very parser the BPF programs include, so that the tests of
  * tests/vectors/ check the BPF classification too.
  *

@@ -37,7 +37,7 @@ gets a pfifo_fast root, whose statistics are per CPU and cannot be read:
 the hop must then say "speed unknown" (B = 0).
 
 The expected output of every vector is computed here from the wire format
-(hpccd.wire.l4_region / classify and the hop layout), and checksums are
+(hpccd.core.wire.l4_region / classify and the hop layout), and checksums are
 verified with scapy.  Nothing is attached or pinned.
 """
 from __future__ import annotations
@@ -65,8 +65,9 @@ from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import ARP, Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd import bpf, wire  # noqa: E402  (after the root check: it needs libbpf)
-from hpccd.int_switch import QueueSample  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.core import wire  # noqa: E402  (after the root check: it needs libbpf)
+from hpccd.lab.int_switch import QueueSample  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OBJ = ROOT / "build" / "ebpf" / "int_switch.bpf.o"
@@ -118,7 +119,7 @@ SWITCH_ID, SPEED = 0xA5C, 14         # 12-bit id; code 14 = 1000 Mbit/s
 PMAX_ONE = 0xFFFFFFFF
 
 
-# struct hpccd_sw_sample as the lab reads it (hpccd.int_switch: one definition)
+# struct hpccd_sw_sample as the lab reads it (hpccd.lab.int_switch: one definition)
 Sample = QueueSample
 
 
@@ -132,7 +133,7 @@ def port_cfg(port: int = 1, flags: int = F["INT"], kmin: int = 0, kmax: int = 0,
 # ---- ring buffer reader ---------------------------------------------------------------
 
 class Ring(bpf.RingBuffer):
-    """The queue sampler's ring buffer (hpccd.bpf.RingBuffer), decoded."""
+    """The queue sampler's ring buffer (hpccd.bpf.loader.RingBuffer), decoded."""
 
     def samples(self) -> list[Sample]:
         return [Sample(*struct.unpack(SAMPLE_FMT, r)) for r in self.read()]

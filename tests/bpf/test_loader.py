@@ -1,4 +1,4 @@
-"""The libbpf loader (daemon/hpccd/bpf.py, cffi_build/bpf_shim.c).
+"""The libbpf loader (daemon/hpccd/bpf/loader.py, cffi_build/bpf_shim.c).
 
 Invariants protected:
 - every object `make bpf` built opens and loads through the loader, and its
@@ -40,8 +40,9 @@ if os.geteuid() != 0:
     pytest.skip("loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN)",
                 allow_module_level=True)
 
-from hpccd import bpf  # noqa: E402  (after the root check: the module itself needs libbpf)
-from hpccd import int_switch  # noqa: E402
+# After the root check: the module itself needs libbpf.
+from hpccd.bpf import loader as bpf  # noqa: E402
+from hpccd.lab import int_switch  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
@@ -229,7 +230,7 @@ def test_built_object_loads_and_names_carry_prefix(path, pin_dir):
                 attachable.append(m.name)
         # The lab's departure stamp runs on host interfaces, where a daemon
         # starting up removes programs with the prefix as its own stale
-        # ones: it must NOT carry it (hpccd.int_switch; the lab's down
+        # ones: it must NOT carry it (hpccd.lab.int_switch; the lab's down
         # removes it with the namespaces).
         lab_only = {int_switch.DEPART_PROG} if path.name == "int_switch.bpf.o" else set()
         for n in lab_only:
@@ -580,7 +581,7 @@ def test_tc_attach_idempotent_detach_complete(obj, pair):
 CHILD = """
 import os, sys, time
 sys.path.insert(0, {daemon!r})
-from hpccd import bpf
+from hpccd.bpf import loader as bpf
 obj_path, ns, ifname, pin_dir, cc_path, cc_name = sys.argv[1:7]
 o = bpf.BpfObject.open(obj_path).load()
 with bpf.in_netns(ns):

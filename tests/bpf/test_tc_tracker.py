@@ -25,7 +25,7 @@ slots are parsed from the C header.  Nothing is attached or pinned.
 Limits of BPF_PROG_TEST_RUN: an skb test run refuses IPv4 frames shorter
 than Ethernet + 20 bytes, so the tracker's own check of a truncated IPv4
 header cannot be reached here; and gso_segs comes in through ctx_in, which
-hpccd.bpf.Program.test_run does not take: the GSO steps run through
+hpccd.bpf.loader.Program.test_run does not take: the GSO steps run through
 `bpftool prog run id N ... ctx_in` (skipped without bpftool).
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import ARP, Dot1Q, Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd import bpf  # noqa: E402  (after the root check: it needs libbpf)
+from hpccd.bpf import loader as bpf  # noqa: E402  (after the root check: it needs libbpf)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OBJ = ROOT / "build" / "ebpf" / "tc_tracker.bpf.o"
@@ -179,7 +179,7 @@ class Tc:
 def run_with_gso(prog: bpf.Program, frame: bytes, gso_segs: int,
                  gso_size: int) -> tuple[int, bytes]:
     """BPF_PROG_TEST_RUN with a __sk_buff ctx_in carrying gso_segs/gso_size.
-    hpccd.bpf.Program.test_run takes no ctx, so this goes through bpftool,
+    hpccd.bpf.loader.Program.test_run takes no ctx, so this goes through bpftool,
     by program id (nothing pinned)."""
     if shutil.which("bpftool") is None:
         pytest.skip("bpftool is not installed and Program.test_run takes no ctx_in")

@@ -1,5 +1,5 @@
 """The struct_ops TCP congestion controls "hpcc" and "dctcp" (ebpf/tcp_hpcc.bpf.c,
-ebpf/tcp_dctcp.bpf.c) and their registration (hpccd.tcp_side.TcpCc).
+ebpf/tcp_dctcp.bpf.c) and their registration (hpccd.tcp_side.engine.TcpCc).
 
 Invariants protected:
 - both objects load through the verifier and register; while registered the
@@ -14,7 +14,7 @@ Invariants protected:
   which then registers its own; one whose registrant was SIGKILLed while
   another owner lives stays, and that owner, the last, unregisters it;
 - the Python layouts (struct formats, counter slot names) are the header's;
-- a TCP-side probe built by hpccd.tcp_side is what docs/wire-format.md and
+- a TCP-side probe built by hpccd.tcp_side.engine is what docs/wire-format.md and
   the scapy layers say (DSCP, no TCP flag, correct TCP checksum, INT with
   COLLECT, PROBE with the probe number and a zeroed tag slot), and the
   reference classifier finds it valid.
@@ -39,8 +39,10 @@ if os.geteuid() != 0:
 from scapy.layers.inet import IP, TCP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 
-from hpccd import bpf, tcp_side, wire  # noqa: E402
-from hpccd.tcp_side import FlowKey, TcpCc, TcpSideError  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.tcp_side import engine as tcp_side
+from hpccd.core import wire  # noqa: E402
+from hpccd.tcp_side.engine import FlowKey, TcpCc, TcpSideError  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
@@ -168,7 +170,7 @@ def test_daemon_clean_up_leaves_a_live_owner_alone():
     """The tcp_side component's clean-up (run by every hpccd at start and by
     `hpccd --cleanup`) removes stale registrations only under the lock: with
     a live owner it returns nothing and the owner's struct_ops stay."""
-    from hpccd.tcp_side import COMPONENT
+    from hpccd.tcp_side.engine import COMPONENT
     a = TcpCc(BUILT)
     a.start(wait_s=LOCK_WAIT_S)
     try:
@@ -182,7 +184,7 @@ def test_daemon_clean_up_leaves_a_live_owner_alone():
 CHILD = """
 import sys, time
 sys.path.insert(0, {daemon!r})
-from hpccd.tcp_side import TcpCc
+from hpccd.tcp_side.engine import TcpCc
 c = TcpCc({built!r}).start(wait_s=60)
 for link in c.links.values():
     link.disconnect()          # as if the process died without unregistering
@@ -220,7 +222,7 @@ def test_stale_registration_removed_at_start():
 CHILD_OWNER = """
 import sys, time
 sys.path.insert(0, {daemon!r})
-from hpccd.tcp_side import TcpCc
+from hpccd.tcp_side.engine import TcpCc
 c = TcpCc({built!r}).start(wait_s=60)
 print("registered" if c.registered else "joined", flush=True)
 time.sleep(600)

@@ -14,7 +14,7 @@ the counter comments of ebpf/hpccd_kern_user.h):
 - malformed, truncated and oversize frames (every vector cut at every byte,
   field corruptions of every class, a seeded random-mutation corpus) are
   never read out of bounds (the verifier) and get the verdict that the
-  reference classifier hpccd.wire.classify and the documented rules give;
+  reference classifier hpccd.core.wire.classify and the documented rules give;
 - every frame is counted in exactly one slot of hpccd_xdp_cnt: the per-CPU
   deltas over a batch equal, slot by slot, the packets and bytes sent;
 - frames that are passed or dropped leave the program unchanged;
@@ -25,11 +25,11 @@ the counter comments of ebpf/hpccd_kern_user.h):
 
 The expected verdicts come from the documentation, written twice: once per
 vector from its JSON fields (vector_expectation), once as an oracle over
-frame bytes (expect) built on hpccd.wire.classify.  Counter slot numbers are
+frame bytes (expect) built on hpccd.core.wire.classify.  Counter slot numbers are
 parsed from the C headers, so renumbering them cannot leave the test behind.
 
 Nothing is attached or pinned: the objects are loaded with the project's
-loader (hpccd.bpf), run with BPF_PROG_TEST_RUN and closed in teardown.
+loader (hpccd.bpf.loader), run with BPF_PROG_TEST_RUN and closed in teardown.
 Not reachable here: XDP_REDIRECT to a bound AF_XDP socket (needs a real
 socket on a real queue), and frames shorter than 14 bytes (the kernel
 refuses them as test input).
@@ -62,8 +62,9 @@ from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import ARP, Dot1Q, Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd import bpf, wire  # noqa: E402  (after the root check: bpf needs libbpf)
-from hpccd.siphash import siphash24  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.core import wire  # noqa: E402  (after the root check: bpf needs libbpf)
+from hpccd.core.siphash import siphash24  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OBJ = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
@@ -405,7 +406,7 @@ class Xdp:
 def expect(frame: bytes, cfg: Cfg = DEFAULT) -> tuple[int, int]:
     """(verdict, counter slot) the documentation gives `frame`: the oracle.
 
-    Malformedness from hpccd.wire.classify; the rest from docs/wire-format.md
+    Malformedness from hpccd.core.wire.classify; the rest from docs/wire-format.md
     and the order of ebpf/README.md "xdp_host, in order"; which PASS slot a
     non-hpccd frame lands in from the slot comments of hpccd_kern_user.h."""
     err = wire.classify(frame, cfg.port, cfg.dscp)

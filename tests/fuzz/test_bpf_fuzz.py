@@ -14,7 +14,7 @@ and IPv4 headers; and every cut of every vector and of a few segments.
 
 Each frame's expected verdict, output and counter slot come from a model
 written here from the program's header comment and the parser it includes
-(include/hpccd/parse.h, mirrored by hpccd.wire.l4_region/classify):
+(include/hpccd/parse.h, mirrored by hpccd.core.wire.l4_region/classify):
 
 - int_switch (INT only on the port, as a lab switch without ECN): TC_ACT_OK;
   the frame leaves unchanged, except an hpccd packet or TCP-side probe with
@@ -52,7 +52,8 @@ if os.geteuid() != 0:
     pytest.skip("loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON)",
                 allow_module_level=True)
 
-from hpccd import bpf, wire  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.core import wire  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEED = 0x66757A7A            # "fuzz"

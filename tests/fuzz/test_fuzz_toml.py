@@ -1,6 +1,6 @@
 """Property-based fuzzing (hypothesis) of the TOML loaders: topology files
-(hpccd.topology, docs/topology.md) and the daemon's configuration
-(hpccd.config, docs/configuration.md).
+(hpccd.lab.topology, docs/topology.md) and the daemon's configuration
+(hpccd.agent.config, docs/configuration.md).
 
 Inputs: arbitrary text; the bundled topologies and the example
 configuration (systemd/hpccd.toml) mutated line by line (a value replaced
@@ -8,7 +8,7 @@ by a drawn TOML value of any type, a line deleted, duplicated, swapped or
 inserted, a character replaced); and for the configuration, ``hpccctl set``
 style changes (config.set_value) with drawn keys and values.
 
-Invariants protected (the loaders' docstrings, hpccd.tomlcheck):
+Invariants protected (the loaders' docstrings, hpccd.agent.tomlcheck):
   - a load returns a valid object or raises the loader's documented error
     (TopologyError / ConfigError, both tomlcheck.TomlError, a ValueError)
     and never anything else (no KeyError, TypeError, OverflowError from
@@ -37,8 +37,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from hpccd import topology  # noqa: E402
-from hpccd.tomlcheck import TomlError  # noqa: E402
+from hpccd.lab import topology  # noqa: E402
+from hpccd.agent.tomlcheck import TomlError  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOPOLOGIES = sorted((ROOT / "daemon" / "hpccd" / "topologies").glob("*.toml"))
@@ -49,7 +49,7 @@ FUZZ = settings(max_examples=int(os.environ.get("HPCCD_FUZZ_EXAMPLES", 300)), de
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 try:
-    from hpccd import config
+    from hpccd.agent import config
 except ImportError:                  # the configuration loader is not there yet
     config = None
 
@@ -229,7 +229,7 @@ def load_config(text: str):
     return cfg
 
 
-needs_config = pytest.mark.skipif(config is None, reason="hpccd.config is not there yet")
+needs_config = pytest.mark.skipif(config is None, reason="hpccd.agent.config is not there yet")
 
 
 @needs_config

@@ -1,5 +1,5 @@
-"""Property-based fuzzing (hypothesis) of the Python decode paths: hpccd.wire and
-hpccd.decode, against the C parser of include/hpccd/parse.h (hpccd._cc).
+"""Property-based fuzzing (hypothesis) of the Python decode paths: hpccd.core.wire and
+hpccd.core.decode, against the C parser of include/hpccd/parse.h (hpccd._cc).
 
 Inputs: arbitrary bytes; Ethernet/IPv4/UDP or TCP frames with arbitrary
 header fields and an arbitrary hpccd region (so that the fuzzing reaches the
@@ -22,7 +22,7 @@ Invariants protected:
     tagged bytes makes it fail in both;
   - decode.frames_from_hex() yields bytes or raises decode.InputError, the
     error it documents, and nothing else;
-  - hpccd.cc.hop_unpack()/hop_pack() are inverse on every 8-byte word.
+  - hpccd.core.cc.hop_unpack()/hop_pack() are inverse on every 8-byte word.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from hpccd import cc, decode, wire  # noqa: E402
+from hpccd.core import cc, decode, wire  # noqa: E402
 from hpccd._cc import ffi, lib  # noqa: E402
 
 VECTORS = pathlib.Path(__file__).resolve().parents[1] / "vectors" / "wire.json"

@@ -29,7 +29,8 @@ import struct
 
 import pytest
 
-from hpccd import cc, decode, topology, wire
+from hpccd.core import cc, decode, wire
+from hpccd.lab import topology
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REGRESSIONS = ROOT / "fuzz" / "regressions"
@@ -109,7 +110,7 @@ def test_topology_rate_beyond_2_64_bps():
 
 
 def test_config_parameter_beyond_its_field():
-    config = pytest.importorskip("hpccd.config")
+    config = pytest.importorskip("hpccd.agent.config")
     text = '[[interfaces]]\nname = "eth0"\n\n[hpcc]\nmtu_bytes = 1099511627776\n'
     with pytest.raises(config.ConfigError) as e:
         config.loads(text, "c.toml")

@@ -194,7 +194,7 @@ def test_hpccd_not_root_names_what_failed_and_says_root(netns_pair, tmp_path):
                 f"{NEEDS_ROOT}") in r.stderr
         no_traceback(r)
         # the socket's folder writable: the interfaces' owner records, in
-        # root's /run/hpccd (hpccd.ownership), are next, before anything is
+        # root's /run/hpccd (hpccd.agent.ownership), are next, before anything is
         # loaded or attached
         sub = d / "run"
         sub.mkdir(mode=0o777)

@@ -52,7 +52,7 @@ if os.geteuid() != 0:
     pytest.skip("attaching XDP/tc programs and building namespaces need root",
                 allow_module_level=True)
 
-from hpccd import bpf  # noqa: E402
+from hpccd.bpf import loader as bpf  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
@@ -64,8 +64,9 @@ WAIT_S = 60.0                    # bound on a start: two cores shared with other
 FAKE_COMPONENT = '''
 """A flow-manager component for tests: publishes flows like the real ones."""
 import json, os
-from hpccd import bpf, cc
-from hpccd.component import Component
+from hpccd.bpf import loader as bpf
+from hpccd.core import cc
+from hpccd.agent.component import Component
 
 LOG = os.environ["HPCCD_TESTCOMP_LOG"]
 
@@ -483,7 +484,7 @@ def test_ready_after_attach_then_status_metrics_control_and_clean_stop(netns_pai
                for n in got}
     # per transport engine, and the TCP side's probe engine: this daemon
     # runs neither component (test_daemon_lab.py scrapes them where they run)
-    from hpccd.metrics import TCP_SIDE_ONLY
+    from hpccd.agent.metrics import TCP_SIDE_ONLY
     assert documented - exposed == {"hpccd_engine_flows"} | TCP_SIDE_ONLY, \
         "documented metrics missing from the scrape"
     assert {n for n in exposed if n.startswith("hpccd_")} <= documented
@@ -697,7 +698,7 @@ def test_start_failures_exit_without_ready_and_leave_nothing(netns_pair, workdir
                                                          "hpccd_testcomp:Nothing"))
     h = daemons()
     assert h.proc.wait(WAIT_S) == 1
-    assert "hpccd_testcomp.Nothing is not a hpccd.component.Component" in h.log()
+    assert "hpccd_testcomp.Nothing is not a hpccd.agent.component.Component" in h.log()
     # a component that fails in start(), after the programs were attached:
     # it is stopped, and everything already attached is undone
     cfg.write_text(config_text(pair.va, workdir).replace("hpccd_testcomp:Fake",
@@ -756,7 +757,7 @@ def _voluntary_switches(pid: int) -> int:
 
 def test_an_idle_daemon_sleeps_and_hears_of_new_addresses(netns_pair, workdir, daemons):
     """With no flow at all, the daemon's main thread wakes about once a
-    second (the components back off to hpccd.component.IDLE_POLL_S; before,
+    second (the components back off to hpccd.agent.component.IDLE_POLL_S; before,
     the transport component's 50 ms and tcp_side's 100 ms polls and a 2 s
     address poll woke it 30-70 times a second, 2 % of a core); and an
     address added to its interface still reaches xdp_host at once, from the

@@ -56,8 +56,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("namespaces, XDP, tc and struct_ops need root", allow_module_level=True)
 
-from hpccd import bpf  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
+from hpccd.bpf import loader as bpf  # noqa: E402
+from hpccd.lab.topology import Topology  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ class Daemon:
         return json.loads(self.ctl(*args, "--json", "--socket", self.sock).stdout)
 
     def request(self, cmd: str, **args):
-        from hpccd.control import request
+        from hpccd.agent.control import request
         return request(self.sock, cmd, args)
 
     def scrape(self) -> str:

@@ -41,9 +41,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("namespaces, XDP, tc and struct_ops need root", allow_module_level=True)
 
-from hpccd import bpf, ownership  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.agent import ownership  # noqa: E402
 from hpccd.experiment.common import star  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
+from hpccd.lab.topology import Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
@@ -90,7 +91,7 @@ class Hpccd:
         return pathlib.Path(self.logf.name).read_text()
 
     def status(self) -> dict | None:
-        from hpccd.control import request
+        from hpccd.agent.control import request
         try:
             return request(self.sock, "status", {})
         except Exception:

@@ -95,7 +95,7 @@ def test_the_main_job_lab_demo_runs_end_to_end(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "hpccd.cli", "demo", "--out", str(tmp_path)],
+    r = subprocess.run([sys.executable, "-m", "hpccd.cli.main", "demo", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout
@@ -112,7 +112,7 @@ def test_txrate_vs_rxrate_runs_both_variants_and_restores_the_port(tmp_path):
 
     from hpccd._bpf import ffi
     from hpccd.experiment import txrate
-    from hpccd.int_switch import port_config
+    from hpccd.lab.int_switch import port_config
 
     seen = {}
 

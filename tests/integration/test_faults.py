@@ -1,5 +1,5 @@
 """Faults in the lab (issue 9; docs/security.md "Faults"): the native
-transport (hpccd.transport, cffi_build/xsk/transport.c) under loss, burst
+transport (hpccd.transport.engine, fastpath/transport/transport.c) under loss, burst
 loss, reordering, a link going down and up, and its receiver restarted;
 the real `hpccd` daemon SIGKILLed and restarted under kernel traffic.
 
@@ -61,8 +61,8 @@ pytestmark = pytest.mark.integration
 if os.geteuid() != 0:
     pytest.skip("AF_XDP, XDP, tc and namespaces need root", allow_module_level=True)
 
-from hpccd import bpf  # noqa: E402
-from hpccd.transport import Transport, TransportError, pattern_crc32  # noqa: E402
+from hpccd.bpf import loader as bpf  # noqa: E402
+from hpccd.transport.engine import Transport, TransportError, pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
 
@@ -503,7 +503,7 @@ def _wait_ready(proc, sock: pathlib.Path, log: pathlib.Path, timeout: float = 60
     while True:
         assert proc.poll() is None, f"hpccd exited {proc.returncode}: {log.read_text()}"
         if sock.exists():
-            from hpccd.control import ControlError, request
+            from hpccd.agent.control import ControlError, request
 
             try:
                 if request(str(sock), "status", timeout=2)["pid"] == proc_pid(proc):
@@ -534,7 +534,7 @@ def _prog_gone(prog_id: int, timeout: float = 10.0) -> bool:
 
 
 def test_sender_daemon_sigkill_and_restart_keeps_kernel_traffic(dumbbell):
-    from hpccd.tcp_side import LOCK_FILE
+    from hpccd.tcp_side.engine import LOCK_FILE
 
     if not os.path.exists(HPCCD):
         pytest.skip("the hpccd entry point is not installed (pip install -e .)")

@@ -35,7 +35,7 @@ the response is silently dropped (see test_reflection_needs_napi_on_the_peer).
 Here, as on a real host, both ends run xdp_host.
 
 Every frame is sent from namespace a on the test's own veth, to addresses of
-the pair only.  The frames are built with the scapy layers of hpccd.wire.
+the pair only.  The frames are built with the scapy layers of hpccd.core.wire.
 """
 from __future__ import annotations
 
@@ -64,8 +64,9 @@ from scapy.layers.inet import ICMP, IP, TCP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd import bpf, wire  # noqa: E402
-from hpccd.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.core import wire  # noqa: E402
+from hpccd.core.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"

@@ -54,8 +54,8 @@ def test_wheel_has_the_compiled_modules_and_bpf_objects(tmp_path):
     for mod in ("_cc", "_bpf", "_transport"):
         assert any(n.startswith(f"hpccd/{mod}.") and n.endswith(".so") for n in names), mod
     built = sorted(p.name for p in (ROOT / "build" / "ebpf").glob("*.bpf.o"))
-    assert built and sorted(n.split("/")[-1] for n in names if n.startswith("hpccd/bpf/")) \
-        == built
+    assert built and sorted(n.split("/")[-1] for n in names
+                            if n.startswith("hpccd/bpf/") and n.endswith(".bpf.o")) == built
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_install_then_uninstall_leaves_nothing(scratch):
         assert v.returncode == 0 and v.stdout.startswith(f"{prog} "), v.stderr
     probe = subprocess.run(
         [str(venv / "bin" / "python"), "-c",
-         "import hpccd, hpccd._cc, hpccd._bpf, hpccd._transport, hpccd.bpf as b\n"
+         "import hpccd, hpccd._cc, hpccd._bpf, hpccd._transport, hpccd.bpf.loader as b\n"
          "print(hpccd.__file__); print(hpccd._transport.__file__); print(b.OBJ_DIR)"],
         capture_output=True, text=True, timeout=60, cwd=d)
     assert probe.returncode == 0, probe.stderr
@@ -185,7 +185,7 @@ def test_debian_package_ships_programs_unit_objects_and_docs():
             "/usr/share/doc/hpccd/configuration.md", "/usr/share/doc/hpccd/metrics.md",
             "/usr/share/man/man8/hpccd.8.gz", "/usr/share/man/man1/hpccctl.1.gz",
             "/usr/share/bash-completion/completions/hpccctl",
-            f"{pkg}/__init__.py", f"{pkg}/daemon.py"} <= paths
+            f"{pkg}/__init__.py", f"{pkg}/agent/main.py"} <= paths
     for mod in ("_cc", "_bpf", "_transport"):
         assert any(p.startswith(f"{pkg}/{mod}.") and p.endswith(".so") for p in paths), mod
     built = {p.name for p in (ROOT / "build" / "ebpf").glob("*.bpf.o")}

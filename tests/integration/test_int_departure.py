@@ -1,7 +1,7 @@
 """The lab switch's hop record is the egress port's state when the packet
 leaves the queue ([HPCC] section 4.1: "when the packet is emitted").
 
-A chain built by the lab builder (hpccd.lab), its slow port the queue:
+A chain built by the lab builder (hpccd.lab.netns), its slow port the queue:
 
     h1 ==(1 Gbit/s)== s1 --(10 Mbit/s, HTB + bfifo)--> h2
 
@@ -54,14 +54,15 @@ if os.geteuid() != 0:
     pytest.skip("building namespaces and attaching tc programs need root",
                 allow_module_level=True)
 
-lab_mod = pytest.importorskip("hpccd.lab", reason="the lab builder (hpccd.lab) is not there")
+lab_mod = pytest.importorskip("hpccd.lab.netns",
+                              reason="the lab builder (hpccd.lab.netns) is not there")
 
 from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd import wire  # noqa: E402
+from hpccd.core import wire  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
-from hpccd.topology import Ecn, Topology  # noqa: E402
+from hpccd.lab.topology import Ecn, Topology  # noqa: E402
 
 from conftest import lab_ctx  # noqa: E402
 

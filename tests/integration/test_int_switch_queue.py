@@ -1,13 +1,13 @@
 """The software INT switch (ebpf/int_switch.bpf.c) on a real queue.
 
-A three-namespace chain built by the lab builder (hpccd.lab):
+A three-namespace chain built by the lab builder (hpccd.lab.netns):
 
     h1 ==(2 Gbit/s)== s1 --(1 Gbit/s, HTB + bfifo 1 MB)--> h2
 
 int_switch is attached (by a lab port hook) to both egress ports of s1;
 port 2, toward h2, is the bottleneck.  A kernel TCP flow (iperf3, cubic,
 not ECN-capable) from h1 to h2 keeps that queue busy, and meanwhile h1
-sends hpccd PROBEs (hpccd.wire layers, room 5, COLLECT) to h2 once a
+sends hpccd PROBEs (hpccd.core.wire layers, room 5, COLLECT) to h2 once a
 millisecond from a raw IPv4 socket; h2 receives them on a UDP socket (the
 kernel checks their UDP checksum) with their TOS byte (IP_RECVTOS).
 
@@ -85,13 +85,14 @@ if shutil.which("iperf3") is None:
     pytest.skip("iperf3 is not installed (scripts/run.sh setup installs it)",
                 allow_module_level=True)
 
-lab_mod = pytest.importorskip("hpccd.lab", reason="the lab builder (hpccd.lab) is not there")
+lab_mod = pytest.importorskip("hpccd.lab.netns",
+                              reason="the lab builder (hpccd.lab.netns) is not there")
 
 from scapy.layers.inet import IP, UDP  # noqa: E402
 
-from hpccd import wire  # noqa: E402
+from hpccd.core import wire  # noqa: E402
 from hpccd._bpf import ffi, lib  # noqa: E402
-from hpccd.topology import Ecn, Topology  # noqa: E402
+from hpccd.lab.topology import Ecn, Topology  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

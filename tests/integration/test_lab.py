@@ -1,4 +1,4 @@
-"""The netns lab (hpccd.lab, docs/lab.md) built from each bundled topology.
+"""The netns lab (hpccd.lab.netns, docs/lab.md) built from each bundled topology.
 
 Invariants protected:
 - every host reaches every other host and back, and the IP TTL each way
@@ -49,9 +49,9 @@ from pyroute2 import IPRoute, NetNS  # noqa: E402
 from pyroute2.ethtool import Ethtool  # noqa: E402
 
 from conftest import _created, lab_ctx, list_test_netns, new_lab_name  # noqa: E402
-from hpccd import lab as labmod  # noqa: E402
-from hpccd.lab import HOST_IFNAME, Lab, LabError, port_ifname  # noqa: E402
-from hpccd.topology import Topology, bundled  # noqa: E402
+from hpccd.lab import netns as labmod  # noqa: E402
+from hpccd.lab.netns import HOST_IFNAME, Lab, LabError, port_ifname  # noqa: E402
+from hpccd.lab.topology import Topology, bundled  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TC_OBJ = ROOT / "build" / "ebpf" / "tc_tracker.bpf.o"
@@ -61,8 +61,8 @@ TC_PROG = "hpccd_tc_tracker"
 def hpccctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT / "daemon") + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "hpccd.cli", "lab", *args], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "hpccd.cli.main", "lab", *args],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
 
 
 def nothing_left(lab: Lab) -> list[str]:
@@ -458,7 +458,7 @@ def test_port_hooks_run_once_per_switch_port_inside_its_namespace(lab):
 
 @pytest.mark.bpf
 def test_a_tc_program_attached_by_a_hook_is_gone_after_down():
-    from hpccd import bpf
+    from hpccd.bpf import loader as bpf
 
     if not TC_OBJ.exists():
         pytest.skip(f"{TC_OBJ.relative_to(ROOT)} is not built (make bpf)")
@@ -524,7 +524,8 @@ def test_hpccctl_lab_up_status_down_across_processes():
         # the INT switch's dequeue tracepoint outlives the process that built
         # the lab through its pinned link (docs/lab.md "Where the record is
         # stamped")
-        from hpccd import bpf, int_switch
+        from hpccd.bpf import loader as bpf
+        from hpccd.lab import int_switch
         pin = os.path.join(int_switch.pin_dir(name, "s1"), int_switch.DEQ_LINK_PIN)
         r = subprocess.run(["bpftool", "-j", "link", "show", "pinned", pin],
                            capture_output=True, text=True, timeout=30)

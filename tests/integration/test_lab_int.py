@@ -1,8 +1,8 @@
 """INT end to end through the lab's switches: 1, 2 and 3 switch hops,
 the INT header's room running out, and a path change.
 
-The lab attaches the software INT switch (hpccd.int_switch) to every
-switch port from the topology.  Hosts send hpccd PROBEs (hpccd.wire
+The lab attaches the software INT switch (hpccd.lab.int_switch) to every
+switch port from the topology.  Hosts send hpccd PROBEs (hpccd.core.wire
 layers, COLLECT set) from an ordinary UDP socket to the hpccd port of
 another host, where an ordinary UDP socket receives them (no XDP program on
 the hosts: the receiving kernel checks the UDP checksum the switches
@@ -38,8 +38,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("network namespaces and tc programs need root", allow_module_level=True)
 
-from hpccd import wire  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
+from hpccd.core import wire  # noqa: E402
+from hpccd.lab.topology import Topology  # noqa: E402
 
 TS_MOD = 1 << 24
 
@@ -239,7 +239,7 @@ def test_a_route_change_changes_the_path_id(diamond):
 
 
 def test_reroute_refuses_loops_and_non_forwarding_neighbours(diamond):
-    from hpccd.lab import LabError
+    from hpccd.lab.netns import LabError
 
     topo = diamond.topology
     to_h4 = next(pt.number for pt in topo.switches["s1"].ports if pt.peer == "h4")

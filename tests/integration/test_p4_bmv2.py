@@ -106,11 +106,12 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
 from conftest import _created, _remove_netns, list_test_netns, new_lab_name  # noqa: E402
-from hpccd import bpf, wire  # noqa: E402
-from hpccd import p4runtime_gen as gen  # noqa: E402
-from hpccd.lab import netns_inode, pids_in_netns  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
-from hpccd.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.core import wire  # noqa: E402
+from hpccd.lab import p4runtime_gen as gen  # noqa: E402
+from hpccd.lab.netns import netns_inode, pids_in_netns  # noqa: E402
+from hpccd.lab.topology import Topology  # noqa: E402
+from hpccd.core.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
 
 
 def _cli_python() -> list[str]:

@@ -2,7 +2,7 @@
 during a transfer.
 
 Lab: h1 -> s1 -> h2, the s1 -> h2 port 1 Gbit/s (the bottleneck), the
-software INT switch on every port.  ``hpccd.lab_metrics.add_links`` gives
+software INT switch on every port.  ``hpccd.lab.metrics.add_links`` gives
 each host a management address the root namespace reaches (what ``hpccctl
 lab prometheus`` does), each host runs a daemon (``transport``; h1's
 ``tcp_side`` too) whose exporter listens there, and the test starts ``prometheus`` in the root
@@ -49,10 +49,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("namespaces, XDP and AF_XDP need root", allow_module_level=True)
 
-from hpccd import lab_metrics  # noqa: E402
-from hpccd.control import request  # noqa: E402
+from hpccd.lab import metrics as lab_metrics  # noqa: E402
+from hpccd.agent.control import request  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
+from hpccd.lab.topology import Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"

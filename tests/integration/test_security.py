@@ -45,7 +45,7 @@ pytestmark = pytest.mark.integration
 if os.geteuid() != 0:
     pytest.skip("AF_XDP, XDP and namespaces need root", allow_module_level=True)
 
-from hpccd.transport import Transport, TransportError, lib, pattern_crc32  # noqa: E402
+from hpccd.transport.engine import Transport, TransportError, lib, pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
 
@@ -98,7 +98,7 @@ def _ack(r1: str, h1: str, sport: int, flow_id: int, *, key: bytes | None, fb_se
     trailer at all with truncate."""
     from scapy.layers.inet import IP, UDP
 
-    from hpccd import wire
+    from hpccd.core import wire
 
     hdr = wire.Hpccd(type=wire.T_ACK, flow_id=flow_id, ack=ack)
     if truncate:
@@ -115,7 +115,7 @@ def _probe_resp(r1: str, h1: str, sport: int, flow_id: int, *, key: bytes | None
                 seq: int) -> bytes:
     from scapy.layers.inet import IP, UDP
 
-    from hpccd import wire
+    from hpccd.core import wire
 
     p = IP(src=r1, dst=h1) / UDP(sport=PORT, dport=sport) / wire.HpccdInt(room=0) / \
         wire.Hpccd(type=5, flow_id=flow_id, seq=seq) / wire.HpccdTag()
@@ -155,7 +155,7 @@ class _RawUdp:
 
 
 def _xdp_slot(tp: Transport, name: str) -> int:
-    from hpccd import bpf_counters
+    from hpccd.bpf import counters as bpf_counters
 
     return tp.xdp_counters()[next(s.index for s in bpf_counters.XDP_SLOTS if s.name == name)]
 
@@ -285,7 +285,7 @@ def _ping_probe(lab, key: bytes | None) -> tuple[bool, bool]:
     PROBE_RESP's tag verifies under K1, under K2."""
     from scapy.layers.inet import IP, UDP
 
-    from hpccd import wire
+    from hpccd.core import wire
 
     r1, h1 = lab.address("r1"), lab.address("h1")
     s = _sock(lab, "r1")
@@ -309,7 +309,7 @@ def _ping_probe(lab, key: bytes | None) -> tuple[bool, bool]:
 
 
 def test_daemon_sighup_rotates_the_key_into_xdp(lab):
-    from hpccd.control import ControlError, request
+    from hpccd.agent.control import ControlError, request
 
     if not os.path.exists(HPCCD):
         pytest.skip("the hpccd entry point is not installed")
@@ -426,7 +426,7 @@ def test_flood_of_new_flows_and_probes_from_one_peer(lab, engines):
     r1 = lab.address("r1")
     flow = tx.open_flow(r1, 30_000_000, algo="hpcc", line_rate_bps=400_000_000,
                         hpcc={"T_ns": T_NS}, timeout_s=20)
-    from hpccd import wire
+    from hpccd.core import wire
 
     flood = _sock(lab, "h2")
     raw = _RawUdp(lab, "h2")
@@ -483,7 +483,7 @@ def test_receiver_table_recycles_finished_flows(lab, engines):
     table = 1024
     rx = engines("r1", ack_every=1, config={"rx_flows": table})
     r1 = lab.address("r1")
-    from hpccd import wire
+    from hpccd.core import wire
 
     s = _RawUdp(lab, "h2")
     total = table + 200

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 if os.geteuid() != 0:
     pytest.skip("AF_XDP, XDP and namespaces need root", allow_module_level=True)
 
-from hpccd.transport import Transport, pattern_crc32  # noqa: E402
+from hpccd.transport.engine import Transport, pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx  # noqa: E402
 

@@ -14,7 +14,7 @@ And "dctcp" without marks: ECN is negotiated (TCP_CONG_NEEDS_ECN), alpha
 starts at 1 and decays by exactly [DCTCP]'s scaled integer update with
 g = 1/16 per observation window ([DCTCP] section 4), no reduction happens.
 
-Part 2, the lab (hpccd.lab with its INT switch on every switch port):
+Part 2, the lab (hpccd.lab.netns with its INT switch on every switch port):
     h1 ==(2 Gbit/s)== s1 --(1 Gbit/s, 500 KB bfifo)--> h2
 - `iperf3 -C dctcp` and `iperf3 -C hpcc` run unchanged and move data;
 - dctcp with threshold marking at K on s1's bottleneck port keeps that
@@ -54,10 +54,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("struct_ops, namespaces and tc programs need root", allow_module_level=True)
 
-from hpccd import bpf, tcp_side  # noqa: E402
-from hpccd.tcp_side import (CFG_FMT, CST_FMT, DCTCP_ST_FMT, WIN_FMT, TcpCc,  # noqa: E402
-                            TcpSide, flow_key, read_counters)
-from hpccd.topology import Topology  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.tcp_side import engine as tcp_side  # noqa: E402
+from hpccd.tcp_side.engine import (CFG_FMT, CST_FMT, DCTCP_ST_FMT, WIN_FMT, TcpCc, TcpSide,
+                                   flow_key, read_counters)
+from hpccd.lab.topology import Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"

@@ -1,8 +1,8 @@
-"""The native transport (hpccd.transport, cffi_build/xsk/transport.c) in the lab.
+"""The native transport (hpccd.transport.engine, fastpath/transport/transport.c) in the lab.
 
 The bundled dumbbell (docs/lab.md): h1, h2, h3 -> s1 -> (1 Gbit/s, 500 KB)
 -> s2 -> r1, r2, access links at 2 Gbit/s; the software INT switch on every
-switch port (hpccd.lab attaches it), s1 marking ECN at K = 3000 bytes.  One
+switch port (hpccd.lab.netns attaches it), s1 marking ECN at K = 3000 bytes.  One
 engine per host (xdp_host in generic mode on eth0, an AF_XDP socket in copy
 mode, one native thread), all in this process.
 
@@ -49,8 +49,8 @@ pytestmark = pytest.mark.integration
 if os.geteuid() != 0:
     pytest.skip("AF_XDP, XDP, tc and namespaces need root", allow_module_level=True)
 
-from hpccd import bpf  # noqa: E402
-from hpccd.transport import Transport, pattern_bytes, pattern_crc32  # noqa: E402
+from hpccd.bpf import loader as bpf  # noqa: E402
+from hpccd.transport.engine import Transport, pattern_bytes, pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
 from hpccd.experiment.common import dumbbell as dumbbell_topology  # noqa: E402
@@ -338,7 +338,7 @@ FAIR_TOPOLOGY = dumbbell_topology("fair", "10.114.0.0/16", ["h1", "h2", "h3"], [
 
 
 def test_sixteen_flows_jain(dumbbell):
-    from hpccd.topology import Topology
+    from hpccd.lab.topology import Topology
 
     fair_line = 1_000_000_000
     with lab_ctx(Topology.loads(FAIR_TOPOLOGY)) as lab:
@@ -480,12 +480,12 @@ def test_cli_send_recv(dumbbell):
     """hpccctl recv in r1, hpccctl send in h1: the same CRC-32 on both sides."""
     import json
 
-    recv = dumbbell.popen("r1", [sys.executable, "-m", "hpccd.cli", "recv", "--count", "1",
+    recv = dumbbell.popen("r1", [sys.executable, "-m", "hpccd.cli.main", "recv", "--count", "1",
                                  "--json", "--timeout", "30"],
                           stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)                         # xdp_host attached, engine up
-        sent = dumbbell.run("h1", [sys.executable, "-m", "hpccd.cli", "send",
+        sent = dumbbell.run("h1", [sys.executable, "-m", "hpccd.cli.main", "send",
                                    dumbbell.address("r1"), "--bytes", "2M", "--algo", "dctcp",
                                    "--json", "--timeout", "30"], timeout=60)
         assert sent.returncode == 0, sent.stderr

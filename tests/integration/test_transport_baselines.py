@@ -1,5 +1,5 @@
 """DCQCN and TIMELY, the HPCC paper's rate-based baselines ([HPCC] section
-5.1), as native transport flows in the lab (cffi_build/xsk/cc_dcqcn.c,
+5.1), as native transport flows in the lab (fastpath/transport/cc_dcqcn.c,
 cc_timely.c, cnp.c).
 
 A dumbbell of its own (experiment.common.dumbbell): h1 -> s1 -> (200
@@ -38,8 +38,8 @@ if os.geteuid() != 0:
 from hpccd.experiment import baselines  # noqa: E402
 from hpccd.experiment.algos import ALGOS  # noqa: E402
 from hpccd.experiment.common import dumbbell as dumbbell_topology  # noqa: E402
-from hpccd.topology import Topology  # noqa: E402
-from hpccd.transport import pattern_crc32  # noqa: E402
+from hpccd.lab.topology import Topology  # noqa: E402
+from hpccd.transport.engine import pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
 
@@ -113,7 +113,7 @@ def test_dcqcn_byte_exact_cnps_cut_the_rate(dumbbell, engines):
     assert rates and min(rates) < LINE / 2
     assert st["window_bytes"] >= 1e15          # rate-based: no window of its own
     # the topology's marking (DCTCP's K) is back
-    from hpccd.int_switch import port_config
+    from hpccd.lab.int_switch import port_config
     sp = sw.ports[("s1", BOTTLENECK_PORT)]
     topo = port_config(sp.switch, sp.port, sample=True)
     assert topo.kmin_bytes != e.kmin_bytes or topo.kmax_bytes != e.kmax_bytes

@@ -19,11 +19,11 @@ import sys
 import pytest
 
 from conftest import lab_ctx, netns_pair_ctx, transport_engines
-from hpccd import bpf_counters
+from hpccd.bpf import counters as bpf_counters
 from hpccd.experiment.common import dumbbell
-from hpccd.topology import Topology
+from hpccd.lab.topology import Topology
 
-tp = pytest.importorskip("hpccd.transport", reason="hpccd._transport not built")
+tp = pytest.importorskip("hpccd.transport.engine", reason="hpccd._transport not built")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and AF_XDP need root")
 
@@ -124,7 +124,7 @@ def test_jumbo_selective_repeat_under_loss_through_a_switch():
     """1 % of the data lost at the switch: the receiver keeps the
     out-of-order multi-buffer packets (copies), the sender resends each
     lost packet about once, every byte arrives."""
-    from hpccd import bpf
+    from hpccd.bpf import loader as bpf
 
     if not LOSS_OBJ.exists():
         pytest.skip("build/ebpf objects missing (make bpf)")

@@ -42,9 +42,9 @@ pytestmark = pytest.mark.integration
 if os.geteuid() != 0:
     pytest.skip("AF_XDP, XDP, tc and namespaces need root", allow_module_level=True)
 
-from hpccd import bpf  # noqa: E402
-from hpccd import bpf_counters  # noqa: E402
-from hpccd.transport import Transport, TransportError, pattern_crc32  # noqa: E402
+from hpccd.bpf import loader as bpf  # noqa: E402
+from hpccd.bpf import counters as bpf_counters  # noqa: E402
+from hpccd.transport.engine import Transport, TransportError, pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
 

@@ -1,5 +1,5 @@
 """Several engines per interface (issue 14, item 5): one engine per RX queue
-of a multi-queue veth, sharing one xdp_host (hpccd.transport.Engines), flows
+of a multi-queue veth, sharing one xdp_host (hpccd.transport.engine.Engines), flows
 spread over the engines, each engine's thread on a CPU of its own.
 
 The veth keeps the queue when its peer runs XDP natively: a frame sent on
@@ -18,7 +18,7 @@ import pytest
 
 from conftest import netns_pair_ctx
 
-tp = pytest.importorskip("hpccd.transport", reason="hpccd._transport not built")
+tp = pytest.importorskip("hpccd.transport.engine", reason="hpccd._transport not built")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and AF_XDP need root")
 

@@ -1,5 +1,5 @@
-"""The receive side of the native transport (hpccd.transport,
-cffi_build/xsk/transport.c) on one veth, with traffic from ordinary sockets:
+"""The receive side of the native transport (hpccd.transport.engine,
+fastpath/transport/transport.c) on one veth, with traffic from ordinary sockets:
 what reaches the engine, what stays on the kernel's path, and the life of
 its thread.
 
@@ -53,9 +53,10 @@ if os.geteuid() != 0:
 from scapy.layers.inet import ICMP  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd import bpf, wire  # noqa: E402
-from hpccd.bpf_counters import XDP_SLOTS  # noqa: E402
-from hpccd.transport import XDP_HOST, TransportError  # noqa: E402
+from hpccd.bpf import loader as bpf
+from hpccd.core import wire  # noqa: E402
+from hpccd.bpf.counters import XDP_SLOTS  # noqa: E402
+from hpccd.transport.engine import XDP_HOST, TransportError  # noqa: E402
 
 from conftest import transport_engines  # noqa: E402
 
@@ -298,7 +299,7 @@ def test_interface_gone_ends_the_thread(netns_pair, engines):
 # ---- errors -------------------------------------------------------------------------------
 
 def test_create_errors_name_interface_and_queue(netns_pair, engines):
-    from hpccd.transport import Transport
+    from hpccd.transport.engine import Transport
 
     p = netns_pair
     cases = [    # (engine arguments, errno or None, words of the message)

@@ -56,8 +56,8 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpccd.cc import (Dcqcn, DcqcnNotificationPoint, Dctcp, Hpcc, Ldcp, RxHpcc, Timely,
-                      hop_pack, speed_mbps)
+from hpccd.core.cc import (Dcqcn, DcqcnNotificationPoint, Dctcp, Hpcc, Ldcp, RxHpcc, Timely,
+                           hop_pack, speed_mbps)
 
 PROFILE = settings(max_examples=200, deadline=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,4 +1,4 @@
-"""Counter slot names of hpccd.bpf_counters against ebpf/hpccd_kern_user.h.
+"""Counter slot names of hpccd.bpf.counters against ebpf/hpccd_kern_user.h.
 
 Invariant protected: every slot of enum hpccd_xdp_counter / enum
 hpccd_tc_counter has exactly one label value, in slot order, and the
@@ -10,7 +10,8 @@ from __future__ import annotations
 import pathlib
 import re
 
-from hpccd import bpf_counters, wire
+from hpccd.bpf import counters as bpf_counters
+from hpccd.core import wire
 
 HEADER = pathlib.Path(__file__).resolve().parents[2] / "ebpf" / "hpccd_kern_user.h"
 

@@ -1,4 +1,4 @@
-"""hpccd.checksum: the package's one Internet checksum (RFC 1071), against
+"""hpccd.core.checksum: the package's one Internet checksum (RFC 1071), against
 known vectors and against scapy's independent implementation."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import struct
 import pytest
 from scapy.utils import checksum as scapy_checksum
 
-from hpccd.checksum import internet_checksum
+from hpccd.core.checksum import internet_checksum
 
 VECTORS = [
     # RFC 1071 section 3: the words 0001 f203 f4f5 f6f7 sum to 2ddf0, folded

@@ -1,4 +1,4 @@
-"""hpccd.completion: bash completion written from the argparse definitions.
+"""hpccd.cli.completion: bash completion written from the argparse definitions.
 
 Invariants protected: the script, sourced by bash, completes hpccctl's
 subcommands at each level (``lab`` -> up, down, status), the options of the
@@ -26,7 +26,7 @@ CASES = [
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_completion_in_bash(tmp_path):
-    script = subprocess.run([sys.executable, "-m", "hpccd.completion"], capture_output=True,
+    script = subprocess.run([sys.executable, "-m", "hpccd.cli.completion"], capture_output=True,
                             text=True, timeout=60, check=True).stdout
     (tmp_path / "c.bash").write_text(script)
     (tmp_path / "hpccd.toml").write_text("")

@@ -1,4 +1,4 @@
-"""The daemon's configuration (hpccd.config, docs/configuration.md).
+"""The daemon's configuration (hpccd.agent.config, docs/configuration.md).
 
 Invariants protected:
 - every refusal names the file, the line and the key at fault, for schema
@@ -21,8 +21,8 @@ import textwrap
 
 import pytest
 
-from hpccd import config
-from hpccd.config import ConfigError
+from hpccd.agent import config
+from hpccd.agent.config import ConfigError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "systemd" / "hpccd.toml"
@@ -167,7 +167,7 @@ def test_frame_sizes_are_the_engines():
     """transport.frame_bytes accepts exactly the UMEM frame sizes the engine
     takes (HPCCD_TP_FRAME_MIN, _MAX of include/hpccd/transport.h), so a
     valid configuration never fails at engine creation."""
-    tp = pytest.importorskip("hpccd.transport", reason="hpccd._transport not built")
+    tp = pytest.importorskip("hpccd.transport.engine", reason="hpccd._transport not built")
     assert config.FRAME_SIZES == (tp.lib.HPCCD_TP_FRAME_MIN, tp.lib.HPCCD_TP_FRAME_MAX)
     for frame in config.FRAME_SIZES:
         c = config.loads(BASE + f"[transport]\nframe_bytes = {frame}\n", "hpccd.toml")
@@ -341,7 +341,7 @@ def test_restart_only_changes():
 
 
 def test_atoms_of_nested_prefixes():
-    from hpccd.config import _atom_example
+    from hpccd.agent.config import _atom_example
 
     n = ipaddress.IPv4Network
     assert _atom_example(n("10.0.0.0/31"), [n("10.0.0.0/32"), n("10.0.0.1/32")]) is None
@@ -446,11 +446,11 @@ def test_dcqcn_and_timely_are_algorithms_with_their_own_tables(keyfile):
 
 def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
     """[tcp_side] (issue 19): the probe engine's options, defaults those of
-    hpccd.tcp_side.TcpSide, as its keyword arguments; out of range refused
+    hpccd.tcp_side.engine.TcpSide, as its keyword arguments; out of range refused
     at the key's line; a change needs a restart."""
     import inspect
 
-    from hpccd.tcp_side import TcpSide
+    from hpccd.tcp_side.engine import TcpSide
     sig = inspect.signature(TcpSide.__init__).parameters
     d = config.loads(BASE).tcp_side_opts.kwargs()
     assert d == {k: sig[k].default for k in d}          # one set of defaults

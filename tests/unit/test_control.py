@@ -1,5 +1,5 @@
-"""The control socket (hpccd.control) and hpccctl's side of it
-(hpccd.control_client), without a daemon: a handler stands in for it.
+"""The control socket (hpccd.agent.control) and hpccctl's side of it
+(hpccd.agent.control_client), without a daemon: a handler stands in for it.
 
 Invariants protected: one JSON request, one JSON answer; malformed,
 unknown and oversized requests get an error answer and the server keeps
@@ -21,7 +21,7 @@ import threading
 
 import pytest
 
-from hpccd import control, control_client
+from hpccd.agent import control, control_client
 
 
 class Server:

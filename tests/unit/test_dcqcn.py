@@ -1,5 +1,5 @@
 """DCQCN (Y. Zhu et al., "Congestion Control for Large-Scale RDMA
-Deployments", SIGCOMM 2015, section 3.1) through hpccd.cc: every expected
+Deployments", SIGCOMM 2015, section 3.1) through hpccd.core.cc: every expected
 value is worked out by hand from the paper's equations, with the arithmetic
 next to it.
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpccd.cc import (Dcqcn, DcqcnNotificationPoint, ParamError, dcqcn_ecn_for_rate,
-                      dcqcn_mark_prob, make_flow)
+from hpccd.core.cc import (Dcqcn, DcqcnNotificationPoint, ParamError, dcqcn_ecn_for_rate,
+                           dcqcn_mark_prob, make_flow)
 
 G = 1 / 256
 LINE = 10_000_000_000

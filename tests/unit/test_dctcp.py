@@ -1,4 +1,4 @@
-"""DCTCP ([DCTCP]) through hpccd.cc: every expected value below is worked out
+"""DCTCP ([DCTCP]) through hpccd.core.cc: every expected value below is worked out
 by hand from [DCTCP]'s equations, with the arithmetic next to it.
 
 [DCTCP] = the DCTCP Internet-Draft that became RFC 8257 (docs/references.md):
@@ -17,7 +17,7 @@ import random
 
 import pytest
 
-from hpccd.cc import CCError, Dctcp, DctcpReceiver, ParamError
+from hpccd.core.cc import CCError, Dctcp, DctcpReceiver, ParamError
 
 SCF = 65536           # [DCTCP] section 4: scaling factor
 MSS = 1000

@@ -20,7 +20,7 @@ KEY_HEX = DOC["tag_key_hex"]
 def hpccctl(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT / "daemon") + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "hpccd.cli", "decode", *args],
+    return subprocess.run([sys.executable, "-m", "hpccd.cli.main", "decode", *args],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
 
 

@@ -4,7 +4,7 @@ state initialiser, through the engine's own receive path, timers and
 scheduler over a simulated link with delay, random loss, reordering and a
 finite RX ring in front of a receiver that may be slower than its sender.
 Only the ring layer is fake (tests/unit/engine/fake_rings.c stands in for
-cffi_build/xsk/rings.c).
+fastpath/transport/rings.c).
 
 Invariants protected (issue 14, items 2 and 3):
 - every transfer is byte-exact (the receiver's CRC-32 is the pattern's) and

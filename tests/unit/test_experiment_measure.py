@@ -7,7 +7,7 @@ import math
 import pytest
 
 from hpccd.experiment import algos, incast, measure
-from hpccd.int_switch import QueueSample
+from hpccd.lab.int_switch import QueueSample
 
 
 def qs(ts_ns: int, backlog: int, tx: int = 0) -> QueueSample:
@@ -95,7 +95,7 @@ def test_parse_algos_refuses_unknown_and_repeated():
 
 
 def test_incast_topology_is_valid_and_has_one_bottleneck():
-    from hpccd.topology import Topology
+    from hpccd.lab.topology import Topology
     t = Topology.loads(incast.topology(7, 1000, 1_000_000, 30_000))
     assert len(t.hosts) == 9 and list(t.switches) == ["s1"]
     assert t.switches["s1"].ecn.kmin_bytes == 30_000
@@ -125,7 +125,7 @@ def test_port_rate_interpolates_the_byte_counter():
 
 def test_txrate_experiment_topology_and_swings():
     from hpccd.experiment import txrate
-    from hpccd.topology import Topology
+    from hpccd.lab.topology import Topology
     t = Topology.loads(txrate.topology(dict(txrate.DEFAULTS)))
     assert sorted(t.hosts) == ["h1", "h2", "r1"] and t.switches["s1"].ecn is None
     assert txrate._swings([0, 10, 0, 10, 0]) == 4

@@ -221,14 +221,14 @@ def test_ideal_fct_by_hand():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="hpccctl experiment needs root")
 def test_cli_says_which_file_is_missing_and_builds_no_lab(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "hpccd.cli", "experiment", "fct", "--algos",
+    r = subprocess.run([sys.executable, "-m", "hpccd.cli.main", "experiment", "fct", "--algos",
                         "cubic", "--cdf-dir", str(tmp_path), "--out", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
     assert str(tmp_path / "websearch.cdf") in r.stderr
     assert str(tmp_path / "fb_hadoop.cdf") in r.stderr
     assert not (tmp_path / "out").exists()
-    r = subprocess.run([sys.executable, "-m", "hpccd.cli", "experiment", "fct", "--loads", "50",
-                        "--cdf", TEST_CDF, "--out", str(tmp_path / "out")],
+    r = subprocess.run([sys.executable, "-m", "hpccd.cli.main", "experiment", "fct",
+                        "--loads", "50", "--cdf", TEST_CDF, "--out", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "0 < load < 1" in r.stderr, r.stderr

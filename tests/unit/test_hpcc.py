@@ -16,9 +16,9 @@ import math
 
 import pytest
 
-from hpccd import cc
+from hpccd.core import cc
 from hpccd._cc import ffi, lib
-from hpccd.cc import CCError, Hpcc, ParamError, RxHpcc
+from hpccd.core.cc import CCError, Hpcc, ParamError, RxHpcc
 
 GBPS = 1_000_000_000
 B100 = 100 * GBPS

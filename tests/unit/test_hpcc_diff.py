@@ -2,9 +2,9 @@
 before the per-ACK instruction-count work (docs/benchmarks.md).
 
 tests/unit/hpcc_diff/ref_hpcc.c is that implementation, frozen (commit 290738d
-of cffi_build/cc/hpcc.c, byte for byte below its header comment).
+of fastpath/cc/hpcc.c, byte for byte below its header comment).
 hpcc_diff.c links it, every hpccd_hpcc_* symbol renamed to ref_hpccd_hpcc_*,
-with the current cffi_build/cc/hpcc.c and drives both with the same random
+with the current fastpath/cc/hpcc.c and drives both with the same random
 calls of every entry point (NewAck, NewINT, both wire forms, the batch API,
 decode_hops, set_active_flows, rate_bps, hops aliasing the flow's own L) over
 random INT sequences: steady paths (the unrolled fast path) mixed with
@@ -32,8 +32,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent / "hpcc_diff"
-HPCC_C = ROOT / "cffi_build" / "cc" / "hpcc.c"
-INT_DECODE_C = ROOT / "cffi_build" / "cc" / "int_decode.c"
+HPCC_C = ROOT / "fastpath" / "cc" / "hpcc.c"
+INT_DECODE_C = ROOT / "fastpath" / "cc" / "int_decode.c"
 # The core's numeric flags (include/hpccd/cc.h, "Numeric type").
 CFLAGS = ["-O2", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math", "-Wall",
           "-Wextra", "-Wno-unused-parameter", "-Werror", f"-I{ROOT / 'include'}"]

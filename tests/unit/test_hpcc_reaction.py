@@ -20,7 +20,7 @@ import random
 
 import pytest
 
-from hpccd import cc
+from hpccd.core import cc
 
 B = 100_000_000_000
 T_NS = 13_000

@@ -1,4 +1,4 @@
-"""hpccd.int_switch.port_config: what each switch port's struct
+"""hpccd.lab.int_switch.port_config: what each switch port's struct
 hpccd_sw_port says for a topology (docs/lab.md "The INT switch").
 
 The struct, flag bits and counter slots come from ebpf/hpccd_kern_user.h
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from hpccd import int_switch
+from hpccd.lab import int_switch
 from hpccd._bpf import ffi, lib
-from hpccd.topology import Ecn, Topology
+from hpccd.lab.topology import Ecn, Topology
 
 BASE = """
 [lab]

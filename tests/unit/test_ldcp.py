@@ -1,4 +1,4 @@
-"""LDCP ([LDCP]) through hpccd.cc: every expected value below is worked out
+"""LDCP ([LDCP]) through hpccd.core.cc: every expected value below is worked out
 by hand from [LDCP]'s equations, with the arithmetic next to it.
 
 [LDCP] = the LDCP Internet-Draft, PFC-Free Low Delay Control Protocol (docs/references.md):
@@ -22,7 +22,7 @@ import random
 
 import pytest
 
-from hpccd.cc import Ldcp, ParamError
+from hpccd.core.cc import Ldcp, ParamError
 
 
 def stable(iw: int = 4, **params) -> Ldcp:

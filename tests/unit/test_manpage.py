@@ -1,6 +1,6 @@
-"""hpccd.manpage: man pages written from the argparse definitions.
+"""hpccd.cli.manpage: man pages written from the argparse definitions.
 
-Invariants protected: ``python3 -m hpccd.manpage hpccctl`` / ``hpccd`` give
+Invariants protected: ``python3 -m hpccd.cli.manpage hpccctl`` / ``hpccd`` give
 pages that groff formats without a warning; the hpccctl page has a section
 for every subcommand, nested ones included (``lab up``), and every option
 of every subcommand and of the programs themselves; an unknown page name is
@@ -15,11 +15,12 @@ import sys
 
 import pytest
 
-from hpccd import cli, daemon
+from hpccd.cli import main as cli
+from hpccd.agent import main as daemon
 
 
 def page(name: str) -> str:
-    r = subprocess.run([sys.executable, "-m", "hpccd.manpage", name], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "hpccd.cli.manpage", name], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout
@@ -51,6 +52,6 @@ def test_every_command_and_option_is_on_the_page(name, section, parser):
 
 
 def test_unknown_page_is_a_usage_error():
-    r = subprocess.run([sys.executable, "-m", "hpccd.manpage", "nosuch"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "hpccd.cli.manpage", "nosuch"], capture_output=True,
                        text=True, timeout=60)
-    assert r.returncode == 2 and "usage: python3 -m hpccd.manpage {hpccd,hpccctl}" in r.stderr
+    assert r.returncode == 2 and "usage: python3 -m hpccd.cli.manpage {hpccd,hpccctl}" in r.stderr

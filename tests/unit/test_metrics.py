@@ -1,5 +1,5 @@
-"""The Prometheus exporter (hpccd.metrics), the flow table it reads
-(hpccd.flows), docs/metrics.md and the Grafana dashboard.
+"""The Prometheus exporter (hpccd.agent.metrics), the flow table it reads
+(hpccd.agent.flows), docs/metrics.md and the Grafana dashboard.
 
 Invariants protected:
 - the collector emits exactly the metrics of its METRICS table, with the
@@ -24,8 +24,9 @@ import types
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hpccd import cc, config, metrics
-from hpccd.flows import FlowLimitError, FlowTable
+from hpccd.core import cc
+from hpccd.agent import config, metrics
+from hpccd.agent.flows import FlowLimitError, FlowTable
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "grafana" / "hpccd-dashboard.json"
@@ -156,7 +157,7 @@ def test_tcp_side_probe_engine_metrics():
     """A tcp_side component's probe_metrics(): the lateness histogram from the
     engine's buckets, probes per RTT as a ratio of two counters, the CC's ACKs
     by mode and its fallbacks."""
-    from hpccd import tcp_side
+    from hpccd.tcp_side import engine as tcp_side
     n = len(tcp_side.LATENESS_BUCKETS) + 1
     hist = [0] * n
     hist[0], hist[3], hist[-1] = 5, 2, 1                     # <= 5 us, <= 50 us, > 10 ms

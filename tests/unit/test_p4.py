@@ -30,14 +30,14 @@ import struct
 
 import pytest
 
-from hpccd import p4runtime_gen as gen
-from hpccd.topology import Topology
+from hpccd.lab import p4runtime_gen as gen
+from hpccd.lab.topology import Topology
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 P4_FILE = ROOT / "switch_p4" / "hpccd.p4"
 WIRE_H = ROOT / "include" / "hpccd" / "wire.h"
 INT_HOP_H = ROOT / "include" / "hpccd" / "int_hop.h"
-INT_DECODE_C = ROOT / "cffi_build" / "cc" / "int_decode.c"
+INT_DECODE_C = ROOT / "fastpath" / "cc" / "int_decode.c"
 RUNTIME = ROOT / "switch_p4" / "runtime"
 VECTORS = ROOT / "tests" / "vectors" / "wire.json"
 BUNDLED = ["dumbbell", "incast", "tree"]
@@ -427,7 +427,7 @@ def _toml(name: str) -> dict:
 
 def _addressing(doc: dict):
     """Addresses, port numbers and hosts by docs/topology.md, computed here from
-    the TOML alone (not through hpccd.topology)."""
+    the TOML alone (not through hpccd.lab.topology)."""
     subnet = ipaddress.IPv4Network(doc["lab"]["subnet"])
     switches = {s["name"] for s in doc["switches"]}
     addr, peer_at, hosts = {}, {}, {}

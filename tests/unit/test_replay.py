@@ -10,7 +10,7 @@ from importlib import resources
 
 import pytest
 
-from hpccd import replay, tracegen
+from hpccd.core import replay, tracegen
 
 TRACES = resources.files("hpccd").joinpath("traces")
 
@@ -28,7 +28,7 @@ def ev(seq: int, snd_nxt: int, *hops: dict, **extra) -> str:
 
 def hpccctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    return subprocess.run([sys.executable, "-m", "hpccd.cli", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "hpccd.cli.main", *args], input=stdin,
                           capture_output=True, text=True, env=env, timeout=120)
 
 

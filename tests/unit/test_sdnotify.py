@@ -1,4 +1,4 @@
-"""sd_notify (hpccd.sdnotify) against real AF_UNIX datagram sockets.
+"""sd_notify (hpccd.agent.sdnotify) against real AF_UNIX datagram sockets.
 
 Invariants protected: messages reach a path socket and an abstract
 ('@'-prefixed) one, as KEY=VALUE lines; no NOTIFY_SOCKET is a silent no-op;
@@ -12,7 +12,7 @@ import os
 import secrets
 import socket
 
-from hpccd import sdnotify
+from hpccd.agent import sdnotify
 
 
 def _recv(s: socket.socket) -> dict[str, str]:

@@ -18,9 +18,9 @@ import subprocess
 
 import pytest
 
-from hpccd.config import DEFAULT_CONTROL_SOCKET
-from hpccd.daemon import EXIT_CONFIG, EXIT_NO_INTERFACE
-from hpccd.tcp_side import LOCK_FILE
+from hpccd.agent.config import DEFAULT_CONTROL_SOCKET
+from hpccd.agent.main import EXIT_CONFIG, EXIT_NO_INTERFACE
+from hpccd.tcp_side.engine import LOCK_FILE
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "hpccd.service"

@@ -1,5 +1,5 @@
 """TIMELY (R. Mittal et al., "TIMELY: RTT-based Congestion Control for the
-Datacenter", SIGCOMM 2015, section 4, Algorithm 1) through hpccd.cc: every
+Datacenter", SIGCOMM 2015, section 4, Algorithm 1) through hpccd.core.cc: every
 expected value is worked out by hand from Algorithm 1, with the arithmetic
 next to it.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpccd.cc import ParamError, Timely, make_flow
+from hpccd.core.cc import ParamError, Timely, make_flow
 
 LINE = 10_000_000_000
 

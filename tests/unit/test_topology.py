@@ -1,4 +1,4 @@
-"""hpccd.topology: the schema of docs/topology.md, exactly.
+"""hpccd.lab.topology: the schema of docs/topology.md, exactly.
 
 Invariants protected:
 - every rule of the schema is enforced, and each failure names the file,
@@ -19,8 +19,8 @@ import textwrap
 
 import pytest
 
-from hpccd import cc
-from hpccd.topology import Hop, Topology, TopologyError, _LineIndex, bundled
+from hpccd.core import cc
+from hpccd.lab.topology import Hop, Topology, TopologyError, _LineIndex, bundled
 
 A = ipaddress.IPv4Address
 

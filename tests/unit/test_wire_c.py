@@ -75,7 +75,7 @@ def test_siphash_reference_values_of_the_paper():
 
 
 def test_siphash_c_matches_the_python_twin():
-    twin = pytest.importorskip("hpccd.siphash")
+    twin = pytest.importorskip("hpccd.core.siphash")
     rnd = random.Random(4)
     for n in list(range(40)) + [127, 128, 129]:
         key = rnd.randbytes(16)
@@ -350,7 +350,7 @@ def test_tcp_probe_and_response_tag_roundtrip():
 def test_tag_prefix_is_reversed_for_responses_only():
     """Tag of a NOTIFY by hand: the prefix names the flow as the data
     sender sees it (saddr = the NOTIFY's daddr)."""
-    twin = pytest.importorskip("hpccd.siphash")
+    twin = pytest.importorskip("hpccd.core.siphash")
     key = bytes(range(16))
     body = struct.pack("!IIIHHII", 100000, 2000, 65536, 3, 0, 17, 13000)
     payload = _int_hdr() + _hdr(6, 32, ack=5) + body + bytes(8)
@@ -380,9 +380,9 @@ def test_tag_refusals():
 
 def test_c_and_python_classifiers_agree_on_mutated_vectors():
     """Every parser classifies alike (docs/wire-format.md): the C parser and
-    the Python reference classifier (hpccd.wire.classify) on random byte
+    the Python reference classifier (hpccd.core.wire.classify) on random byte
     mutations and cuts of every vector, the outer headers included."""
-    wire = pytest.importorskip("hpccd.wire")
+    wire = pytest.importorskip("hpccd.core.wire")
     doc = _load()
     port, dscp = doc["udp_port"], doc["probe_dscp"]
     rnd = random.Random(2024)
@@ -474,8 +474,8 @@ def test_tag_span_is_the_frames_tag(v):
     """hpccd_wire_tag_span (the engine's feedback path: the prefix and the
     offsets it has, no second parse) gives the tag hpccd_wire_tag gives the
     whole frame, for every vector whose tag is valid; the prefix is the
-    Python twin's (hpccd.wire.tag_input)."""
-    from hpccd import wire
+    Python twin's (hpccd.core.wire.tag_input)."""
+    from hpccd.core import wire
 
     doc = _load()
     key = bytes.fromhex(doc["tag_key_hex"])

@@ -1,4 +1,4 @@
-"""The scapy twin of the wire format (hpccd.wire) against the shared vectors,
+"""The scapy twin of the wire format (hpccd.core.wire) against the shared vectors,
 the C hop packer and speed table, and the SipHash reference values.
 
 tests/vectors/wire.json is packed by tests/vectors/make_vectors.py with
@@ -18,9 +18,9 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from hpccd import cc, wire
-from hpccd.siphash import siphash24
-from hpccd.wire import Hpccd, HpccdHop, HpccdInt, HpccdNotify, HpccdTag
+from hpccd.core import cc, wire
+from hpccd.core.siphash import siphash24
+from hpccd.core.wire import Hpccd, HpccdHop, HpccdInt, HpccdNotify, HpccdTag
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VECTORS_DIR = ROOT / "tests" / "vectors"

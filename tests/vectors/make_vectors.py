@@ -9,9 +9,9 @@ the ``enum hpccd_wire_err`` class of the malformed ones (docs/wire-format.md,
 
 The hpccd bytes (INT header, hop records, transport header, NOTIFY body,
 tag) are packed here with ``struct`` straight from the C structs of
-include/hpccd/wire.h, not with the scapy layers of hpccd.wire, so that the
+include/hpccd/wire.h, not with the scapy layers of hpccd.core.wire, so that the
 tests compare two independent encoders.  scapy builds only Ethernet, IPv4,
-UDP and TCP (and their checksums).  The tag is SipHash-2-4 (hpccd.siphash,
+UDP and TCP (and their checksums).  The tag is SipHash-2-4 (hpccd.core.siphash,
 checked against the paper's reference values by the unit tests).
 
 Deterministic: no clock, no randomness; the same bytes on every run.
@@ -36,7 +36,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "daemon"))
 
-from hpccd.siphash import siphash24  # noqa: E402
+from hpccd.core.siphash import siphash24  # noqa: E402
 from scapy.layers.inet import IP, TCP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
@@ -59,7 +59,7 @@ DATA, ACK, NACK, PROBE, PROBE_RESP, NOTIFY, CNP = 1, 2, 3, 4, 5, 6, 7
 COLLECT, OVERFLOW = 0x8, 0x4
 ECE, CWR, FIRST_RTT, FIN, RETX, INT_ECHO, SYN, SACK = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80
 
-# Speed codes (cffi_build/cc/int_decode.c): the lab's port speeds.
+# Speed codes (fastpath/cc/int_decode.c): the lab's port speeds.
 B_100M, B_1G, B_10G, B_40G, B_100G = 6, 14, 22, 25, 27
 INT_QLEN_MAX = 0x7FFF     # qLen saturates here (a gauge, never wraps)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from .. import cc
+from ..core import cc
 from .algos import Algo
 
 __all__ = ["TIME_SCALE", "dcqcn_params", "timely_params", "cnp_ns", "dcqcn_ecn", "marking",
@@ -79,7 +79,7 @@ def timely_params(line_bps: int) -> dict[str, Any]:
 
 def dcqcn_ecn(rate_bps: int):
     """The topology.Ecn of a DCQCN port of `rate_bps` ([HPCC] section 5.1)."""
-    from ..topology import Ecn
+    from ..lab.topology import Ecn
 
     e = cc.dcqcn_ecn_for_rate(rate_bps)
     return Ecn(e["kmin_bytes"], e["kmax_bytes"], e["pmax"])

@@ -1,5 +1,5 @@
 """``hpccctl experiment NAME --algos a,b,...`` (argument parsing here,
-registered in hpccd.cli)."""
+registered in hpccd.cli.main)."""
 from __future__ import annotations
 
 import argparse
@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
 
 
 def _lab_factory(topo):
-    from ..lab import Lab
+    from ..lab.netns import Lab
     return Lab(topo, name=f"x{topo.name[1:6]}{secrets.token_hex(2)}")
 
 

@@ -165,7 +165,7 @@ def report(res: Results, rows, skipped, p) -> str:
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
     p["hpcc_N"] = p["flows"]                    # HPCC's N: the flows on the bottleneck
-    from ..topology import Topology
+    from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<fairness experiment>")
     res = Results(out, NAME)
     rows, skipped = [], {}

@@ -64,7 +64,7 @@ import threading
 import time
 from typing import Any
 
-from ..lab import htb_burst_bytes
+from ..lab.netns import htb_burst_bytes
 from . import measure, native, workload
 from .algos import Algo
 from .common import Skip, UsageError, base_rtt, dumbbell, native_engines, run_each, \
@@ -315,7 +315,7 @@ class _NativeFlows:
         delivered in order, their CRC-32) when its record is still in its
         receiver's table, of 1024 flows with the oldest finished recycled
         first -- every flow of a run of up to 1024 flows per receiver is."""
-        from ..transport import pattern_crc32
+        from ..transport.engine import pattern_crc32
 
         by_src: dict[str, list[workload.FlowSpec]] = {}
         for f in plan:
@@ -669,7 +669,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
         progress(NAME, f"workload {spec} skipped: {why}")
     if not cdfs:
         raise UsageError("no workload to run:\n" + "\n".join(bad.values()))
-    from ..topology import Topology
+    from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<fct experiment>")
     n = p["senders"]
     senders = [f"h{i}" for i in range(1, n + 1)]

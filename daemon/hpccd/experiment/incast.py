@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from ..lab import htb_burst_bytes
+from ..lab.netns import htb_burst_bytes
 from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
@@ -184,7 +184,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     results folder)."""
     p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None}}
     p["hpcc_N"] = p["senders"] + 1              # HPCC's N: the incast and the long flow
-    from ..topology import Topology
+    from ..lab.topology import Topology
     topo = Topology.loads(topology(p["senders"], p["rate_mbps"], p["buffer_bytes"],
                                    p["k_bytes"]), "<incast experiment>")
     res = Results(out, NAME)

@@ -1,7 +1,7 @@
 """hpccd's struct_ops congestion controls for the runner's kernel TCP
 flows: ``tcp-dctcp`` and ``tcp-hpcc`` (docs/tcp-side.md).
 
-:class:`KernelCc` registers both (hpccd.tcp_side.TcpCc: host-wide, one
+:class:`KernelCc` registers both (hpccd.tcp_side.engine.TcpCc: host-wide, one
 owner at a time, taken for the experiment and released at its end) the
 first time an experiment needs one, and :meth:`KernelCc.session` prepares
 the lab for one algorithm's run:
@@ -50,7 +50,7 @@ class KernelCc:
 
     def _register(self):
         if self.cc is None:
-            from ..tcp_side import TcpCc, TcpSideError
+            from ..tcp_side.engine import TcpCc, TcpSideError
             try:
                 self.cc = TcpCc().start(wait_s=5.0)
             except (TcpSideError, OSError) as e:
@@ -93,8 +93,8 @@ class KernelCc:
     def _hpcc_hosts(self, hosts: list[str], senders: list[str]) -> Iterator[None]:
         import secrets
 
-        from .. import bpf
-        from ..tcp_side import TcpSide
+        from ..bpf import loader as bpf
+        from ..tcp_side.engine import TcpSide
 
         key = secrets.token_bytes(16)
         objs, sides, attached = [], [], []

@@ -250,7 +250,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
     p["hpcc_N"] = 3                             # HPCC's N: two elephants and the mice
-    from ..topology import Topology
+    from ..lab.topology import Topology
     topo = Topology.loads(topology(p["rate_mbps"], p["buffer_bytes"], p["k_bytes"]),
                           "<mice experiment>")
     res = Results(out, NAME)

@@ -1,4 +1,4 @@
-"""Native hpccd transport flows (hpccd.transport, AF_XDP) in the
+"""Native hpccd transport flows (hpccd.transport.engine, AF_XDP) in the
 experiment runner, with the same face as kernel_tcp's flows and sinks.
 
 One Transport engine per lab host, made the first time a host sends or
@@ -118,7 +118,7 @@ class Engines:
     def get(self, host: str):
         tp = self.tps.get(host)
         if tp is None:
-            from ..transport import Transport
+            from ..transport.engine import Transport
             line = self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps
             tp = Transport("eth0", netns=self.lab.netns(host), ack_every=ACK_EVERY,
                            tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line},

@@ -135,7 +135,7 @@ def run(lab_factory, algos, params: dict[str, Any], out: str) -> tuple[str, str]
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
     p["hpcc_N"] = 2                             # HPCC's N: the two flows
-    from ..topology import Topology
+    from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<txrate-vs-rxrate experiment>")
     res = Results(out, NAME)
     rows = []

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * The engine's ring layer (cffi_build/xsk/rings.c) without a socket, for
+ * The engine's ring layer (fastpath/transport/rings.c) without a socket, for
  * the protocol tests of tests/unit/test_engine_protocol.py: the same
  * functions over the same free stacks, but what the engine submits for
  * transmission goes to fake_link_put() (harness.c), and completions are

@@ -21,12 +21,12 @@ def build(exe: pathlib.Path) -> pathlib.Path:
         common = importlib.import_module("cffi_common")
     finally:
         sys.path.pop(0)
-    sources = [s for s in bt.SOURCES if not s.endswith("/xsk/rings.c")]
+    sources = [s for s in bt.SOURCES if not s.endswith("/transport/rings.c")]
     if len(sources) != len(bt.SOURCES) - 1:
         raise RuntimeError("rings.c is where the fake goes, and it is not among the sources")
     libs = [f"-l{lib}" for lib in ("xdp", "bpf", "isal", "m", "pthread")]
     r = subprocess.run(["gcc", *common.CFLAGS, *common.CFLAGS_NUMERIC, f"-I{ROOT / 'include'}",
-                        f"-I{ROOT / 'cffi_build' / 'xsk'}", "-o", str(exe),
+                        f"-I{ROOT / 'fastpath' / 'transport'}", "-o", str(exe),
                         str(HERE / "harness.c"), str(HERE / "fake_rings.c"), *sources, *libs],
                        capture_output=True, text=True)
     if r.returncode:

@@ -4,7 +4,7 @@
  *
  *   hpcc_diff SEED TRIALS
  *
- * Links the current cffi_build/cc/hpcc.c against ref_hpcc.c (the frozen
+ * Links the current fastpath/cc/hpcc.c against ref_hpcc.c (the frozen
  * pre-optimisation implementation, every hpccd_hpcc_* symbol renamed to
  * ref_hpccd_hpcc_* on the compiler's command line) and drives both with the
  * same random calls of every entry point: NewAck and NewINT with decoded

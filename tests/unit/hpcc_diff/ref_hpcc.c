@@ -1,6 +1,6 @@
 /*
  * FROZEN REFERENCE for tests/unit/test_hpcc_diff.py -- do not edit, do not
- * build into the library.  This is cffi_build/cc/hpcc.c as of commit
+ * build into the library.  This is fastpath/cc/hpcc.c as of commit
  * 290738d (before the per-ACK instruction-count work of docs/benchmarks.md),
  * byte for byte below this comment.  The differential harness
  * (hpcc_diff.c) compiles it with every hpccd_hpcc_* symbol renamed to

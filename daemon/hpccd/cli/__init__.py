@@ -1,0 +1,1 @@
+"""`hpccctl`: the command line, its error handling, completion, man page and the replay demo."""

@@ -1,0 +1,1 @@
+"""The TCP-side deployment: struct_ops congestion controls driven by the probe engine."""

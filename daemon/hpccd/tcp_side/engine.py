@@ -1,0 +1,924 @@
+"""TCP-side deployment of HPCC++ ([HPCC++2022] section 7.2).
+
+docs/architecture.md ("Kernel TCP flows") places it among the other paths.
+
+Kernel TCP flows of unmodified applications (``iperf3 -C hpcc``) get their
+window from HPCC: this module probes each active flow once per RTT with a
+TCP-side probe (its own 5-tuple, DSCP 45, no TCP flag, INT padding:
+docs/wire-format.md), reads the responses that the host's XDP program
+(ebpf/xdp_host.bpf.c) verified and stored in ``hpccd_telem``, runs the HPCC
+core of hpccd.core.cc on their INT (the same C code as the native transport, [HPCC]
+Algorithm 1), and writes W and R = W / T into ``hpccd_tcp_win``, where
+the struct_ops congestion control "hpcc" (ebpf/tcp_hpcc.bpf.c) applies them
+on every ACK.  It also registers "dctcp" (ebpf/tcp_dctcp.bpf.c, [DCTCP]).
+
+Pieces:
+
+- :class:`TcpCc` registers the two struct_ops congestion controls.  They
+  are host-wide (every network namespace sees one "hpcc"), so one process
+  at a time may own them: :meth:`TcpCc.start` takes an exclusive ``flock``
+  on :data:`LOCK_FILE` (released by the kernel when the owner dies), and
+  only then unregisters what a dead owner left registered (struct_ops maps
+  named ``hpccd_tcp_hpcc`` / ``hpccd_tcp_dctcp``, found by hpccd.bpf.loader's
+  clean-up), so a live owner's registration is never torn down.
+  :meth:`TcpCc.stop` unregisters and releases the lock: nothing is left.
+- :class:`TcpSide` drives the probe engine (include/hpccd/tcp_probe.h,
+  fastpath/tcpside/, module ``hpccd._tcpside``): :meth:`start`,
+  :meth:`start_thread` (the engine's loop in a thread of its own, the GIL
+  released), :meth:`step` (what is pending, in the caller's thread),
+  :meth:`stop`; :attr:`flows` and :attr:`stats` are its snapshots.
+- :data:`COMPONENT` plugs it into the daemon (hpccd.agent.component).
+
+Per flow (key: struct hpccd_flow_key, the tc tracker's), the engine, woken
+only by events (engine.c has the details; docs/tcp-side.md the why):
+
+1. A segment with payload of a parked flow (a new flow starts parked) makes
+   tc_tracker write a record into the ring ``hpccd_tcp_wake``; a flow the
+   "hpcc" CC runs (an entry in ``hpccd_tcp_cst``) gets its first probe.
+   Flows of other congestion controls are not probed: nothing would apply
+   their W.
+2. A response, verified by xdp_host, arrives as a record of the ring
+   ``hpccd_telem_rb``; an answer to the outstanding probe goes to the HPCC
+   core with seq = snd_nxt = the probe number (every response is the first
+   feedback of a new RTT, so W^c is updated once per RTT), and W and R =
+   W / T go into ``hpccd_tcp_win`` with the telemetry's time (the CC
+   treats a W older than ``stale_ns`` as stale and falls back to Reno).
+3. The next probe leaves if bytes are in flight ([HPCC++2022] section
+   6.2.1; the CC's snd_nxt != snd_una as of its last ACK, or the tracker's
+   snd_nxt beyond the CC's snd_una), not sooner than ``probe_gap_rtt`` x
+   the flow's srtt after the last; else the flow is parked
+   (``hpccd_tcp_park``) until 1. happens again.
+4. A probe unanswered after 3 x max(srtt, probe RTT), within
+   [probe_timeout_min_s, probe_timeout_max_s], is lost (counted), then 3.
+5. A flow whose socket is gone has its window, telemetry and park entries
+   deleted (the engine's sweep).
+
+T per flow: ``t_rtt_factor`` x max(the configured T, the least probe RTT,
+the least kernel srtt) ([HPCC] section 5.1).  The heartbeat
+(``hpccd_tcp_cfg.heartbeat_ns``) is written by the engine every
+``heartbeat_s`` while it has flows, every stale_ns / 4 without.
+
+Probes are sent from a raw IPv4 socket (IPPROTO_RAW) opened in the
+daemon's network namespace, so they leave through the same routing, tc
+tracker (which recognises and skips them), and queues as the flow.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import logging
+import os
+import pathlib
+import socket
+import struct
+import threading
+import time
+from typing import Any, Iterable, Mapping
+
+from ..bpf import loader as bpf
+from ..core import cc
+from .._tcpside import ffi as _tffi, lib as _tlib
+
+__all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_packet",
+           "HPCC_COUNTERS", "DCTCP_COUNTERS", "LOCK_FILE", "CC_NAMES", "WIN_FMT", "CFG_FMT",
+           "CST_FMT", "DCTCP_ST_FMT", "TCP_FLOW_FMT", "TELEM_FMT", "default_obj_dir"]
+
+log = logging.getLogger("hpccd.tcp_side.engine")
+
+# ---- layouts (ebpf/hpccd_tcp_cc.h, ebpf/hpccd_kern_user.h) ---------------------
+# tests/bpf/test_tcp_cc.py checks these against the headers' static asserts.
+
+KEY_FMT = "=4s4sHHB3x"                # struct hpccd_flow_key (network order fields)
+WIN_FMT = "=QQQQQ"                    # struct hpccd_tcp_win
+CFG_FMT = "=QQQQ"                     # struct hpccd_tcp_cc_cfg
+CST_FMT = "=QQQIIIIIIII"              # struct hpccd_tcp_cc_state
+DCTCP_ST_FMT = "=QQQQIIIIII"          # struct hpccd_tcp_dctcp_state
+TCP_FLOW_FMT = "=QQQQQIB3x"           # struct hpccd_tcp_flow (tc_tracker)
+TELEM_HOPS = 8                        # HPCCD_INT_MAX_HOPS
+TELEM_FMT = f"={TELEM_HOPS * 8}sQQQIIHBBB3x"   # struct hpccd_tcp_telem
+COUNTER_FMT = "=QQ"                   # struct hpccd_counter
+
+# Counter slots, in the order of the enums of ebpf/hpccd_tcp_cc.h.
+# The maps TcpSide takes from the tracker's and the XDP program's objects.
+TRACKER_MAPS = ("hpccd_tcp_flows", "hpccd_tcp_park", "hpccd_tcp_wake")
+XDP_MAPS = ("hpccd_telem", "hpccd_telem_rb")
+
+HPCC_COUNTERS = ("used_hpcc", "used_winit", "fb_stale", "fb_no_entry", "fb_no_daemon",
+                 "init", "release", "enter_fallback", "leave_fallback", "loss", "state_fail",
+                 "w_only")
+DCTCP_COUNTERS = ("init", "no_ecn", "ack", "ack_ece", "window", "ecn_reduction",
+                  "loss_recovery", "loss_rto", "ce_change", "ce_flush")
+MODES = {0: "none", 1: "hpcc", 2: "winit", 3: "fallback"}   # enum hpccd_tcp_cc_mode
+# The shared maps whose layout a joining owner must share: value size, and
+# entries where they are fixed (counter slots; 0: any).
+_LAYOUTS = {"hpccd_tcp_win": (struct.calcsize(WIN_FMT), 0),
+            "hpccd_tcp_cfg": (struct.calcsize(CFG_FMT), 0),
+            "hpccd_tcp_cst": (struct.calcsize(CST_FMT), 0),
+            "hpccd_tcpc_cnt": (struct.calcsize(COUNTER_FMT), len(HPCC_COUNTERS)),
+            "hpccd_dctcp_st": (struct.calcsize(DCTCP_ST_FMT), 0),
+            "hpccd_dctcp_cnt": (struct.calcsize(COUNTER_FMT), len(DCTCP_COUNTERS))}
+
+# The two congestion controls: object file, struct_ops map, congestion control name.
+CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
+            "dctcp": ("tcp_dctcp.bpf.o", "hpccd_tcp_dctcp")}
+LOCK_FILE = "/run/hpccd/tcp_cc.lock"
+
+PROBE_DSCP_DEFAULT = 45
+# cwnd = W + R x min(srtt - probe RTT, T) x this, R = W / T paced (engine.c, cwnd_for)
+CWND_RTT_GAIN_DEFAULT = 1.5
+INT_ROOM_DEFAULT = 5
+_IPPROTO_TCP = 6
+
+
+class TcpSideError(RuntimeError):
+    pass
+
+
+def default_obj_dir() -> pathlib.Path:
+    """Where the loader finds compiled objects (hpccd.bpf.loader.OBJ_DIR), else
+    build/ebpf of the source tree this package is in."""
+    d = getattr(bpf, "OBJ_DIR", None)
+    if d:
+        return pathlib.Path(d)
+    return pathlib.Path(__file__).resolve().parents[3] / "build" / "ebpf"
+
+
+# ---- flow keys -----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class FlowKey:
+    """A kernel TCP flow as its local sender sees it."""
+
+    saddr: str
+    daddr: str
+    sport: int
+    dport: int
+
+    def pack(self) -> bytes:
+        return flow_key(self.saddr, self.daddr, self.sport, self.dport)
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> "FlowKey":
+        s, d, sp, dp, _ = struct.unpack(KEY_FMT, raw)
+        return cls(socket.inet_ntoa(s), socket.inet_ntoa(d), socket.ntohs(sp), socket.ntohs(dp))
+
+    def __str__(self) -> str:
+        return f"{self.saddr}:{self.sport}->{self.daddr}:{self.dport}"
+
+
+def flow_key(saddr: str, daddr: str, sport: int, dport: int) -> bytes:
+    """struct hpccd_flow_key of a TCP flow, as the tracker and the CCs build it."""
+    return struct.pack(KEY_FMT, socket.inet_aton(saddr), socket.inet_aton(daddr),
+                       socket.htons(sport), socket.htons(dport), _IPPROTO_TCP)
+
+
+# ---- probes ----------------------------------------------------------------------------
+
+def probe_packet(key: FlowKey, probe_seq: int, flow_id: int, ts: int,
+                 dscp: int = PROBE_DSCP_DEFAULT, ecn: int = 0,
+                 room: int = INT_ROOM_DEFAULT) -> bytes:
+    """A TCP-side PROBE of `key`'s flow as an IPv4 packet (docs/wire-format.md,
+    "TCP-side probe"), built by the probe engine's builder
+    (hpccd_tcpp_probe_build, include/hpccd/tcp_probe.h): DSCP `dscp` with
+    the flow's ECN bits, DF; TCP with the flow's ports, no flag, seq = probe
+    number, ack 0, window 0, correct checksum; INT header (COLLECT, `room`
+    empty hops), hpccd header of type PROBE (len 8, seq = probe number, ts =
+    `ts`), zeroed tag slot.  The IPv4 checksum and id are left to the
+    kernel (raw socket, IP_HDRINCL)."""
+    buf = _tffi.new("uint8_t[]", 256)
+    n = _tlib.hpccd_tcpp_probe_build(buf, 256, key.pack(), probe_seq, flow_id & 0xFFFFFFFF,
+                                     ts & 0xFFFFFFFF, dscp, ecn, room)
+    if n < 0:
+        raise ValueError(f"probe of {key}: {os.strerror(-n)} (room {room}, at most 8)")
+    return bytes(_tffi.buffer(buf, n))
+
+
+# ---- counters ----------------------------------------------------------------------------
+
+def read_counters(m: bpf.Map, names: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """(packets, bytes) per slot of a per-CPU struct hpccd_counter array."""
+    out = {}
+    for i, name in enumerate(names):
+        vals = [struct.unpack(COUNTER_FMT, v) for v in m.lookup(i)]
+        out[name] = (sum(v[0] for v in vals), sum(v[1] for v in vals))
+    return out
+
+
+# ---- registration of the struct_ops congestion controls ------------------------------------
+
+def _cc_available() -> list[str]:
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        return f.read().split()
+
+
+class TcpCc:
+    """The struct_ops congestion controls "hpcc" and "dctcp", shared by every
+    live owner on the host (see the module docstring).
+
+    Reference counting by the kernel: every owner holds a *shared* ``flock``
+    of :data:`LOCK_FILE` while it runs (the kernel drops it however the owner
+    dies).  Joining and leaving happen under an exclusive ``flock`` of
+    ``tcp_cc.registry.lock`` beside it.  The first owner (nobody holds the
+    shared lock: an exclusive try succeeds) unregisters what dead owners
+    left, registers both, and writes the ids of the registration's maps to
+    ``tcp_cc.json``; a later owner opens those maps by id.  The last owner
+    to leave (an exclusive try succeeds once its own shared lock is gone)
+    unregisters; an earlier one leaves the registration in place, also when
+    it is the process that registered (its links are disconnected first)."""
+
+    def __init__(self, obj_dir: str | os.PathLike | None = None,
+                 names: Iterable[str] = ("hpcc", "dctcp"), lock_file: str = LOCK_FILE):
+        self.obj_dir = pathlib.Path(obj_dir) if obj_dir else default_obj_dir()
+        self.names = tuple(names)
+        for n in self.names:
+            if n not in CC_NAMES:
+                raise ValueError(f"unknown congestion control {n!r} (known: {', '.join(CC_NAMES)})")
+        self.lock_file = lock_file
+        d = os.path.dirname(lock_file)
+        self.registry_lock = os.path.join(d, "tcp_cc.registry.lock")
+        self.state_file = os.path.join(d, "tcp_cc.json")
+        self.objs: dict[str, bpf.BpfObject] = {}
+        self.links: dict[str, bpf.Link] = {}
+        self._maps: dict[tuple[str, str], bpf.Map] = {}
+        self._lock_fd = -1
+        self.registered = False          # this owner registered them (and holds objs, links)
+        self.removed_stale: list[str] = []
+        self.unregistered = False        # the last stop() unregistered them
+        self._token = f"{os.getpid()}-{id(self):x}-{time.monotonic_ns()}"
+
+    @property
+    def started(self) -> bool:
+        return self._lock_fd >= 0
+
+    # ---- locks and the state file ----
+
+    def _open(self, path: str) -> int:
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise TcpSideError(f"lock of the TCP congestion controls {path}: {e.strerror} "
+                               f"(systemd/hpccd.service gives the daemon /run/hpccd as a "
+                               f"RuntimeDirectory)") from e
+
+    @contextlib.contextmanager
+    def _registry(self, wait_s: float):
+        fd = self._open(self.registry_lock)
+        try:
+            deadline = time.monotonic() + max(wait_s, 10.0)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TcpSideError(f"{self.registry_lock} stays locked") from None
+                    time.sleep(0.02)
+            yield
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _try(fd: int, how: int) -> bool:
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def _read_state(self) -> dict:
+        try:
+            with open(self.state_file) as f:
+                st = json.load(f)
+            return st if isinstance(st, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _write_state(self, st: dict) -> None:
+        tmp = f"{self.state_file}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(st, f)
+        os.replace(tmp, self.state_file)
+
+    def _set_owner(self, st: dict, present: bool) -> None:
+        from ..agent import ownership
+
+        owners = [o for o in st.get("owners", []) if isinstance(o, dict)
+                  and o.get("token") != self._token
+                  and ownership.alive(int(o.get("pid", 0)), o.get("start"))]
+        if present:
+            me = os.getpid()
+            owners.append({"pid": me, "start": ownership.start_time(me), "token": self._token})
+        st["owners"] = owners
+
+    def others(self) -> list[int]:
+        """Pids of the other live owners (from tcp_cc.json)."""
+        from ..agent import ownership
+
+        return [int(o["pid"]) for o in self._read_state().get("owners", [])
+                if isinstance(o, dict) and o.get("token") != self._token
+                and ownership.alive(int(o.get("pid", 0)), o.get("start"))]
+
+    # ---- registration ----
+
+    @staticmethod
+    def _unregister_all() -> list[str]:
+        removed = []
+        for _, (_, map_name) in CC_NAMES.items():
+            removed += bpf.cleanup_stale([], name_prefix=map_name, pin_dir=None)["struct_ops"]
+        return removed
+
+    @classmethod
+    def cleanup_stale(cls, lock_file: str = LOCK_FILE) -> list[str]:
+        """Unregister struct_ops left by dead owners, only if no live owner
+        holds the shared lock; returns what it unregistered."""
+        self = cls(lock_file=lock_file)
+        with self._registry(0.0):
+            fd = self._open(self.lock_file)
+            try:
+                if not self._try(fd, fcntl.LOCK_EX):
+                    return []                # live owners share them: theirs
+                removed = self._unregister_all()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.state_file)
+                return removed
+            finally:
+                os.close(fd)
+
+    def start(self, wait_s: float = 0.0) -> "TcpCc":
+        """Join the owners of the registration, or register (after removing
+        stale registrations) when there is none.  `wait_s`: how long to wait
+        for an exclusive owner (an older hpccd) to go.  On failure nothing is
+        left registered by this call and no lock is held."""
+        if self.started:
+            return self
+        deadline = time.monotonic() + wait_s
+        while True:
+            fd_wait = False
+            with self._registry(wait_s):
+                fd = self._open(self.lock_file)
+                try:
+                    if self._try(fd, fcntl.LOCK_EX):
+                        self._register(fd)       # nobody else: register
+                    elif self._try(fd, fcntl.LOCK_SH):
+                        self._join()             # live owners: use their registration
+                    elif time.monotonic() >= deadline:
+                        raise TcpSideError(
+                            f"another process holds the TCP congestion controls "
+                            f"exclusively ({self.lock_file} is locked): an hpccd "
+                            f"older than shared registration; stop it first")
+                    else:
+                        fd_wait = True           # an exclusive holder: wait below
+                    if not fd_wait:
+                        st = self._read_state()
+                        self._set_owner(st, True)
+                        self._write_state(st)
+                        self._lock_fd, fd = fd, -1
+                        return self
+                except BaseException:
+                    self._close_handles(unregister=self.registered)
+                    raise
+                finally:
+                    if fd >= 0:
+                        os.close(fd)
+            time.sleep(0.05)                     # (continue above): outside the registry lock
+
+    def _register(self, fd: int) -> None:
+        self.removed_stale = self._unregister_all()
+        for n in self.names:
+            if n in _cc_available():
+                raise TcpSideError(f"a congestion control named {n!r} is registered by "
+                                   f"someone else (not a hpccd_ struct_ops map)")
+        self.registered = True
+        maps: dict[str, dict[str, int]] = {}
+        for n in self.names:
+            path, map_name = CC_NAMES[n]
+            obj = bpf.BpfObject.open(self.obj_dir / path)
+            self.objs[n] = obj
+            obj.load()
+            self.links[n] = obj.attach_struct_ops(map_name)
+            maps[n] = {m: obj.map(m).id for m in obj.map_names() if "." not in m}
+        self._write_state({"registrant": os.getpid(), "maps": maps, "owners": []})
+        fcntl.flock(fd, fcntl.LOCK_SH)           # EX -> SH, under the registry lock
+
+    def _join(self) -> None:
+        # The objects are not loaded (the registration's programs run), but a
+        # missing or broken one fails the start as it does for the registrant.
+        for n in self.names:
+            bpf.BpfObject.open(self.obj_dir / CC_NAMES[n][0]).close()
+        st = self._read_state()
+        maps = st.get("maps", {})
+        there = _cc_available()
+        for n in self.names:
+            if n not in there or n not in maps:
+                raise TcpSideError(f"live owners hold {self.lock_file} but {n!r} is not "
+                                   f"registered as {self.state_file} says: unregistered by "
+                                   f"hand? Stop every hpccd, then start again")
+            for m, map_id in maps[n].items():
+                try:
+                    h = bpf.Map.from_id(int(map_id))
+                except bpf.BpfError as e:
+                    raise TcpSideError(f"the shared {n!r} registration: map {m} (id "
+                                       f"{map_id}): {e}") from None
+                if not m.startswith(h.name):     # kernel names are cut at 15 characters
+                    h.close()
+                    raise TcpSideError(f"the shared {n!r} registration: map id {map_id} is "
+                                       f"{h.name!r}, not {m!r}")
+                self._maps[(n, m)] = h
+                want = _LAYOUTS.get(m)
+                if want is not None and (h.value_size, h.max_entries if want[1] else 0) != \
+                        (want[0], want[1]):
+                    self._close_handles(unregister=False)
+                    raise TcpSideError(
+                        f"the registered {n!r} is another build of hpccd (its map {m} holds "
+                        f"{h.max_entries} x {h.value_size} bytes, this one's "
+                        f"{want[1] or h.max_entries} x {want[0]}): stop the daemons of the "
+                        f"other build first (struct_ops congestion controls are host-wide)")
+
+    def map(self, cc_name: str, map_name: str) -> bpf.Map:
+        if cc_name in self.objs:
+            return self.objs[cc_name].map(map_name)
+        try:
+            return self._maps[(cc_name, map_name)]
+        except KeyError:
+            raise TcpSideError(f"{cc_name}: no map {map_name!r} (not started?)") from None
+
+    def _close_handles(self, unregister: bool) -> list[Exception]:
+        errs: list[Exception] = []
+        for link in list(self.links.values()):
+            try:
+                if unregister:
+                    link.destroy()
+                else:
+                    link.disconnect()            # others still use the registration
+            except bpf.BpfError as e:
+                errs.append(e)
+        self.links.clear()
+        for obj in self.objs.values():
+            obj.close()
+        self.objs.clear()
+        for h in self._maps.values():
+            h.close()
+        self._maps.clear()
+        self.registered = False
+        return errs
+
+    def stop(self) -> None:
+        """Leave: release the shared lock; the last owner unregisters.
+        Idempotent."""
+        if not self.started:
+            self._close_handles(unregister=False)
+            return
+        errs: list[Exception] = []
+        with self._registry(10.0):
+            st = self._read_state()
+            self._set_owner(st, False)
+            os.close(self._lock_fd)              # our shared lock goes
+            self._lock_fd = -1
+            fd = self._open(self.lock_file)
+            try:
+                last = self._try(fd, fcntl.LOCK_EX)
+                self.unregistered = last
+                if last:
+                    errs += self._close_handles(unregister=True)
+                    if not errs:
+                        self._unregister_all()   # registered by an owner that died
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.state_file)
+                else:
+                    errs += self._close_handles(unregister=False)
+                    self._write_state(st)
+            finally:
+                os.close(fd)
+        if errs:
+            raise errs[0]
+
+    def __enter__(self) -> "TcpCc":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# ---- the probe loop ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class FlowView:
+    """One flow as the probe engine last saw it (hpccd_tcpp_flows)."""
+
+    key: FlowKey
+    raw_key: bytes
+    flow_id: int
+    parked: bool
+    W: float
+    U: float
+    rate_bps: float
+    T_ns: float
+    W_max: float                 # the window's cap, B_NIC x T
+    T_changes: int
+    probes_sent: int
+    probes_answered: int
+    probes_lost: int
+    late_responses: int
+    probe_rtt_ns: int            # EWMA (1/8) of the probe RTT samples
+    probe_rtt_min_ns: int
+    last_rtt_ns: int
+    srtt_us: int                 # the kernel's smoothed RTT of the flow
+    rtt_min_us: int              # the least srtt seen
+    chain_rtt_ns: int            # probes per RTT = chain_rtt_ns / chain_interval_ns
+    chain_interval_ns: int
+    last_update_ns: int
+    cwnd_bytes: int              # the cwnd written with W: W + R x host_ns x cwnd_rtt_gain
+    qdelay_ns: int               # queueing delay of the last response's INT, all hops
+    host_ns: int                 # the kernel's srtt less the probe RTT: the hosts' share
+    path_id: int
+    hops: bytes                  # the last response's hop records (wire order)
+    hops_prev: bytes             # the response's before, same path (b"" if none)
+
+    @property
+    def probes_per_rtt(self) -> float | None:
+        return self.chain_rtt_ns / self.chain_interval_ns if self.chain_interval_ns else None
+
+
+def _view(o) -> FlowView:
+    raw = bytes(_tffi.buffer(o.key, 16))
+    return FlowView(FlowKey.unpack(raw), raw, o.flow_id, bool(o.parked), o.W, o.U, o.rate_bps,
+                    o.T_ns, o.W_max, o.T_changes, o.probes_sent, o.probes_answered,
+                    o.probes_lost, o.late_responses,
+                    o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
+                    o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.cwnd_bytes,
+                    o.qdelay_ns, o.host_ns, o.path_id,
+                    bytes(_tffi.buffer(o.hops, 8 * o.nhop)),
+                    bytes(_tffi.buffer(o.hops_prev, 8 * o.nhop_prev)))
+
+
+# Upper bounds of the engine's lateness histogram buckets, seconds (the C
+# array hpccd_tcpp_late_bounds_us; the last bucket, +Inf, is implicit).
+LATENESS_BUCKETS = tuple(b / 1e6 for b in _tlib.hpccd_tcpp_late_bounds_us)
+STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "send_errors",
+         "windows_written", "flows_started", "flows_ended", "flows_refused", "not_hpcc", "wakeups",
+         "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",
+         "heartbeats", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
+         "chain_interval_ns", "chain_n", "send_calls", "send_ns", "flows")
+
+
+class TcpSide:
+    """Probe, compute and enforce HPCC windows for the kernel TCP flows of
+    one host (see the module docstring): the probe engine in C
+    (include/hpccd/tcp_probe.h, fastpath/tcpside/), woken by ring buffers,
+    driven by a thread of its own (:meth:`start_thread`) or by :meth:`step`.
+
+    ``tracker``: the tc tracker's object (maps ``hpccd_tcp_flows``,
+    ``hpccd_tcp_park``, ``hpccd_tcp_wake``), or a mapping of those names to
+    maps; ``xdp``: the host XDP program's object (``hpccd_telem``,
+    ``hpccd_telem_rb``), or a mapping.  ``hpcc_params``: keyword arguments
+    of :class:`hpccd.core.cc.Hpcc` (T_ns, line_rate_bps, eta, ...): W_init = line
+    rate x T is also the window before the first telemetry.  ``t_from_rtt``:
+    each flow's T is ``t_rtt_factor`` x the largest of the configured T,
+    the flow's least kernel srtt and its least probe RTT, fixed at its first
+    response ([HPCC] section 5.1: T slightly greater than the maximum RTT).
+    ``netns``: where probes are sent from (None: the calling thread's
+    namespace).  ``tcp_cc``: a started :class:`TcpCc` to use (e.g. shared by
+    several hosts of a lab, since registrations are host-wide); by default
+    TcpSide makes and owns one."""
+
+    def __init__(self, tracker: Any, xdp: Any, *,
+                 hpcc_params: Mapping[str, Any], netns: str | None = None,
+                 cc_obj_dir: str | os.PathLike | None = None, tcp_cc: TcpCc | None = None,
+                 probe_dscp: int = PROBE_DSCP_DEFAULT, room: int = INT_ROOM_DEFAULT,
+                 stale_ns: int = 100_000_000, t_from_rtt: bool = True,
+                 t_rtt_factor: float = 1.25,
+                 probe_timeout_min_s: float = 0.001, probe_timeout_max_s: float = 0.2,
+                 heartbeat_s: float = 0.01, sweep_s: float = 0.1, max_flows: int = 4096,
+                 probe_gap_rtt: float = 1.0, cwnd_rtt_gain: float = CWND_RTT_GAIN_DEFAULT,
+                 nice: int = -10, lock_wait_s: float = 0.0):
+        def maps(src, names):
+            get = src.get if isinstance(src, Mapping) else src.map
+            return [get(n) for n in names]
+
+        self.flows_map, self.park_map, self.wake_map = maps(
+            tracker, ("hpccd_tcp_flows", "hpccd_tcp_park", "hpccd_tcp_wake"))
+        self.telem_map, self.resp_map = maps(xdp, ("hpccd_telem", "hpccd_telem_rb"))
+        self.hpcc_params = dict(hpcc_params)
+        probe = cc.Hpcc(**self.hpcc_params)          # refuse bad parameters now
+        self.T_ns = probe.T
+        self.w_init = probe.w_init
+        if t_rtt_factor < 1.0:
+            raise ValueError(f"t_rtt_factor must be >= 1 ([HPCC] section 5.1: T slightly "
+                             f"greater than the maximum RTT), got {t_rtt_factor}")
+        self.netns = netns
+        self.cc_obj_dir = cc_obj_dir
+        self._own_cc = tcp_cc is None
+        self.tcp_cc = tcp_cc
+        self.probe_dscp = probe_dscp
+        self.room = room
+        self.stale_ns = int(stale_ns)
+        self.t_from_rtt = bool(t_from_rtt)
+        self.t_rtt_factor = float(t_rtt_factor)
+        self.timeout_min_ns = int(probe_timeout_min_s * 1e9)
+        self.timeout_max_ns = int(probe_timeout_max_s * 1e9)
+        self.heartbeat_ns = int(heartbeat_s * 1e9)
+        self.sweep_ns = int(sweep_s * 1e9)
+        self.max_flows = int(max_flows)
+        self.nice = int(nice)
+        if not 0 <= probe_gap_rtt <= 16:
+            raise ValueError(f"probe_gap_rtt must be within [0, 16] (RTTs), got {probe_gap_rtt}")
+        self.probe_gap_rtt = float(probe_gap_rtt)
+        if not 0 <= cwnd_rtt_gain <= 16:
+            raise ValueError(f"cwnd_rtt_gain must be within [0, 16], got {cwnd_rtt_gain}")
+        self.cwnd_rtt_gain = float(cwnd_rtt_gain)
+        self.lock_wait_s = lock_wait_s
+        # on_int(path_id, hop index, 8-byte hop record): called by
+        # publish_int() with the last response of each flow updated since
+        # (the daemon's hpccd_int_hop_* metrics)
+        self.on_int = None
+        self._int_seen: dict[bytes, int] = {}
+        self._sock: socket.socket | None = None
+        self._cfg: bpf.Map | None = None
+        self._eng = None
+        self._thread: threading.Thread | None = None
+        self._stop_evt = threading.Event()
+        self._lock = threading.Lock()                # start/stop vs the thread
+
+    # ---- lifecycle ----
+
+    def _config(self):
+        c = _tffi.new("struct hpccd_tcpp_config *")
+        _tlib.hpccd_hpcc_params_default(_tffi.addressof(c, "hpcc"))
+        cc._fill(c.hpcc, cc.Hpcc.PARAMS, self.hpcc_params)      # checked in __init__
+        c.tracker_fd, c.park_fd, c.wake_rb_fd = (self.flows_map.fd, self.park_map.fd,
+                                                 self.wake_map.fd)
+        c.telem_fd, c.resp_rb_fd = self.telem_map.fd, self.resp_map.fd
+        c.win_fd = self.tcp_cc.map("hpcc", "hpccd_tcp_win").fd
+        c.cfg_fd = self._cfg.fd
+        c.cst_fd = self.tcp_cc.map("hpcc", "hpccd_tcp_cst").fd
+        c.sock_fd = self._sock.fileno()
+        c.stale_ns, c.heartbeat_ns, c.sweep_ns = self.stale_ns, self.heartbeat_ns, self.sweep_ns
+        c.timeout_min_ns, c.timeout_max_ns = self.timeout_min_ns, self.timeout_max_ns
+        c.max_flows = self.max_flows
+        c.t_from_rtt, c.t_rtt_factor = int(self.t_from_rtt), self.t_rtt_factor
+        c.probe_gap_rtt = self.probe_gap_rtt
+        c.cwnd_rtt_gain = self.cwnd_rtt_gain
+        c.probe_dscp, c.room = self.probe_dscp, self.room
+        return c
+
+    def start(self) -> "TcpSide":
+        """Register the CCs (unless given), open the probe socket, make the
+        engine (which writes the configuration and the first heartbeat)."""
+        try:
+            if self.tcp_cc is None:
+                self.tcp_cc = TcpCc(self.cc_obj_dir)
+            if not self.tcp_cc.started:
+                self.tcp_cc.start(self.lock_wait_s)
+            self._cfg = self.tcp_cc.map("hpcc", "hpccd_tcp_cfg")
+            ctx = bpf.in_netns(self.netns) if self.netns else contextlib.nullcontext()
+            with ctx:
+                self._sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+            self._sock.setblocking(False)
+            out = _tffi.new("struct hpccd_tcpp **")
+            rc = _tlib.hpccd_tcpp_new(self._config(), out)
+            if rc < 0:
+                raise TcpSideError(f"probe engine: {os.strerror(-rc)}")
+            self._eng = out[0]
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread, delete this host's windows, telemetry and park
+        entries, clear the heartbeat, unregister the CCs if owned, close the
+        socket.  Idempotent."""
+        self._stop_evt.set()
+        if self._eng is not None:
+            _tlib.hpccd_tcpp_stop(self._eng)
+        t, self._thread = self._thread, None
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=10)
+        with self._lock:
+            if self._eng is not None:
+                _tlib.hpccd_tcpp_free(self._eng)
+                self._eng = None
+            # The heartbeat is host-wide: zeroed only when no other owner runs.
+            if self._cfg is not None and not (self.tcp_cc and self.tcp_cc.others()):
+                with contextlib.suppress(bpf.BpfError):
+                    self._cfg.update(0, bytes(struct.calcsize(CFG_FMT)))
+            self._cfg = None
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+            if self._own_cc and self.tcp_cc is not None:
+                self.tcp_cc.stop()
+
+    def __enter__(self) -> "TcpSide":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---- running ----
+
+    def run(self) -> None:
+        """Serve the engine's events until stop(); a failing engine call is
+        logged and retried after 100 ms.  The thread asks for nice
+        ``self.nice`` (-10 by default): on a loaded host a probe engine that
+        waits for a core delays every flow's next window, and past stale_ns
+        the CC falls back to Reno; it sleeps whenever it has nothing to do."""
+        if self.nice:
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
+            except OSError as e:
+                log.info("tcp_side probe engine: nice %d refused (%s); runs at 0",
+                         self.nice, e.strerror)
+        while not self._stop_evt.is_set():
+            eng = self._eng
+            if eng is None:
+                return
+            rc = _tlib.hpccd_tcpp_run(eng, -1)            # the GIL is released inside
+            if rc < 0 and not self._stop_evt.is_set():
+                log.error("tcp_side probe engine: %s; again in 100 ms", os.strerror(-rc))
+                self._stop_evt.wait(0.1)
+
+    def start_thread(self) -> threading.Thread:
+        self._stop_evt.clear()
+        self._thread = threading.Thread(target=self.run, name="hpccd-tcp-side", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def step(self, timeout_s: float = 0.0) -> None:
+        """Serve what is pending (waiting up to `timeout_s` for more), in
+        the calling thread; for tests and callers without a thread."""
+        if self._eng is None:
+            return
+        rc = _tlib.hpccd_tcpp_run(self._eng, int(timeout_s * 1e9))
+        if rc < 0:
+            raise TcpSideError(f"probe engine: {os.strerror(-rc)}")
+
+    # ---- observability ----
+
+    @property
+    def stats(self) -> dict[str, int]:
+        if self._eng is None:
+            return {k: 0 for k in STATS}
+        s = _tffi.new("struct hpccd_tcpp_stats *")
+        _tlib.hpccd_tcpp_stats(self._eng, s)
+        out = {k: getattr(s, k) for k in STATS}
+        out["late_hist"] = list(s.late_hist)
+        return out
+
+    @property
+    def flows(self) -> dict[bytes, FlowView]:
+        if self._eng is None:
+            return {}
+        st = _tffi.new("struct hpccd_tcpp_stats *")
+        _tlib.hpccd_tcpp_stats(self._eng, st)
+        if not st.flows:
+            return {}
+        n = min(self.max_flows, st.flows + 16)      # room for flows that start meanwhile
+        buf = _tffi.new("struct hpccd_tcpp_flow_info[]", n)
+        k = _tlib.hpccd_tcpp_flows(self._eng, buf, n)
+        return {v.raw_key: v for v in (_view(buf[i]) for i in range(k))}
+
+    @property
+    def last_probe_rtt_us(self) -> float:
+        """The probe RTT EWMA of the most recently updated flow."""
+        fl = sorted(self.flows.values(), key=lambda v: v.last_update_ns)
+        return fl[-1].probe_rtt_ns / 1e3 if fl else 0.0
+
+    def publish_int(self, flows: Iterable[FlowView] | None = None) -> None:
+        """on_int(...) for every hop of each flow's last two responses (the
+        one before first: a record and the previous one of the same hop, a
+        probe RTT apart, give the hop's utilisation), when new since the
+        previous call."""
+        if self.on_int is None:
+            return
+        for v in (self.flows.values() if flows is None else flows):
+            if v.hops and self._int_seen.get(v.raw_key) != v.last_update_ns:
+                self._int_seen[v.raw_key] = v.last_update_ns
+                for hops in (v.hops_prev, v.hops):
+                    for i in range(len(hops) // 8):
+                        self.on_int(v.path_id, i, hops[8 * i:8 * i + 8])
+
+    def counters(self) -> dict[str, dict[str, tuple[int, int]]]:
+        """The CCs' per-CPU counters, summed: {"hpcc": {...}, "dctcp": {...}}."""
+        out = {}
+        if self.tcp_cc is not None and self.tcp_cc.started and "hpcc" in self.tcp_cc.names:
+            out["hpcc"] = read_counters(self.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), HPCC_COUNTERS)
+        if self.tcp_cc is not None and self.tcp_cc.started and "dctcp" in self.tcp_cc.names:
+            out["dctcp"] = read_counters(self.tcp_cc.map("dctcp", "hpccd_dctcp_cnt"),
+                                         DCTCP_COUNTERS)
+        return out
+
+    def status(self) -> dict[str, Any]:
+        flows = [{"flow": str(v.key), "W_bytes": v.W, "cwnd_bytes": v.cwnd_bytes, "U": v.U,
+                  "rate_bps": v.rate_bps, "T_us": v.T_ns / 1e3,
+                  "qdelay_us": v.qdelay_ns / 1e3, "host_us": v.host_ns / 1e3,
+                  "probes_sent": v.probes_sent, "probes_answered": v.probes_answered,
+                  "probes_lost": v.probes_lost, "probe_rtt_us": v.probe_rtt_ns / 1e3,
+                  "probe_rtt_min_us": v.probe_rtt_min_ns / 1e3, "srtt_us": v.srtt_us,
+                  "rtt_min_us": v.rtt_min_us, "probes_per_rtt": v.probes_per_rtt,
+                  "parked": v.parked} for v in self.flows.values()]
+        st = self.stats
+        st.pop("late_hist")
+        return {"flows": flows, **st}
+
+
+# ---- daemon component (hpccd.agent.component) ------------------------------------------
+
+try:
+    from ..agent.component import Component as _Component
+except ImportError:            # the daemon core is not there: TcpSide stands alone
+    _Component = None
+
+if _Component is not None:
+    class TcpSideComponent(_Component):
+        """TcpSide in the daemon: the first interface with a tc tracker gives
+        the flow and telemetry maps; HPCC parameters from the configuration's
+        [hpcc] table; the probe loop runs in its own thread (probes per RTT
+        cannot wait for the core's poll interval); poll() publishes."""
+
+        name = "tcp_side"
+        poll_interval = 0.1
+
+        @classmethod
+        def cleanup_stale(cls, cfg) -> list[str]:
+            return TcpCc.cleanup_stale()        # only when no live daemon shares them
+
+        def start(self) -> None:
+            ifc = next((i for i in self.ctx.interfaces.values() if i.tc is not None), None)
+            if ifc is None:
+                raise TcpSideError("tcp_side needs an interface with tc_tracker = true")
+            params = dict(getattr(self.ctx.config, "params", {}).get("hpcc", {}))
+            opts = getattr(self.ctx.config, "tcp_side_opts", None)     # [tcp_side]
+            self.side = TcpSide({n: ifc.tc_map(n) for n in TRACKER_MAPS},
+                                {n: ifc.xdp_map(n) for n in XDP_MAPS},
+                                hpcc_params=params, netns=self.ctx.netns,
+                                cc_obj_dir=getattr(self.ctx, "bpf_dir", None),
+                                probe_dscp=getattr(self.ctx.config, "probe_dscp",
+                                                   PROBE_DSCP_DEFAULT),
+                                **(opts.kwargs() if opts is not None else {}))
+            self.side.on_int = self.ctx.flows.observe_hop
+            self.side.start()
+            self.side.start_thread()
+
+        def poll(self, now: float) -> float | None:
+            """Publish the kernel TCP flows TcpSide runs (the daemon's flow
+            table: hpccctl flows, the metrics): new ones added, their W, R,
+            U, RTTs and probe counters updated, ended ones finished.  With
+            no flow, polled less and less often, up to once a second
+            (hpccd.agent.component.idle_backoff): a new flow appears in the table
+            within that, while the engine probes it from its first segment."""
+            side = getattr(self, "side", None)
+            if side is None:
+                return None
+            from ..agent.component import idle_backoff
+            from ..agent.flows import FlowLimitError
+
+            ids = self.__dict__.setdefault("_ids", {})
+            live = side.flows
+            self._idle = idle_backoff(getattr(self, "_idle", None), self.poll_interval,
+                                      bool(live or ids))
+            side.publish_int(live.values())
+            for raw, fs in live.items():
+                fid = ids.get(raw)
+                if fid is None:
+                    k = fs.key
+                    pol = self.ctx.config.policy(k.daddr)
+                    try:
+                        fid = ids[raw] = self.ctx.flows.add(
+                            kind="tcp", role="sender", saddr=k.saddr, sport=k.sport,
+                            daddr=k.daddr, dport=k.dport, proto=6, peer=pol.peer,
+                            algorithm="hpcc", component=self.name).id
+                    except FlowLimitError:
+                        continue                 # counted by the table; the flow still runs
+                self.ctx.flows.update(
+                    fid, window_bytes=fs.W or float(side.w_init),
+                    rate_bps=fs.rate_bps, U=fs.U,
+                    rtt_s=fs.srtt_us / 1e6 if fs.srtt_us else None,
+                    probe_rtt_s=fs.probe_rtt_ns / 1e9 if fs.probe_rtt_ns else None,
+                    probes_sent=fs.probes_sent, probes_answered=fs.probes_answered,
+                    probes_lost=fs.probes_lost)
+            for raw in [r for r in ids if r not in live]:      # ended: the engine let go
+                self.ctx.flows.finish(ids.pop(raw), completed=True)
+            return self._idle
+
+        def probe_metrics(self) -> dict[str, Any] | None:
+            """The probe engine's figures for the metrics (hpccd.agent.metrics):
+            its counters, the lateness histogram, and the CC's per-ACK mode
+            counters (the Reno fallback among them)."""
+            side = getattr(self, "side", None)
+            if side is None:
+                return None
+            return {"stats": side.stats, "cc": side.counters().get("hpcc", {})}
+
+        def status(self) -> dict[str, Any]:
+            return self.side.status() if getattr(self, "side", None) else {}
+
+        def stop(self) -> None:
+            side = getattr(self, "side", None)
+            if side is not None:
+                side.stop()
+
+    COMPONENT = TcpSideComponent

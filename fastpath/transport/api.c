@@ -1,0 +1,816 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * The calls of include/hpccd/transport.h: create, start, stop, flows,
+ * snapshots, destroy.  Every call but create takes the engine lock.
+ */
+#include "tp.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int __attribute__((format(printf, 5, 0)))
+tp__vfail(char *buf, size_t size, const char *where, int rc, const char *fmt, va_list ap)
+{
+	int n;
+
+	if (!buf || !size)
+		return rc;
+	n = snprintf(buf, size, "%s: ", where);
+	if (n >= 0 && (size_t)n < size)
+		vsnprintf(buf + n, size - (size_t)n, fmt, ap);
+	return rc;
+}
+
+static int __attribute__((format(printf, 6, 7)))
+create_fail(char *buf, size_t size, const char *ifname, uint32_t q, int rc, const char *fmt, ...)
+{
+	char where[IF_NAMESIZE + 32];
+	va_list ap;
+
+	snprintf(where, sizeof(where), "%s queue %u", ifname ? ifname : "(null)", q);
+	va_start(ap, fmt);
+	tp__vfail(buf, size, where, rc, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int tp__fail(struct hpccd_tp *t, int rc, const char *fmt, ...)
+{
+	char where[IF_NAMESIZE + 32];
+	va_list ap;
+
+	snprintf(where, sizeof(where), "%s queue %u", t->ifname, t->queue_id);
+	va_start(ap, fmt);
+	tp__vfail(t->err, sizeof(t->err), where, rc, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+const char *hpccd_tp__error(const struct hpccd_tp *t)
+{
+	return t ? t->err : "no engine";
+}
+
+void hpccd_tp_config_default(struct hpccd_tp_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->rx_frames = 4096;
+	c->tx_frames = 4096;
+	c->frame_size = HPCCD_TP_FRAME_MAX;      /* docs/transport.md "Frame size" */
+	c->flags = HPCCD_TP_F_COPY | HPCCD_TP_F_NEED_WAKEUP;
+	c->udp_port = HPCCD_UDP_PORT_DEFAULT;
+	c->probe_dscp = HPCCD_PROBE_DSCP_DEFAULT;
+	c->sink = HPCCD_TP_SINK_VERIFY;
+	c->sink_fd = -1;
+	c->ack_every = 1;
+	c->delack_ns = 100000;
+	c->nack_gap_ns = 200000;
+	c->sndbuf_bytes = 16u << 20;
+	c->coalesce_ns = 20000;
+	c->rx_idle_ns = 30000000000ull;
+	c->rx_peer_max = UINT32_MAX;             /* state init: rx_flows / 4 */
+	c->max_flows = HPCCD_TP_FLOWS_DEFAULT;
+	c->cpu = -1;
+	c->rx_flows = HPCCD_TP_FLOWS_DEFAULT;
+	c->rx_window = UINT32_MAX;               /* create(): 3/4 of the RX ring */
+	hpccd_hpcc_params_default(&c->rx_hpcc);
+	c->cnp_ns = 50000;                       /* DCQCN's N (cnp.c) */
+}
+
+void hpccd_tp_flow_cfg_default(struct hpccd_tp_flow_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->algo = HPCCD_ALGO_HPCC;
+	c->src = HPCCD_TP_SRC_PATTERN;
+	c->mtu = 1500;
+	c->int_mode = HPCCD_TP_INT_EVERY;
+	c->int_every = 1;
+	c->int_room = HPCCD_INT_DEFAULT_HOPS;
+	c->line_rate_bps = 1000000000ull;
+	c->burst_ns = 40000;
+	c->rto_min_ns = 5000000;
+	c->rto_max_ns = 200000000;
+	c->timeout_ns = 10000000000ull;
+	c->ecn = 1;
+	c->probe_timeout_ns = 1000000;
+	hpccd_hpcc_params_default(&c->hpcc);
+	hpccd_dctcp_params_default(&c->dctcp);
+	hpccd_ldcp_params_default(&c->ldcp);
+	hpccd_dcqcn_params_default(&c->dcqcn);
+	hpccd_timely_params_default(&c->timely);
+}
+
+static uint32_t pow2_floor(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p <= v / 2)
+		p <<= 1;
+	return p;
+}
+
+/* The engine's state from t->cfg, socket aside: flow tables, the free
+ * stacks of the UMEM's frames (RX frames first, then TX), the ring size,
+ * the receive window and the hold slots.  Also what the protocol tests
+ * build their engines with (tests/unit/engine/).  -ENOMEM, or 0. */
+int tp__state_init(struct hpccd_tp *t)
+{
+	const struct hpccd_tp_config *c = &t->cfg;
+	uint32_t frames = c->rx_frames + c->tx_frames, i;
+	struct timespec ts;
+
+	/* cache-line aligned (struct tp_flow's hot lines) */
+	t->flows = aligned_alloc(64, (size_t)c->max_flows * sizeof(*t->flows));
+	if (t->flows)
+		memset(t->flows, 0, (size_t)c->max_flows * sizeof(*t->flows));
+	t->rxt = calloc(c->rx_flows, sizeof(*t->rxt));
+	t->rx_free = malloc(sizeof(uint64_t) * c->rx_frames);
+	t->tx_free = malloc(sizeof(uint64_t) * c->tx_frames);
+	t->refile = malloc(sizeof(int32_t) * c->max_flows);
+	t->free_slot = malloc(sizeof(int32_t) * c->max_flows);
+	t->delack = malloc(sizeof(int32_t) * c->rx_flows);
+	t->peers = calloc(c->rx_flows, sizeof(*t->peers));
+	if ( !t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
+	    !t->free_slot || !t->peers ||
+	    list_init(&t->ready, c->max_flows) ||
+	    wheel_init(&t->pace, PACE_SHIFT, PACE_SLOTS, c->max_flows) ||
+	    wheel_init(&t->timer, TIMER_SHIFT, TIMER_SLOTS, c->max_flows))
+		return -ENOMEM;
+	wheel_start(&t->pace, now_ns());
+	wheel_start(&t->timer, now_ns());
+	t->slot_mask = c->max_flows - 1;
+	for (i = 0; i < c->max_flows; i++)               /* slot 0 first */
+		t->free_slot[i] = (int32_t)(c->max_flows - 1 - i);
+	t->n_free = c->max_flows;
+	t->rx_mask = c->rx_flows - 1;
+	t->delack_min = NO_DEADLINE;
+	t->ring = pow2_floor(c->rx_frames < RING_MAX ? c->rx_frames : RING_MAX);
+	if (pow2_floor(c->tx_frames) < t->ring)
+		t->ring = pow2_floor(c->tx_frames);
+	if (t->cfg.rx_window > t->ring)
+		t->cfg.rx_window = t->cfg.rx_window == UINT32_MAX ? t->ring / 4 * 3 : t->ring;
+	if (t->cfg.rx_peer_max == UINT32_MAX)
+		t->cfg.rx_peer_max = c->rx_flows / 4;
+	/* hold slots per receiver flow: the whole window's packets */
+	t->hold_cap = pow2_floor(t->cfg.rx_window ? t->cfg.rx_window : t->ring);
+	if (t->hold_cap < t->cfg.rx_window)
+		t->hold_cap <<= 1;
+	if (t->hold_cap < 64)
+		t->hold_cap = 64;
+	for (i = 0; i < c->rx_frames; i++)
+		t->rx_free[i] = (uint64_t)(c->rx_frames - 1 - i) * c->frame_size;
+	t->n_rx_free = c->rx_frames;
+	for (i = 0; i < c->tx_frames; i++)
+		t->tx_free[i] = (uint64_t)(frames - 1 - i) * c->frame_size;
+	t->n_tx_free = c->tx_frames;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t->id_gen = (uint32_t)splitmix64((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32 ^
+					 (uint64_t)(uintptr_t)t);
+	return 0;
+}
+
+void tp__state_free(struct hpccd_tp *t)
+{
+	if (t->rxt) {
+		uint32_t i;
+
+		for (i = 0; i < t->cfg.rx_flows; i++)
+			rx_release(t, &t->rxt[i]);
+	}
+	free(t->flows);
+	free(t->rxt);
+	free(t->rx_free);
+	free(t->tx_free);
+	free(t->refile);
+	free(t->free_slot);
+	free(t->delack);
+	free(t->peers);
+	list_free(&t->ready);
+	wheel_free(&t->pace);
+	wheel_free(&t->timer);
+}
+
+int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_tp_config *cfg,
+		     struct hpccd_tp **out, char *err, size_t err_size)
+{
+	struct xsk_umem_config ucfg;
+	struct xsk_socket_config scfg;
+	struct xdp_options opts;
+	struct hpccd_tp_config c;
+	struct hpccd_hpcc probe;
+	struct hpccd_tp *t;
+	const char *why = NULL;
+	uint32_t frames;
+	socklen_t optlen;
+	int rc, sb;
+
+	if (err && err_size)
+		err[0] = '\0';
+	if (out)
+		*out = NULL;
+	if (!ifname || !out)
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL, "NULL argument");
+	if (cfg)
+		c = *cfg;
+	else
+		hpccd_tp_config_default(&c);
+	if (strlen(ifname) >= IF_NAMESIZE)
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL, "interface name too long");
+	if (c.frame_size != HPCCD_TP_FRAME_MIN && c.frame_size != HPCCD_TP_FRAME_MAX)
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL, "frame size %u: %d or %d",
+				   c.frame_size, HPCCD_TP_FRAME_MIN, HPCCD_TP_FRAME_MAX);
+	if (c.rx_frames < 64 || c.tx_frames < 2 * ACK_RESERVE || c.rx_frames > (1u << 20) ||
+	    c.tx_frames > (1u << 20))
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
+				   "%u RX / %u TX frames: 64 / %u to 2^20 each", c.rx_frames,
+				   c.tx_frames, 2 * ACK_RESERVE);
+	if ((c.flags & HPCCD_TP_F_COPY) && (c.flags & HPCCD_TP_F_ZEROCOPY))
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
+				   "copy and zero-copy both forced");
+	if (c.max_flows < HPCCD_TP_FLOWS_MIN || c.max_flows > HPCCD_TP_FLOWS_MAX ||
+	    (c.max_flows & (c.max_flows - 1)) || c.rx_flows < HPCCD_TP_FLOWS_MIN ||
+	    c.rx_flows > HPCCD_TP_FLOWS_MAX || (c.rx_flows & (c.rx_flows - 1)))
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
+				   "%u sender / %u receiver flows: powers of two from %d to %d",
+				   c.max_flows, c.rx_flows, HPCCD_TP_FLOWS_MIN, HPCCD_TP_FLOWS_MAX);
+	if (c.cpu < -1 || c.cpu >= CPU_SETSIZE)
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL, "CPU %d: -1 (any) or "
+				   "a CPU number", c.cpu);
+	if (!c.ack_every || !c.udp_port || c.probe_dscp > 63)
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
+				   "ack_every %u, udp port %u, dscp %u", c.ack_every, c.udp_port,
+				   c.probe_dscp);
+	if (c.sink != HPCCD_TP_SINK_VERIFY && !(c.sink == HPCCD_TP_SINK_FD && c.sink_fd >= 0))
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
+				   "sink %u (fd %d)", c.sink, c.sink_fd);
+	if (hpccd_hpcc_init(&probe, &c.rx_hpcc, HPCCD_ALGO_RXHPCC, &why))
+		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
+				   "receiver Rx-HPCC parameters: %s", why);
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return create_fail(err, err_size, ifname, queue_id, -ENOMEM, "out of memory");
+	pthread_mutex_init(&t->lock, NULL);
+	memcpy(t->ifname, ifname, strlen(ifname) + 1);
+	t->queue_id = queue_id;
+	t->cfg = c;
+	t->fd = -1;
+	t->efd = -1;
+	t->ifindex = if_nametoindex(ifname);
+	if (!t->ifindex) {
+		rc = create_fail(err, err_size, ifname, queue_id, -ENODEV,
+				 "no such interface in this network namespace");
+		goto free_t;
+	}
+	frames = c.rx_frames + c.tx_frames;
+	if (tp__state_init(t)) {
+		rc = create_fail(err, err_size, ifname, queue_id, -ENOMEM, "out of memory");
+		goto free_t;
+	}
+	t->area_len = (size_t)frames * c.frame_size;
+	t->area = mmap(NULL, t->area_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (t->area == MAP_FAILED) {
+		t->area = NULL;
+		rc = create_fail(err, err_size, ifname, queue_id, -errno,
+				 "mmap of a %zu-byte UMEM", t->area_len);
+		goto free_t;
+	}
+	memset(&ucfg, 0, sizeof(ucfg));
+	ucfg.fill_size = t->ring;
+	ucfg.comp_size = pow2_floor(c.tx_frames) * 2;  /* never full: > frames in flight */
+	ucfg.frame_size = c.frame_size;
+	ucfg.frame_headroom = HEADROOM;
+	rc = xsk_umem__create(&t->umem, t->area, t->area_len, &t->fq, &t->cq, &ucfg);
+	if (rc) {
+		t->umem = NULL;
+		create_fail(err, err_size, ifname, queue_id, rc, "xsk_umem__create (%u frames)",
+			    frames);
+		goto unmap;
+	}
+	memset(&scfg, 0, sizeof(scfg));
+	scfg.rx_size = t->ring;
+	scfg.tx_size = pow2_floor(c.tx_frames);  /* every TX frame fits in the ring */
+	scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;   /* xdp_host is the loader's */
+	scfg.bind_flags = (uint16_t)(c.flags & (HPCCD_TP_F_COPY | HPCCD_TP_F_ZEROCOPY |
+						 HPCCD_TP_F_NEED_WAKEUP));
+	/* Multi-buffer packets (larger than a frame) where the kernel and the
+	 * driver take them: every kernel from 6.6 in copy mode; a driver
+	 * without it in zero-copy mode, or an older kernel, refuses the flag
+	 * and the socket is bound without it. */
+	rc = -EINVAL;
+	if (!(c.flags & HPCCD_TP_F_NO_SG)) {
+		scfg.bind_flags |= XDP_USE_SG;
+		rc = xsk_socket__create(&t->sock, ifname, queue_id, t->umem, &t->rx, &t->tx,
+					&scfg);
+		if (rc)
+			scfg.bind_flags &= (uint16_t)~XDP_USE_SG;
+	}
+	if (rc)
+		rc = xsk_socket__create(&t->sock, ifname, queue_id, t->umem, &t->rx, &t->tx,
+					&scfg);
+	t->sg = !rc && (scfg.bind_flags & XDP_USE_SG);
+	t->st.sg = (uint32_t)t->sg;
+	if (rc) {
+		t->sock = NULL;
+		create_fail(err, err_size, ifname, queue_id, rc, "AF_XDP socket (bind, %s mode)",
+			    (c.flags & HPCCD_TP_F_ZEROCOPY) ? "zero-copy" :
+			    (c.flags & HPCCD_TP_F_COPY) ? "copy" : "any");
+		goto del_umem;
+	}
+	t->fd = xsk_socket__fd(t->sock);
+	/* Copy mode: each frame in flight is an skb charged to the socket's
+	 * send buffer until it is freed, possibly at the far end of the lab;
+	 * the default 208 KB would cap the bytes in flight. */
+	sb = c.sndbuf_bytes > (1u << 30) ? (1 << 30) : (int)c.sndbuf_bytes;
+	if (sb > 0)
+		setsockopt(t->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sb, sizeof(sb));
+	t->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->efd < 0) {
+		rc = create_fail(err, err_size, ifname, queue_id, -errno, "eventfd");
+		goto del_sock;
+	}
+	memset(&opts, 0, sizeof(opts));
+	optlen = sizeof(opts);
+	if (getsockopt(t->fd, SOL_XDP, XDP_OPTIONS, &opts, &optlen) == 0)
+		t->zerocopy = !!(opts.flags & XDP_OPTIONS_ZEROCOPY);
+	rx_refill(t);
+	*out = t;
+	return 0;
+
+del_sock:
+	xsk_socket__delete(t->sock);
+del_umem:
+	xsk_umem__delete(t->umem);
+unmap:
+	munmap(t->area, t->area_len);
+free_t:
+	tp__state_free(t);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+	return rc;
+}
+
+/* The largest IPv4 MTU whose frames the peer's engine, with frames of this
+ * size, can receive: the kernel writes them past its XDP headroom. */
+static uint32_t tp_mtu_max(const struct hpccd_tp *t)
+{
+	uint32_t one = t->cfg.frame_size - HEADROOM - HPCCD_TP_RX_HEADROOM;
+
+	/* multi-buffer: MB_FRAGS pieces of a frame each, at most MB_BYTES */
+	if (t->sg)
+		return MB_FRAGS * one < MB_BYTES ? MB_FRAGS * one - ETH_HLEN_ : MB_BYTES - ETH_HLEN_;
+	return one - ETH_HLEN_;
+}
+
+uint32_t hpccd_tp__mtu_max(const struct hpccd_tp *t)
+{
+	uint32_t m = tp_mtu_max(t);
+
+	return m < 65535 ? m : 65535;
+}
+
+int hpccd_tp__fd(const struct hpccd_tp *t)
+{
+	return t ? t->fd : -EINVAL;
+}
+
+void tp__wake(struct hpccd_tp *t)
+{
+	const uint64_t one = 1;
+	ssize_t w = write(t->efd, &one, sizeof(one));
+
+	(void)w;
+}
+
+int hpccd_tp__start(struct hpccd_tp *t)
+{
+	sigset_t all, old;
+	uint64_t drain;
+	int rc;
+
+	if (!t)
+		return -EINVAL;
+	if (t->started)
+		return tp__fail(t, -EBUSY, "engine thread already started");
+	while (read(t->efd, &drain, sizeof(drain)) > 0)
+		;
+	__atomic_store_n(&t->stop_flag, 0, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&t->lock);
+	t->st.running = 1;
+	t->st.thread_err = 0;
+	pthread_mutex_unlock(&t->lock);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&t->thread, NULL, tp__main, t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		pthread_mutex_lock(&t->lock);
+		t->st.running = 0;
+		pthread_mutex_unlock(&t->lock);
+		return tp__fail(t, -rc, "cannot start the engine thread");
+	}
+	pthread_setname_np(t->thread, "hpccd-tp");
+	t->started = 1;
+	if (t->cfg.cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(t->cfg.cpu, &set);
+		rc = pthread_setaffinity_np(t->thread, sizeof(set), &set);
+		if (rc) {
+			hpccd_tp__stop(t);
+			return tp__fail(t, -rc, "cannot place the engine thread on CPU %d",
+					t->cfg.cpu);
+		}
+	}
+	return 0;
+}
+
+int hpccd_tp__stop(struct hpccd_tp *t)
+{
+	int err;
+
+	if (!t)
+		return -EINVAL;
+	if (!t->started)
+		return 0;
+	__atomic_store_n(&t->stop_flag, 1, __ATOMIC_RELEASE);
+	tp__wake(t);
+	pthread_join(t->thread, NULL);
+	t->started = 0;
+	pthread_mutex_lock(&t->lock);
+	err = t->st.thread_err;
+	pthread_mutex_unlock(&t->lock);
+	if (err)
+		return tp__fail(t, err, "the engine thread had stopped on an error");
+	return 0;
+}
+
+/* Is c a flow this engine can run?  0, or the error (written to t->err,
+ * naming the flow); *ops_out, *room_out, *hdr_out for flow_open_locked. */
+static int flow_check(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
+		      const struct tp_cc_ops **ops_out, uint32_t *room_out, uint32_t *hdr_out)
+{
+	const struct tp_cc_ops *ops;
+	uint32_t room, hdr;
+	char who[96];
+
+	snprintf(who, sizeof(who), "flow to %u.%u.%u.%u port %u", c->daddr >> 24,
+		 (c->daddr >> 16) & 255, (c->daddr >> 8) & 255, c->daddr & 255, c->dport);
+	ops = tp_cc_ops_of(c->algo);
+	if (!ops)
+		return tp__fail(t, -EINVAL, "%s: unknown algorithm %u", who, c->algo);
+	if (!c->bytes)
+		return tp__fail(t, -EINVAL, "%s: a flow carries at least one byte", who);
+	if (c->src != HPCCD_TP_SRC_PATTERN && !(c->src == HPCCD_TP_SRC_BUFFER && c->buf))
+		return tp__fail(t, -EINVAL, "%s: source %u without a buffer", who, c->src);
+	if (c->int_room > HPCCD_INT_MAX_HOPS || c->int_mode > HPCCD_TP_INT_PROBE ||
+	    (c->int_mode == HPCCD_TP_INT_NTH && !c->int_every) ||
+	    (c->int_mode == HPCCD_TP_INT_PROBE && (!c->int_room || !c->probe_timeout_ns)))
+		return tp__fail(t, -EINVAL, "%s: INT mode %u every %u room %u probe timeout %llu ns",
+				who, c->int_mode, c->int_every, c->int_room,
+				(unsigned long long)c->probe_timeout_ns);
+	/* Probe responses feed sender-based HPCC only (Rx-HPCC reads the INT
+	 * of data packets at the receiver; DCTCP and LDCP read none). */
+	if (c->int_mode == HPCCD_TP_INT_PROBE && !ops->on_probe_resp)
+		return tp__fail(t, -EINVAL, "%s: probe mode drives HPCC only, not %s",
+				who, ops->name);
+	room = c->int_mode == HPCCD_TP_INT_NONE || c->int_mode == HPCCD_TP_INT_PROBE ? 0
+										   : c->int_room;
+	hdr = L2L4 + HPCCD_INT_HDR_BYTES + room * HPCCD_INT_HOP_BYTES + HPCCD_HDR_BYTES;
+	if (c->mtu < hdr - ETH_HLEN_ + 64 || c->mtu > tp_mtu_max(t) || c->mtu > 65535)
+		return tp__fail(t, -EINVAL, "%s: MTU %u: from %u to %u with room %u (%u-byte frames)",
+				who, c->mtu, hdr - ETH_HLEN_ + 64,
+				tp_mtu_max(t) < 65535 ? tp_mtu_max(t) : 65535, room,
+				t->cfg.frame_size);
+	if (c->recovery != HPCCD_TP_SR && c->recovery != HPCCD_TP_GBN)
+		return tp__fail(t, -EINVAL, "%s: recovery %u: selective repeat (%d) or go-back-N (%d)",
+				who, c->recovery, HPCCD_TP_SR, HPCCD_TP_GBN);
+	if (c->rate_win > 1 ||
+	    (c->rate_win && c->algo != HPCCD_ALGO_DCQCN && c->algo != HPCCD_ALGO_TIMELY) ||
+	    (c->rate_win && !(c->hpcc.T_ns > 0 && c->hpcc.T_ns < 1e12)))
+		return tp__fail(t, -EINVAL, "%s: rate_win %u: 0, or 1 for DCQCN and TIMELY with "
+				"hpcc.T_ns set (W = line rate x T, [HPCC] section 5.1)",
+				who, c->rate_win);
+	if (!c->line_rate_bps || !c->rto_min_ns || c->rto_max_ns < c->rto_min_ns ||
+	    !c->timeout_ns)
+		return tp__fail(t, -EINVAL, "%s: line rate, RTO bounds and timeout must be set",
+				who);
+
+	*ops_out = ops;
+	*room_out = room;
+	*hdr_out = hdr;
+	return 0;
+}
+
+/* Open a checked flow (t->lock held). */
+static int flow_open_locked(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
+			    const struct tp_cc_ops *ops, uint32_t room, uint32_t hdr,
+			    uint32_t *flow_id, struct tp_flow **out)
+{
+	struct tp_flow *fl = NULL;
+	const char *why = NULL;
+	uint32_t slot = 0;
+	uint64_t now;
+	int rc = 0;
+	char who[96];
+
+	snprintf(who, sizeof(who), "flow to %u.%u.%u.%u port %u", c->daddr >> 24,
+		 (c->daddr >> 16) & 255, (c->daddr >> 8) & 255, c->daddr & 255, c->dport);
+	if (t->n_free) {
+		slot = (uint32_t)t->free_slot[--t->n_free];
+		fl = &t->flows[slot];
+	}
+	if (!fl) {
+		t->st.flows_refused++;   /* docs/security.md "Limits" */
+		rc = tp__fail(t, -ENOSPC, "%s: all %u flow slots are in use (close finished flows)",
+			      who, t->cfg.max_flows);
+		goto out;
+	}
+	memset(fl, 0, sizeof(*fl));
+	fl->c = *c;
+	fl->room = room;
+	fl->hdr_max = hdr;
+	fl->mss = c->mtu + ETH_HLEN_ - hdr;
+	fl->msg_pkts = (c->bytes + fl->mss - 1) / fl->mss;
+	fl->wire_per_payload = (double)(fl->mss + hdr) / fl->mss;
+	fl->ops = ops;
+	rc = ops->init(fl, &why);
+	if (rc) {
+		t->free_slot[t->n_free++] = (int32_t)slot;
+		rc = tp__fail(t, rc, "%s: algorithm parameters: %s", who, why ? why : "invalid");
+		goto out;
+	}
+	t->id_gen += t->cfg.max_flows;
+	fl->flow_id = (t->id_gen & ~t->slot_mask) | slot;
+	now = now_ns();
+	fl->start_ns = now;
+	fl->last_progress_ns = now;
+	fl->next_send_ns = now;
+	fl->rto_deadline = NO_DEADLINE;
+	fl->goback_seq = UINT64_MAX;
+	fl->state = HPCCD_TP_RUNNING;
+	ops->sync(fl);
+	t->n_running++;
+	sched_wake(t, fl, now);
+	*flow_id = fl->flow_id;
+	if (out)
+		*out = fl;
+out:
+	return rc;
+}
+
+int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
+			uint32_t *flow_id)
+{
+	const struct tp_cc_ops *ops;
+	uint32_t room, hdr;
+	int rc;
+
+	if (!t || !c || !flow_id)
+		return -EINVAL;
+	rc = flow_check(t, c, &ops, &room, &hdr);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&t->lock);
+	rc = flow_open_locked(t, c, ops, room, hdr, flow_id, NULL);
+	pthread_mutex_unlock(&t->lock);
+	if (!rc)
+		tp__wake(t);
+	return rc;
+}
+
+/* The echo responder (HPCCD_TP_F_ECHO; the latency benchmark): each
+ * receiver flow that completes is answered with a flow of as many
+ * generated bytes back to its sender, with the template's settings; the
+ * reply's slot frees itself when it is done. */
+int hpccd_tp__set_echo(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c)
+{
+	const struct tp_cc_ops *ops;
+	uint32_t room, hdr;
+	int rc;
+
+	if (!t || !c)
+		return -EINVAL;
+	rc = flow_check(t, c, &ops, &room, &hdr);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&t->lock);
+	t->echo_cfg = *c;
+	t->echo_set = 1;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+void tp__echo_reply(struct hpccd_tp *t, const struct tp_rx *r)
+{
+	struct hpccd_tp_flow_cfg c = t->echo_cfg;
+	const struct tp_cc_ops *ops;
+	struct tp_flow *fl;
+	uint32_t room, hdr, id;
+
+	if (!t->echo_set)
+		return;
+	c.saddr = r->daddr;
+	c.daddr = r->saddr;
+	c.sport = (uint16_t)(32768 + (r->flow_id & 0x3fff));
+	c.dport = t->cfg.udp_port;
+	memcpy(c.smac, r->mac_local, 6);
+	memcpy(c.dmac, r->mac_peer, 6);
+	c.bytes = r->rcv_nxt;
+	c.src = HPCCD_TP_SRC_PATTERN;
+	c.seed = r->flow_id;
+	if (flow_check(t, &c, &ops, &room, &hdr) ||
+	    flow_open_locked(t, &c, ops, room, hdr, &id, &fl)) {
+		t->st.echo_failed++;
+		return;
+	}
+	fl->auto_close = 1;
+	t->st.echo_replies++;
+}
+
+/* The core's last INT (L), for the daemon's per-hop metrics. */
+static void int_copy(const struct hpccd_hpcc *h, uint32_t *path_id, uint32_t *nhops,
+		     struct hpccd_int_rec *hops)
+{
+	uint32_t n = h->have_L ? h->n_hops : 0;
+
+	if (n > HPCCD_INT_MAX_HOPS)
+		n = HPCCD_INT_MAX_HOPS;
+	*path_id = h->path_id;
+	*nhops = n;
+	memcpy(hops, h->L, n * sizeof(*hops));
+}
+
+int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_flow_stats *o)
+{
+	struct tp_flow *fl;
+
+	if (!t || !o)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	fl = flow_by_id(t, flow_id);
+	if (!fl) {
+		pthread_mutex_unlock(&t->lock);
+		return tp__fail(t, -ENOENT, "flow %#x: no such flow", flow_id);
+	}
+	*o = fl->st;
+	o->flow_id = fl->flow_id;
+	o->state = fl->state;
+	o->algo = fl->c.algo;
+	o->err = fl->err;
+	o->bytes = fl->c.bytes;
+	o->snd_una = fl->snd_una;
+	o->snd_nxt = fl->snd_nxt;
+	o->snd_max = fl->snd_max;
+	o->start_ns = fl->start_ns;
+	o->end_ns = fl->end_ns;
+	o->fct_ns = fl->state == HPCCD_TP_DONE ? fl->end_ns - fl->start_ns : 0;
+	o->go_backs = fl->st.go_backs;
+	o->srtt_ns = fl->srtt;
+	o->min_rtt_ns = fl->min_rtt;
+	o->rto_ns = flow_rto(fl);
+	o->window_bytes = fl->W;
+	o->rate_bps = fl->rate_bps;
+	o->U = fl->ops->signal(fl);
+	o->mss = fl->mss;
+	o->hdr_bytes = fl->hdr_max;
+	o->int_path_id = o->int_nhops = 0;
+	if (fl->c.algo == HPCCD_ALGO_HPCC)      /* fl->cc is the algorithm's */
+		int_copy(&fl->cc.hpcc, &o->int_path_id, &o->int_nhops, o->int_hops);
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+int hpccd_tp__flow_close(struct hpccd_tp *t, uint32_t flow_id)
+{
+	struct tp_flow *fl;
+
+	if (!t)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	fl = flow_by_id(t, flow_id);
+	if (!fl) {
+		pthread_mutex_unlock(&t->lock);
+		return tp__fail(t, -ENOENT, "flow %#x: no such flow", flow_id);
+	}
+	if (fl->state == HPCCD_TP_RUNNING)
+		flow_finish(t, fl, HPCCD_TP_FAILED, -ECANCELED, now_ns());
+	fl->state = HPCCD_TP_FREE;
+	t->free_slot[t->n_free++] = flow_slot(t, fl);
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32_t max)
+{
+	uint32_t i, n = 0;
+
+	if (!t || (!out && max))
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	for (i = 0; i < t->cfg.rx_flows && n < max; i++) {
+		struct tp_rx *r = &t->rxt[i];
+
+		if (r->used != 1)
+			continue;
+		out[n] = r->st;
+		out[n].saddr = r->saddr;
+		out[n].flow_id = r->flow_id;
+		out[n].sport = r->sport;
+		out[n].crc32 = r->crc;
+		out[n].err = r->err;
+		int_copy(&r->rxh, &out[n].int_path_id, &out[n].int_nhops, out[n].int_hops);
+		n++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return (int)n;
+}
+
+int hpccd_tp__rx_reap(struct hpccd_tp *t)
+{
+	uint32_t i;
+	int n = 0;
+
+	if (!t)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	for (i = 0; i < t->cfg.rx_flows; i++) {
+		if (t->rxt[i].used == 1 && t->rxt[i].done) {
+			t->rxt[i].used = 2;
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+/* Key rotation without restart (docs/security.md): the thread reads the
+ * key under the engine lock, so the next frame it handles is checked and
+ * tagged with the new key; no grace period for the old one (a NOTIFY or
+ * PROBE_RESP in flight during the rotation is dropped and counted, and
+ * the next one, a T or an RTT later, carries on). */
+int hpccd_tp__set_tag_key(struct hpccd_tp *t, const uint8_t *key16)
+{
+	if (!t || !key16)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	memcpy(t->cfg.tag_key, key16, sizeof(t->cfg.tag_key));
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out)
+{
+	struct xdp_statistics ks;
+	socklen_t len = sizeof(ks);
+
+	if (!t || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	*out = t->st;
+	out->tx_free = t->n_tx_free;
+	out->rx_live = t->rx_live;
+	out->rx_held = t->rx_held;
+	out->flows_running = t->n_running;
+	out->timer_late_ns = __atomic_load_n(&t->wake_late_ns, __ATOMIC_RELAXED);
+	{
+		uint32_t i;
+
+		for (i = 0; i < t->cfg.rx_flows; i++)
+			out->rx_used += t->rxt[i].used == 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	out->zerocopy = t->zerocopy;
+	memset(&ks, 0, sizeof(ks));
+	if (getsockopt(t->fd, SOL_XDP, XDP_STATISTICS, &ks, &len) < 0)
+		return tp__fail(t, -errno, "getsockopt(XDP_STATISTICS)");
+	out->k_rx_dropped = ks.rx_dropped;
+	out->k_rx_invalid_descs = ks.rx_invalid_descs;
+	out->k_tx_invalid_descs = ks.tx_invalid_descs;
+	out->k_rx_ring_full = ks.rx_ring_full;
+	out->k_rx_fill_ring_empty = ks.rx_fill_ring_empty_descs;
+	out->k_tx_ring_empty = ks.tx_ring_empty_descs;
+	return 0;
+}
+
+void hpccd_tp__destroy(struct hpccd_tp *t)
+{
+	if (!t)
+		return;
+	hpccd_tp__stop(t);
+	close(t->efd);
+	xsk_socket__delete(t->sock);
+	xsk_umem__delete(t->umem);
+	munmap(t->area, t->area_len);
+	tp__state_free(t);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * DCQCN's notification point and its congestion notification packets
+ * (Zhu et al., SIGCOMM 2015, section 3.1 "NP"; [HPCC] section 5.1 runs
+ * DCQCN as a baseline).  The receiver is the notification point of every
+ * flow whose DATA ask for it (HPCCD_AUX_CNP in aux: the sender's
+ * algorithm has an on_cnp hook): "if a marked packet arrives for a flow,
+ * and no CNP has been sent for the flow in last N microseconds, a CNP is
+ * sent immediately" (the core's hpccd_dcqcn_np_*, fastpath/cc/dcqcn.c,
+ * with N = cfg.cnp_ns).  A mark that arrives within N of the last CNP is
+ * held, and its CNP leaves with the flow's first packet after the
+ * window: the engine has no timer for it, so with no later packet it
+ * never leaves (a flow that stops sending has nothing to slow down).
+ * The sender half hands a CNP to the flow's algorithm; others count it.
+ * docs/wire-format.md "CNP" has the packet.
+ */
+#include "tp.h"
+
+/* DATA of receiver flow r arrived (`ce`: CE-marked); r's addresses are set. */
+void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *wi, int ce,
+	    uint64_t now)
+{
+	uint64_t addr;
+	uint32_t off = L2L4;
+	uint8_t *f;
+
+	if (!(wi->aux & HPCCD_AUX_CNP))
+		return;
+	if (!r->np.N_ns)
+		hpccd_dcqcn_np_init(&r->np, t->cfg.cnp_ns ? t->cfg.cnp_ns : 50000);
+	r->np_ce += ce;
+	if (!hpccd_dcqcn_np_on_packet(&r->np, ce, now))
+		return;
+	f = tx_get(t, &addr);
+	if (!f) {
+		t->st.ack_dropped++;     /* feedback without a TX frame */
+		return;
+	}
+	put_l2l4(f, r->mac_peer, r->mac_local, r->daddr, r->saddr, r->dport, r->sport, 0);
+	off += put_int(f + off, 0);
+	put_hdr(f + off, HPCCD_T_CNP, 0, 0, r->flow_id, 0, r->rcv_nxt, wi->ts, r->np_ce);
+	off += HPCCD_HDR_BYTES;
+	finish_frame(t, f, off);
+	tx_put(t, addr, off);
+	r->np_ce = 0;
+	r->st.cnps_sent++;
+}
+
+/* A CNP for one of our flows: the algorithm's on_cnp, if it has one. */
+void on_cnp(struct hpccd_tp *t, const struct hpccd_wire_info *wi, uint64_t now)
+{
+	struct tp_flow *fl = flow_by_id(t, wi->flow_id);
+
+	if (!fl || wi->saddr != fl->c.daddr || wi->dport != fl->c.sport) {
+		t->st.unknown_flow++;
+		return;
+	}
+	if (fl->state != HPCCD_TP_RUNNING)
+		return;                  /* late: the flow finished */
+	fl->st.cnps++;
+	if (!fl->ops->on_cnp)
+		return;                  /* counted, not applied */
+	fl->st.cc_updates += fl->ops->on_cnp(fl, now);
+	fl->ops->sync(fl);
+	sched_wake(t, fl, now);
+}

@@ -18,7 +18,7 @@ CC_MODULE := daemon/hpccd/_cc$(EXT_SUFFIX)
 # The libbpf bindings (loader): cffi_build/bpf_shim.[ch] linked with -lbpf.
 LOADER_SRCS := cffi_build/bpf_shim.c cffi_build/bpf_shim.h
 # ... and the kernel/user ABI of the programs it loads, which it exports to Python.
-LOADER_HDRS := ebpf/hpccd_kern_user.h $(CC_HDRS)
+LOADER_HDRS := include/hpccd/kern_user.h $(CC_HDRS)
 LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
 # The native transport (fastpath/transport/*.c, one concern a file) with the
 # parser and the congestion-control core it drives, linked with -lxdp -lbpf
@@ -26,7 +26,7 @@ LOADER_MODULE := daemon/hpccd/_bpf$(EXT_SUFFIX)
 TRANSPORT_SRCS := $(wildcard fastpath/transport/*.c fastpath/transport/*.h) $(CC_SRCS)
 TRANSPORT_MODULE := daemon/hpccd/_transport$(EXT_SUFFIX)
 # The TCP-side probe engine (fastpath/tcpside/*.c) with the core, -lbpf.
-TCPSIDE_SRCS := $(wildcard fastpath/tcpside/*.c) $(CC_SRCS) ebpf/hpccd_kern_user.h ebpf/hpccd_tcp_cc.h
+TCPSIDE_SRCS := $(wildcard fastpath/tcpside/*.c) $(CC_SRCS) include/hpccd/kern_user.h include/hpccd/tcp_cc.h
 TCPSIDE_MODULE := daemon/hpccd/_tcpside$(EXT_SUFFIX)
 
 all: cffi bpf

@@ -9,8 +9,9 @@ the cdef.  Links with -lbpf only: AF_XDP sockets (libxdp) belong to the
 transport's C fast path.
 
 The module also carries the kernel/user ABI of the BPF programs it loads:
-the structs, enums and HPCCD_* constants of ebpf/hpccd_kern_user.h (and
-the wire header it includes), so that Python reads map values and counter
+the structs, enums and HPCCD_* constants of include/hpccd/kern_user.h (and
+the wire header it includes) and the structs and enums of include/hpccd/tcp_cc.h
+(its string macros cannot be cffi constants), so that Python reads map values and counter
 slots with ``ffi``/``lib`` of this module, laid out and numbered by the
 same compiler that built the shim, instead of restating them.  Run
 directly (``python cffi_build/build_bpf.py``) it compiles ``hpccd._bpf``
@@ -22,20 +23,20 @@ import sys
 
 from cffi import FFI
 
-from cffi_common import (CFLAGS, EBPF, HERE, INCLUDE, build_and_install, cdef_source,
+from cffi_common import (CFLAGS, HERE, INCLUDE, build_and_install, cdef_source,
                          constant_defines, includes)
 
 SOURCES = [str(HERE / "bpf_shim.c")]
-HEADERS = ["bpf_shim.h", "hpccd_kern_user.h"]
+HEADERS = ["bpf_shim.h", "hpccd/kern_user.h", "hpccd/tcp_cc.h"]
 # Files whose HPCCD_* macros become lib constants.
-DEFINE_FILES = [EBPF / "hpccd_kern_user.h", INCLUDE / "hpccd" / "wire.h"]
+DEFINE_FILES = [INCLUDE / "hpccd" / "kern_user.h", INCLUDE / "hpccd" / "wire.h"]
 
 ffibuilder = FFI()
-ffibuilder.cdef(cdef_source(HEADERS, [HERE, EBPF, INCLUDE])
+ffibuilder.cdef(cdef_source(HEADERS, [HERE, INCLUDE])
                 + constant_defines(DEFINE_FILES))
 ffibuilder.set_source(
     "hpccd._bpf", includes(HEADERS),
-    sources=SOURCES, include_dirs=[str(HERE), str(EBPF), str(INCLUDE)],
+    sources=SOURCES, include_dirs=[str(HERE), str(INCLUDE)],
     extra_compile_args=CFLAGS, libraries=["bpf", "pthread"])
 
 

@@ -13,14 +13,17 @@ import sys
 from cffi import FFI
 
 from cffi_common import (CFLAGS, CFLAGS_NUMERIC, FASTPATH, INCLUDE, build_and_install,
-                         cdef_source, includes)
+                         cdef_source, constant_defines, includes)
 
 SOURCES = sorted(str(p) for p in (FASTPATH / "cc").glob("*.c"))
 # The headers whose declarations make up the module, in include order.
 HEADERS = ["hpccd/cc.h", "hpccd/wire_api.h"]
+# Files whose HPCCD_* macros become lib constants (the wire's defaults, for the
+# configuration, which should not need libbpf to know them).
+DEFINE_FILES = [INCLUDE / "hpccd" / "wire.h"]
 
 ffibuilder = FFI()
-ffibuilder.cdef(cdef_source(HEADERS, [INCLUDE]))
+ffibuilder.cdef(cdef_source(HEADERS, [INCLUDE]) + constant_defines(DEFINE_FILES))
 ffibuilder.set_source(
     "hpccd._cc", includes(HEADERS),
     sources=SOURCES, include_dirs=[str(INCLUDE)],

@@ -6,7 +6,7 @@ struct hpccd_hpcc_params).  The module compiles the engine
 (fastpath/tcpside/*.c) with the congestion-control core it drives
 (fastpath/cc/*.c, with the core's numeric flags) and links with -lbpf
 (map calls, ring buffers).  The engine reads the kernel/user structures of
-ebpf/hpccd_kern_user.h and ebpf/hpccd_tcp_cc.h.  Run directly it compiles
+include/hpccd/kern_user.h and include/hpccd/tcp_cc.h.  Run directly it compiles
 ``hpccd._tcpside`` and places it in daemon/hpccd/.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 
 from cffi import FFI
 
-from cffi_common import (CFLAGS, CFLAGS_NUMERIC, EBPF, FASTPATH, INCLUDE, build_and_install,
+from cffi_common import (CFLAGS, CFLAGS_NUMERIC, FASTPATH, INCLUDE, build_and_install,
                          cdef_source, includes)
 
 ENGINE_SOURCES = sorted(str(p) for p in (FASTPATH / "tcpside").glob("*.c"))
@@ -26,7 +26,7 @@ ffibuilder = FFI()
 ffibuilder.cdef(cdef_source(HEADERS, [INCLUDE]))
 ffibuilder.set_source(
     "hpccd._tcpside", includes(HEADERS),
-    sources=[*ENGINE_SOURCES, *CORE_SOURCES], include_dirs=[str(INCLUDE), str(EBPF)],
+    sources=[*ENGINE_SOURCES, *CORE_SOURCES], include_dirs=[str(INCLUDE)],
     extra_compile_args=CFLAGS + CFLAGS_NUMERIC, libraries=["bpf", "pthread", "m"])
 
 

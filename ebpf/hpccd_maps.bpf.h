@@ -2,7 +2,7 @@
 /*
  * Maps and load-time settings of the hpccd BPF programs.  Kernel-only:
  * included once by each ebpf/x.bpf.c, after vmlinux.h and bpf_helpers.h.
- * The key and value types are in hpccd_kern_user.h, shared with userspace.
+ * The key and value types are in hpccd/kern_user.h, shared with userspace.
  *
  * Each program says which maps it uses by defining HPCCD_MAPS_XDP and/or
  * HPCCD_MAPS_TC before the include, because libbpf creates every map an
@@ -25,7 +25,7 @@
 #ifndef HPCCD_MAPS_BPF_H
 #define HPCCD_MAPS_BPF_H
 
-#include "hpccd_kern_user.h"
+#include "hpccd/kern_user.h"
 
 #ifndef HPCCD_XSKS_MAX
 #define HPCCD_XSKS_MAX 64          /* rx queues of one interface */
@@ -57,7 +57,7 @@ const volatile __u8 hpccd_cfg_probe_dscp = HPCCD_PROBE_DSCP_DEFAULT;
 #ifdef HPCCD_MAPS_XDP
 /* UDP port of the native transport, host order. */
 const volatile __u16 hpccd_cfg_udp_port = HPCCD_UDP_PORT_DEFAULT;
-/* HPCCD_CFG_* bits (hpccd_kern_user.h). */
+/* HPCCD_CFG_* bits (hpccd/kern_user.h). */
 const volatile __u32 hpccd_cfg_flags = HPCCD_CFG_DEFAULT;
 /* PROBEs answered per source: per second (0: no limit), burst. */
 const volatile __u32 hpccd_cfg_probe_rate = HPCCD_PROBE_RATE_DEFAULT;

@@ -9,7 +9,7 @@
 
 /* The flow's key as tc_tracker keys hpccd_tcp_flows: the 5-tuple as the
  * local sender sees it, addresses and ports in network order, proto 6
- * (hpccd_tcp_cc.h).  On the stack: the verifier does not let a pointer
+ * (hpccd/tcp_cc.h).  On the stack: the verifier does not let a pointer
  * into the socket be a map key. */
 static __always_inline void hpccd__sock_flow_key(const struct sock *sk, struct hpccd_flow_key *k)
 {

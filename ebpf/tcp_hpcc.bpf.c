@@ -71,8 +71,8 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_endian.h>
 
-#include "hpccd_kern_user.h"
-#include "hpccd_tcp_cc.h"
+#include "hpccd/kern_user.h"
+#include "hpccd/tcp_cc.h"
 #include "hpccd_maps.bpf.h"
 #include "hpccd_tcp_sock.bpf.h"
 

@@ -295,7 +295,7 @@ static __always_inline __u32 reflect(struct ethhdr *eth, struct iphdr *iph, void
 }
 
 /* (c) Whether a PROBE from saddr may be answered: GCRA over the source's
- * theoretical arrival time tat (hpccd_kern_user.h HPCCD_PROBE_RATE_DEFAULT):
+ * theoretical arrival time tat (hpccd/kern_user.h HPCCD_PROBE_RATE_DEFAULT):
  * answered when tat + one interval is at most `burst` intervals past now,
  * which moves tat one interval on (so `burst` probes at once, then one per
  * interval).  Two CPUs updating one source at once may

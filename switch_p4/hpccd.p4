@@ -107,7 +107,7 @@ const wred_verdict_t WRED_MARK = 1;         /* ECN set to CE (or already CE) */
 const wred_verdict_t WRED_DROP = 2;         /* ECN-incapable, fast-start class, q >= K */
 
 /* The fast-start class (wred_set's fs_class), the bits of the lab switch's
- * HPCCD_SW_F_FS_* (ebpf/hpccd_kern_user.h) shifted down. */
+ * HPCCD_SW_F_FS_* (include/hpccd/kern_user.h) shifted down. */
 typedef bit<8> fs_class_t;
 const fs_class_t FS_HPCCD = 0x1;            /* hpccd native: UDP to or from the hpccd port */
 const fs_class_t FS_DSCP = 0x2;             /* DSCP == fs_dscp */

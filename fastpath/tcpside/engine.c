@@ -54,8 +54,8 @@
 #include <linux/types.h>
 
 #include "hpccd/tcp_probe.h"
-#include "hpccd_kern_user.h"
-#include "hpccd_tcp_cc.h"
+#include "hpccd/kern_user.h"
+#include "hpccd/tcp_cc.h"
 
 #define PROBE_MAX 160                  /* bytes: 20 + 20 + 4 + 64 + 32 + 8 */
 #define SEND_BATCH 32                  /* probes per sendmmsg() */

@@ -1,7 +1,7 @@
 """ebpf/int_switch.bpf.c (the software INT switch) through BPF_PROG_TEST_RUN.
 
 Invariants protected (the header comment of int_switch.bpf.c, struct
-hpccd_sw_port and enum hpccd_sw_counter in ebpf/hpccd_kern_user.h,
+hpccd_sw_port and enum hpccd_sw_counter in include/hpccd/kern_user.h,
 docs/wire-format.md "INT header" and "Checksums"):
 
 - stamping: an hpccd packet (UDP to or from the hpccd port) or a TCP-side
@@ -46,7 +46,6 @@ import contextlib
 import json
 import os
 import pathlib
-import re
 import socket
 import struct
 import time
@@ -65,7 +64,8 @@ from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import ARP, Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd.bpf import loader as bpf
+from hpccd._bpf import ffi as abi, lib as abi_lib  # noqa: E402
+from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402  (after the root check: it needs libbpf)
 from hpccd.lab.int_switch import QueueSample  # noqa: E402
 
@@ -79,33 +79,16 @@ DSCP = DOC["probe_dscp"]
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
 LO = 1                               # ifindex of lo in every namespace
 
-HDR = (ROOT / "ebpf" / "hpccd_kern_user.h").read_text()
-
-
-def c_enum(text: str, name: str) -> dict[str, int]:
-    """Members of a C enum whose initialisers are integers or earlier members."""
-    m = re.search(r"enum\s+%s\s*\{(.*?)\}\s*;" % re.escape(name), text, re.S)
-    assert m, f"enum {name} not found"
-    body = re.sub(r"/\*.*?\*/|//[^\n]*", "", m.group(1), flags=re.S)
-    vals: dict[str, int] = {}
-    nxt = 0
-    for item in filter(None, (i.strip() for i in body.split(","))):
-        mm = re.fullmatch(r"([A-Za-z_]\w*)\s*(?:=\s*(\w+))?", item)
-        assert mm, f"enum {name}: cannot parse {item!r}"
-        if mm.group(2) is not None:
-            nxt = vals[mm.group(2)] if mm.group(2) in vals else int(mm.group(2), 0)
-        vals[mm.group(1)] = nxt
-        nxt += 1
-    return vals
+def c_enum(name: str) -> dict[str, int]:
+    """Members of a C enum of include/hpccd/kern_user.h, through hpccd._bpf."""
+    return dict(abi.typeof(f"enum {name}").relements)
 
 
 def c_define(name: str) -> int:
-    m = re.search(r"#define\s+%s\s+(0x[0-9a-fA-F]+|\d+)" % re.escape(name), HDR)
-    assert m, f"#define {name} not found"
-    return int(m.group(1), 0)
+    return getattr(abi_lib, name)
 
 
-SLOT = {k.removeprefix("HPCCD_SW_"): v for k, v in c_enum(HDR, "hpccd_sw_counter").items()}
+SLOT = {k.removeprefix("HPCCD_SW_"): v for k, v in c_enum("hpccd_sw_counter").items()}
 N_SLOTS = SLOT.pop("COUNTERS")
 SLOT_NAME = {v: k for k, v in SLOT.items()}
 PORTS_MAX = c_define("HPCCD_SW_PORTS_MAX")

@@ -1,7 +1,7 @@
 """ebpf/tc_tracker.bpf.c through BPF_PROG_TEST_RUN.
 
 Invariants protected (the header comment of tc_tracker.bpf.c, struct
-hpccd_tcp_flow and enum hpccd_tc_counter in ebpf/hpccd_kern_user.h):
+hpccd_tcp_flow and enum hpccd_tc_counter in include/hpccd/kern_user.h):
 
 - per kernel TCP flow (key: the 5-tuple as this host, the sender, sees it)
   the entry holds the payload bytes sent, the part of them below the
@@ -34,7 +34,6 @@ import dataclasses
 import json
 import os
 import pathlib
-import re
 import shutil
 import socket
 import struct
@@ -56,7 +55,8 @@ from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import ARP, Dot1Q, Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd.bpf import loader as bpf  # noqa: E402  (after the root check: it needs libbpf)
+from hpccd._bpf import ffi as abi  # noqa: E402  (after the root check: it needs libbpf)
+from hpccd.bpf import loader as bpf  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OBJ = ROOT / "build" / "ebpf" / "tc_tracker.bpf.o"
@@ -72,24 +72,8 @@ TC_ACT_OK = 0                    # linux/pkt_cls.h
 SKB_SIZE, SKB_GSO_SEGS, SKB_GSO_SIZE = 192, 164, 176
 
 
-def c_enum(text: str, name: str) -> dict[str, int]:
-    """Members of a C enum whose initialisers are integers or earlier members."""
-    m = re.search(r"enum\s+%s\s*\{(.*?)\}\s*;" % re.escape(name), text, re.S)
-    assert m, f"enum {name} not found"
-    body = re.sub(r"/\*.*?\*/|//[^\n]*", "", m.group(1), flags=re.S)
-    vals: dict[str, int] = {}
-    nxt = 0
-    for item in filter(None, (i.strip() for i in body.split(","))):
-        mm = re.fullmatch(r"([A-Za-z_]\w*)\s*(?:=\s*(\w+))?", item)
-        assert mm, f"enum {name}: cannot parse {item!r}"
-        if mm.group(2) is not None:
-            nxt = vals[mm.group(2)] if mm.group(2) in vals else int(mm.group(2), 0)
-        vals[mm.group(1)] = nxt
-        nxt += 1
-    return vals
-
-
-_TC_CNT = c_enum((ROOT / "ebpf" / "hpccd_kern_user.h").read_text(), "hpccd_tc_counter")
+# enum hpccd_tc_counter of include/hpccd/kern_user.h, through hpccd._bpf
+_TC_CNT = dict(abi.typeof("enum hpccd_tc_counter").relements)
 SLOT = {k.removeprefix("HPCCD_TC_"): v for k, v in _TC_CNT.items()}   # "NEW_FLOW" -> 4
 N_SLOTS = SLOT.pop("COUNTERS")
 SLOT_NAME = {v: k for k, v in SLOT.items()}

@@ -1,7 +1,7 @@
 """ebpf/xdp_host.bpf.c through BPF_PROG_TEST_RUN.
 
 Invariants protected (docs/wire-format.md, ebpf/README.md "xdp_host, in order",
-the counter comments of ebpf/hpccd_kern_user.h):
+the counter comments of include/hpccd/kern_user.h):
 
 - every shared vector (tests/vectors/wire.json) gets its documented verdict:
   malformed -> XDP_DROP counted in its class; PROBE to a local address ->
@@ -42,7 +42,6 @@ import json
 import os
 import pathlib
 import random
-import re
 import socket
 import struct
 import time
@@ -62,8 +61,9 @@ from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import ARP, Dot1Q, Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd.bpf import loader as bpf
-from hpccd.core import wire  # noqa: E402  (after the root check: bpf needs libbpf)
+from hpccd._bpf import ffi as abi, lib as abi_lib  # noqa: E402
+from hpccd.bpf import loader as bpf  # noqa: E402  (after the root check: bpf needs libbpf)
+from hpccd.core import wire  # noqa: E402
 from hpccd.core.siphash import siphash24  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -87,55 +87,26 @@ VERDICT = {XDP_ABORTED: "ABORTED", XDP_DROP: "DROP", XDP_PASS: "PASS", XDP_TX: "
 MIN_FRAME = 14            # BPF_PROG_TEST_RUN refuses XDP input shorter than ETH_HLEN
 
 
-# ---- constants from the C headers ------------------------------------------------
+# ---- constants from the C headers (through hpccd._bpf, whose cdef they are) --------
 
-def c_enum(text: str, name: str, known: dict[str, int]) -> dict[str, int]:
-    """The members of `enum name` in C source `text`, with their values.
-    Initialisers may use integers, + - * ( ) and names defined earlier in
-    the enum or in `known`."""
-    m = re.search(r"enum\s+%s\s*\{(.*?)\}\s*;" % re.escape(name), text, re.S)
-    assert m, f"enum {name} not found"
-    body = re.sub(r"/\*.*?\*/|//[^\n]*", "", m.group(1), flags=re.S)
-    vals: dict[str, int] = {}
-    nxt = 0
-    for item in body.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        mm = re.fullmatch(r"([A-Za-z_]\w*)\s*(?:=\s*(.+))?", item, re.S)
-        assert mm, f"enum {name}: cannot parse {item!r}"
-        ident, expr = mm.groups()
-        if expr is not None:
-            env = {**known, **vals}
-            expr = re.sub(r"[A-Za-z_]\w*", lambda t: str(env[t.group(0)]), expr)
-            assert re.fullmatch(r"[\d\s()+\-*]+", expr), f"enum {name}: {item!r}"
-            nxt = eval(expr)   # digits and arithmetic only (checked above)
-        vals[ident] = nxt
-        nxt += 1
-    return vals
+def c_enum(name: str) -> dict[str, int]:
+    """The members of `enum name` with their values, as the C compiler sees them."""
+    return dict(abi.typeof(f"enum {name}").relements)
 
 
-def c_define(text: str, name: str) -> int:
-    m = re.search(r"^#define\s+%s\s+(0x[0-9a-fA-F]+|\d+)\b" % re.escape(name), text, re.M)
-    assert m, f"#define {name} not found"
-    return int(m.group(1), 0)
-
-
-WIRE_H = (ROOT / "include" / "hpccd" / "wire.h").read_text()
-KERN_USER_H = (ROOT / "ebpf" / "hpccd_kern_user.h").read_text()
-WIRE_ERR = c_enum(WIRE_H, "hpccd_wire_err", {})
-_XDP_CNT = c_enum(KERN_USER_H, "hpccd_xdp_counter", WIRE_ERR)
+WIRE_ERR = c_enum("hpccd_wire_err")
+_XDP_CNT = c_enum("hpccd_xdp_counter")
 # C.PASS_NOT_IPV4, C.DROP_MALFORMED, ..., C.COUNTERS: slots of hpccd_xdp_cnt
 C = SimpleNamespace(**{k.removeprefix("HPCCD_XDP_"): v for k, v in _XDP_CNT.items()})
 SLOT_NAME = {v: k.removeprefix("HPCCD_XDP_") for k, v in _XDP_CNT.items()
              if k not in ("HPCCD_XDP_COUNTERS", "HPCCD_XDP_DROP_MALFORMED_LAST")}
 for _e in range(1, WIRE_ERR["HPCCD_E_MAX"]):
     SLOT_NAME[C.DROP_MALFORMED + _e] = "DROP_MALFORMED+" + wire.WireErr(_e).name
-CFG_REFLECT = c_define(KERN_USER_H, "HPCCD_CFG_REFLECT_PROBES")
-CFG_TCP_SIDE = c_define(KERN_USER_H, "HPCCD_CFG_TCP_SIDE")
+CFG_REFLECT = abi_lib.HPCCD_CFG_REFLECT_PROBES
+CFG_TCP_SIDE = abi_lib.HPCCD_CFG_TCP_SIDE
 CFG_DEFAULT = CFG_REFLECT | CFG_TCP_SIDE
-REFLECT_TTL = c_define(KERN_USER_H, "HPCCD_REFLECT_TTL")
-MAX_HOPS = c_define((ROOT / "include" / "hpccd" / "int_hop.h").read_text(), "HPCCD_INT_MAX_HOPS")
+REFLECT_TTL = abi_lib.HPCCD_REFLECT_TTL
+MAX_HOPS = abi.typeof("struct hpccd_tcp_telem").fields[0][1].type.length   # hops[]
 
 # struct hpccd_counter; struct hpccd_tcp_telem (hops[8] raw, rx_ns, probe_seq,
 # responses, ts_echo, flow_id, path_id, nhop, room, int_flags, pad[3])
@@ -408,7 +379,7 @@ def expect(frame: bytes, cfg: Cfg = DEFAULT) -> tuple[int, int]:
 
     Malformedness from hpccd.core.wire.classify; the rest from docs/wire-format.md
     and the order of ebpf/README.md "xdp_host, in order"; which PASS slot a
-    non-hpccd frame lands in from the slot comments of hpccd_kern_user.h."""
+    non-hpccd frame lands in from the slot comments of hpccd/kern_user.h."""
     err = wire.classify(frame, cfg.port, cfg.dscp)
     if err == wire.NOT_HPCCD:
         return XDP_PASS, not_hpccd_slot(frame, cfg)
@@ -443,7 +414,7 @@ def expect(frame: bytes, cfg: Cfg = DEFAULT) -> tuple[int, int]:
 
 
 def not_hpccd_slot(frame: bytes, cfg: Cfg = DEFAULT) -> int:
-    """The PASS slot of a frame that is not hpccd's (hpccd_kern_user.h):
+    """The PASS slot of a frame that is not hpccd's (hpccd/kern_user.h):
     NOT_IPV4 (not IPv4 over Ethernet with at most one 802.1Q tag), BAD_HDR
     (IPv4/UDP/TCP header truncated or invalid, non-first fragment, UDP
     length < 8), OTHER (other protocols and ports, TCP that is not a

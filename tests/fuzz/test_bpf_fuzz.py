@@ -52,7 +52,7 @@ if os.geteuid() != 0:
     pytest.skip("loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON)",
                 allow_module_level=True)
 
-from hpccd.bpf import loader as bpf
+from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

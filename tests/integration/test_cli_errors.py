@@ -220,6 +220,19 @@ def test_send_and_recv_not_root_say_root(netns_pair):
         no_traceback(r)
 
 
+@need_root
+def test_lab_and_experiment_not_root_say_root():
+    """The subcommands that build namespaces refuse before touching anything, in one
+    wording (hpccd.cli.errors.not_root), with exit status 2."""
+    for argv, prog in ((["lab", "status"], "hpccctl lab"),
+                       (["lab", "prometheus", "nolab"], "hpccctl lab prometheus"),
+                       (["experiment", "incast"], "hpccctl experiment")):
+        r = run([*NOBODY, HPCCCTL, *argv])
+        assert r.returncode == 2, (argv, r.stderr)
+        assert r.stderr == f"{prog}: needs root (network namespaces)\n"
+        no_traceback(r)
+
+
 # ---- with a running daemon ------------------------------------------------------------
 
 def transport_config(d: pathlib.Path, iface: str) -> str:

@@ -53,6 +53,7 @@ if os.geteuid() != 0:
                 allow_module_level=True)
 
 from hpccd.bpf import loader as bpf  # noqa: E402
+from lab_hpccd import samples as prom_samples  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
@@ -370,16 +371,6 @@ def daemons(netns_pair, workdir):
                     str(workdir / "hpccd.toml")], capture_output=True, timeout=60)
 
 
-def _samples(text: str) -> dict[str, list[tuple[dict, float]]]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
-
-
 def _value(samples, name: str, **labels) -> float:
     vals = [v for lb, v in samples.get(name, []) if all(lb.get(k) == x for k, x in
                                                          labels.items())]
@@ -460,12 +451,12 @@ def test_ready_after_attach_then_status_metrics_control_and_clean_stop(netns_pai
     assert lr["error_count"] == 0 and lr["ok"] and lr["ok_count"] == 1, lr
 
     # metrics over HTTP: every documented metric, and the programs' real counters
-    before = _samples(h.scrape())
+    before = prom_samples(h.scrape())
     _send_garbage(pair, 5)
     deadline = time.monotonic() + 10
     while True:
         text = h.scrape()
-        got = _samples(text)
+        got = prom_samples(text)
 
         def malformed(s):
             return sum(v for lb, v in s["hpccd_bpf_xdp_packets_total"]
@@ -540,7 +531,7 @@ def test_sighup_with_a_refused_file_keeps_the_running_configuration(netns_pair, 
     assert not st["last_reload"]["ok"]
     assert st["last_reload"]["error"].startswith(f"{cfg}:{eta_line}: hpcc.eta: ")
     assert f"reload refused, the running configuration stays: {cfg}:{eta_line}" in h.log()
-    got = _samples(h.scrape())
+    got = prom_samples(h.scrape())
     assert _value(got, "hpccd_config_last_reload_successful") == 0
     assert _value(got, "hpccd_config_reloads_total", result="error") == 1
 

@@ -44,7 +44,6 @@ import statistics
 import struct
 import subprocess
 import tempfile
-import textwrap
 import threading
 import time
 import urllib.request
@@ -59,10 +58,10 @@ if os.geteuid() != 0:
 from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
+from lab_hpccd import BUILT, LabHpccd, daemon_toml, start_when_free  # noqa: E402
+from lab_hpccd import samples as prom_samples  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILT = ROOT / "build" / "ebpf"
-HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
 HPCCCTL = shutil.which("hpccctl") or str(ROOT / ".venv" / "bin" / "hpccctl")
 METRICS_PORT = 9477
 BUFFER = 500_000
@@ -73,23 +72,9 @@ TOPOLOGY = line("dlab", "10.121.0.0/16", 0x0A1, 2000, 1_000_000, 1000, BUFFER)
 
 
 def config_text(d: pathlib.Path, host: str, components: list[str]) -> str:
-    return textwrap.dedent(f"""\
-        [daemon]
-        control_socket = "{d / (host + '.sock')}"
-        metrics_address = "127.0.0.1:{METRICS_PORT}"
-        bpf_dir = "{BUILT}"
-        components = {json.dumps(components)}
-
-        [[interfaces]]
-        name = "eth0"
-
-        [transport]
-        integrity_key_file = "{d / 'tag.key'}"
-        ack_every = 4
-
-        [probes]
-        mode = "probe"
-
+    return daemon_toml(control_socket=d / f"{host}.sock",
+                       metrics_address=f"127.0.0.1:{METRICS_PORT}", components=components,
+                       key_file=d / "tag.key", rest=f"""\
         [hpcc]
         T_ns = {T_NS}
         line_rate_bps = 2000000000
@@ -99,34 +84,10 @@ def config_text(d: pathlib.Path, host: str, components: list[str]) -> str:
         """)
 
 
-class Daemon:
+class Daemon(LabHpccd):
     def __init__(self, lab, d: pathlib.Path, host: str, components: list[str], n: int = 0):
-        self.lab, self.d, self.host = lab, d, host
-        self.sock = str(d / f"{host}.sock")
-        cfg = d / f"{host}.toml"
-        cfg.write_text(config_text(d, host, components))
-        self.logf = open(d / f"{host}-{n}.log", "w+")
-        env = dict(os.environ)
-        env.pop("NOTIFY_SOCKET", None)
-        self.proc = lab.popen(host, [HPCCD, "--config", str(cfg)], stdout=self.logf,
-                              stderr=subprocess.STDOUT, env=env)
-
-    def log(self) -> str:
-        self.logf.flush()
-        return pathlib.Path(self.logf.name).read_text()
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"hpccd in {self.host} exited {self.proc.returncode}: "
-                                   f"{self.log()}")
-            r = self.ctl("status", "--socket", self.sock, check=False)
-            if r.returncode == 0:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"hpccd in {self.host} not ready: {self.log()}")
-            time.sleep(0.2)
+        super().__init__(lab, host, d, f"{host}-{n}", config_text(d, host, components),
+                         d / f"{host}.sock")
 
     def ctl(self, *args: str, check: bool = True, timeout: float = 120):
         r = subprocess.run(["ip", "netns", "exec", self.lab.netns(self.host), HPCCCTL, *args],
@@ -147,27 +108,6 @@ class Daemon:
             with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics",
                                         timeout=20) as r:
                 return r.read().decode()
-
-    def stop(self, sig=signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.logf.close()
-        return self.proc.returncode
-
-
-def _samples(text: str) -> dict[str, list[tuple[dict, float]]]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
 
 
 def _sum(samples, name: str, **labels) -> float:
@@ -223,18 +163,13 @@ def dlab():
             def start(host: str, components: list[str]) -> Daemon:
                 # tcp_side's struct_ops are host-wide: another test run may
                 # own them for a while (TcpCc's lock); retry until it is free.
-                deadline = time.monotonic() + 120
-                while True:
+                def make() -> Daemon:
                     dm = Daemon(lab, d, host, components, len(daemons))
                     daemons.append(dm)
-                    try:
-                        dm.wait_ready()
-                        lab.daemons[host] = dm
-                        return dm
-                    except RuntimeError:
-                        if "lock" not in dm.log() or time.monotonic() > deadline:
-                            raise
-                        time.sleep(2)
+                    return dm
+                dm = start_when_free(make, "lock")
+                lab.daemons[host] = dm
+                return dm
 
             lab.start_daemon = start
             start("h2", ["transport"])
@@ -246,7 +181,7 @@ def dlab():
     finally:
         for dm in daemons:
             with contextlib.suppress(Exception):
-                dm.stop(signal.SIGKILL)
+                dm.close()
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -307,7 +242,7 @@ def test_native_flows_through_the_daemon(dlab, algo):
             assert m["probes_answered"] > 0.9 * m["probes_sent"] > 100, m
         else:
             assert m["int_mode"] == "every" and m["rx_windows"] > 10, m
-    s = _samples(h1.scrape())
+    s = prom_samples(h1.scrape())
     # the engine of queue 0 is listed, with its flows (all done by now)
     assert any(lb.get("queue") == "0" and lb.get("role") == "sender"
                for lb, _ in s.get("hpccd_engine_flows", [])), s.get("hpccd_engine_flows")
@@ -319,7 +254,7 @@ def test_native_flows_through_the_daemon(dlab, algo):
         assert _sum(s, "hpccd_probe_rtt_seconds_count", algorithm="hpcc") > 0
     else:
         assert _sum(s, "hpccd_notify_received_total", algorithm="rx-hpcc") > 10
-        s2 = _samples(dlab.daemons["h2"].scrape())
+        s2 = prom_samples(dlab.daemons["h2"].scrape())
         assert _sum(s2, "hpccd_notify_sent_total") > 10
 
 
@@ -333,7 +268,7 @@ def _forged_ack(flow_id: int) -> bytes:
 
 def test_forged_ack_dropped_and_counted_in_metrics(dlab):
     h1 = dlab.daemons["h1"]
-    before = _sum(_samples(h1.scrape()), "hpccd_drops_total", layer="transport",
+    before = _sum(prom_samples(h1.scrape()), "hpccd_drops_total", layer="transport",
                   cause="feedback_tag")
     info = h1.request("send", peer=dlab.address("h2"), bytes=400_000_000, algo="rx-hpcc")
     try:
@@ -360,7 +295,7 @@ def test_forged_ack_dropped_and_counted_in_metrics(dlab):
     finally:
         pass
     assert res["state"] == "done"
-    after = _sum(_samples(h1.scrape()), "hpccd_drops_total", layer="transport",
+    after = _sum(prom_samples(h1.scrape()), "hpccd_drops_total", layer="transport",
                  cause="feedback_tag")
     print(f"\n[daemon] forged ACK: feedback_tag drops {before:.0f} -> {after:.0f}; the flow "
           f"applied {res['rx_windows']} genuine windows")
@@ -401,7 +336,7 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
     if shutil.which("iperf3") is None:
         pytest.skip("iperf3 is not installed")
     h1 = dlab.daemons["h1"]
-    started0 = _sum(_samples(h1.scrape()), "hpccd_flows_started_total", algorithm="hpcc")
+    started0 = _sum(prom_samples(h1.scrape()), "hpccd_flows_started_total", algorithm="hpcc")
     runs = []
     for _ in range(2):
         runs.append(run_iperf(dlab, "cubic"))
@@ -426,12 +361,12 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
     # the kernel flows were in the daemon's flow table (kind tcp), one at
     # least per iperf3 -C hpcc run, and are finished when they end
     time.sleep(1.5)                                  # idle_s: the tracker lets them go
-    m = _samples(h1.scrape())
+    m = prom_samples(h1.scrape())
     assert _sum(m, "hpccd_flows_started_total", algorithm="hpcc") - started0 >= 2
     assert not [f for f in h1.ctl_json("flows") if f.get("kind") == "tcp"]
     # the probes' INT shows up per (pathID, hop): s1 (id 0x0a1) is hop 0 of
     # h1 -> h2, its port a 1 Gbit/s link the flows kept busy
-    m = _samples(h1.scrape())
+    m = prom_samples(h1.scrape())
     q = [v for lb, v in m.get("hpccd_int_hop_queue_bytes", [])
          if lb.get("path_id") == "0x0a1" and lb.get("hop") == "0"]
     u = [v for lb, v in m.get("hpccd_int_hop_utilization_ratio", [])

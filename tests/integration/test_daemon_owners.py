@@ -31,8 +31,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import textwrap
-import time
 
 import pytest
 
@@ -41,14 +39,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("namespaces, XDP, tc and struct_ops need root", allow_module_level=True)
 
-from hpccd.bpf import loader as bpf
+from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.agent import ownership  # noqa: E402
 from hpccd.experiment.common import star  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402
+from lab_hpccd import BUILT, HPCCD, LabHpccd, daemon_toml, start_when_free  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILT = ROOT / "build" / "ebpf"
-HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
 HOSTS = ("h1", "h2", "h3")
 TOPOLOGY = star("olab", "10.123.0.0/16", 0x0B1, list(HOSTS), 1000, 1_000_000)
 
@@ -65,79 +61,22 @@ def registered() -> list[str]:
                   if m.get("type") == "struct_ops" and m.get("name", "").startswith("hpccd_tcp_"))
 
 
-class Hpccd:
+class Hpccd(LabHpccd):
     def __init__(self, lab, d: pathlib.Path, host: str, tag: str):
-        self.lab, self.host = lab, host
-        self.sock = str(d / f"{host}-{tag}.sock")
-        self.cfg = d / f"{host}-{tag}.toml"
-        self.cfg.write_text(textwrap.dedent(f"""\
-            [daemon]
-            control_socket = "{self.sock}"
-            metrics_address = ""
-            bpf_dir = "{BUILT}"
-            components = ["tcp_side"]
-
-            [[interfaces]]
-            name = "eth0"
-            """))
-        self.logf = open(d / f"{host}-{tag}.log", "w+")
-        env = dict(os.environ)
-        env.pop("NOTIFY_SOCKET", None)
-        self.proc = lab.popen(host, [HPCCD, "--config", str(self.cfg)], stdout=self.logf,
-                              stderr=subprocess.STDOUT, env=env)
-
-    def log(self) -> str:
-        self.logf.flush()
-        return pathlib.Path(self.logf.name).read_text()
-
-    def status(self) -> dict | None:
-        from hpccd.agent.control import request
-        try:
-            return request(self.sock, "status", {})
-        except Exception:
-            return None
-
-    def wait_ready(self, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"hpccd in {self.host} exited {self.proc.returncode}: "
-                                   f"{self.log()}")
-            st = self.status()
-            if st is not None:
-                return st
-            assert time.monotonic() < deadline, self.log()
-            time.sleep(0.1)
-
-    def stop(self, sig: int) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
-
-    def close(self) -> None:
-        self.stop(signal.SIGKILL)
-        self.logf.close()
+        sock = d / f"{host}-{tag}.sock"
+        super().__init__(lab, host, d, f"{host}-{tag}",
+                         daemon_toml(control_socket=sock, metrics_address="",
+                                     components=["tcp_side"]), sock)
 
 
 def start(lab, d, host, tag) -> Hpccd:
     """Start and wait; another engineer's test may hold the struct_ops
     exclusively for a while (an older TcpCc): retry then."""
-    deadline = time.monotonic() + 120
-    while True:
+    def make() -> Hpccd:
         h = Hpccd(lab, d, host, tag)
         lab.procs.append(h)
-        try:
-            h.wait_ready()
-            return h
-        except RuntimeError:
-            if "exclusively" not in h.log() or time.monotonic() > deadline:
-                raise
-            time.sleep(2)
+        return h
+    return start_when_free(make, "exclusively")
 
 
 def attached(lab, host: str) -> tuple[int | None, int | None]:

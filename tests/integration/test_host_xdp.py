@@ -43,7 +43,6 @@ import contextlib
 import hashlib
 import os
 import pathlib
-import re
 import secrets
 import shutil
 import socket
@@ -64,13 +63,13 @@ from scapy.layers.inet import ICMP, IP, TCP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd.bpf import loader as bpf
+from hpccd._bpf import ffi as abi  # noqa: E402
+from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 from hpccd.core.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
-HEADER = ROOT / "ebpf" / "hpccd_kern_user.h"
 PORT = wire.UDP_PORT_DEFAULT
 DSCP = wire.PROBE_DSCP_DEFAULT
 ETH_P_ALL = 0x0003
@@ -78,24 +77,11 @@ PACKET_OUTGOING = 4
 WAIT_S = 5.0                 # bound on waiting for a packet: a failure, not a measurement
 
 
-# ---- constants of the BPF side (parsed from the shared header) ------------------
+# ---- constants of the BPF side (include/hpccd/kern_user.h, through hpccd._bpf) ----
 
 def _enum(name: str) -> dict[str, int]:
-    """The values of `enum name` in ebpf/hpccd_kern_user.h (comments removed,
-    implicit values counted, references to earlier names evaluated)."""
-    text = re.sub(r"/\*.*?\*/", "", HEADER.read_text(), flags=re.S)
-    body = re.search(r"enum\s+" + name + r"\s*\{(.*?)\};", text, flags=re.S).group(1)
-    known = {"HPCCD_E_MAX": len(wire.WireErr)}
-    vals, nxt = {}, 0
-    for item in (i.strip() for i in body.split(",")):
-        if not item:
-            continue
-        ident, _, expr = (s.strip() for s in item.partition("="))
-        if expr:
-            nxt = eval(expr, {"__builtins__": {}}, {**known, **vals})  # noqa: S307 (our header)
-        vals[ident] = nxt
-        nxt += 1
-    return vals
+    """The values of `enum name` of the kernel/user ABI, as the C compiler sees them."""
+    return dict(abi.typeof(f"enum {name}").relements)
 
 
 XDP_CNT = _enum("hpccd_xdp_counter")

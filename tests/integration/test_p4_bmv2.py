@@ -106,7 +106,7 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
 from conftest import _created, _remove_netns, list_test_netns, new_lab_name  # noqa: E402
-from hpccd.bpf import loader as bpf
+from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 from hpccd.lab import p4runtime_gen as gen  # noqa: E402
 from hpccd.lab.netns import netns_inode, pids_in_netns  # noqa: E402

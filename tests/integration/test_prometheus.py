@@ -37,7 +37,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import textwrap
 import time
 import urllib.parse
 import urllib.request
@@ -53,10 +52,9 @@ from hpccd.lab import metrics as lab_metrics  # noqa: E402
 from hpccd.agent.control import request  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402
+from lab_hpccd import BUILT, LabHpccd, daemon_toml  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILT = ROOT / "build" / "ebpf"
-HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PORT = 9477
 FLOW_BYTES = 120_000_000
@@ -64,24 +62,10 @@ TOPOLOGY = line("plab", "10.125.0.0/16", 0x0C1, 2000, 1_000_000, 1000, 500_000)
 
 
 def config_text(d: pathlib.Path, host: str, address: str) -> str:
-    comps = '["transport", "tcp_side"]' if host == "h1" else '["transport"]'
-    return textwrap.dedent(f"""\
-        [daemon]
-        control_socket = "{d / (host + '.sock')}"
-        metrics_address = "{address}:{PORT}"
-        bpf_dir = "{BUILT}"
-        components = {comps}
-
-        [[interfaces]]
-        name = "eth0"
-
-        [transport]
-        integrity_key_file = "{d / 'tag.key'}"
-        ack_every = 4
-
-        [probes]
-        mode = "probe"
-
+    # h1's daemon runs the TCP side too (its probe engine's metrics)
+    comps = ["transport", "tcp_side"] if host == "h1" else ["transport"]
+    return daemon_toml(control_socket=d / f"{host}.sock", metrics_address=f"{address}:{PORT}",
+                       components=comps, key_file=d / "tag.key", rest="""\
         [hpcc]
         T_ns = 300000
         line_rate_bps = 2000000000
@@ -195,37 +179,21 @@ def plab():
         with lab_ctx(Topology.loads(TOPOLOGY)) as lab:
             addrs = lab_metrics.add_links(lab.name)
             assert lab_metrics.add_links(lab.name) == addrs          # idempotent
-            env = dict(os.environ)
-            env.pop("NOTIFY_SOCKET", None)
             for h in ("h1", "h2"):
-                cfg = d / f"{h}.toml"
-                cfg.write_text(config_text(d, h, addrs[h]))
-                procs.append(lab.popen(h, [HPCCD, "--config", str(cfg)],
-                                       stdout=open(d / f"{h}.log", "w"),
-                                       stderr=subprocess.STDOUT, env=env))
-            for h, p in zip(("h1", "h2"), procs):
-                deadline = time.monotonic() + 60
-                while True:
-                    assert p.poll() is None, (d / f"{h}.log").read_text()
-                    try:
-                        request(str(d / f"{h}.sock"), "status")
-                        break
-                    except Exception:
-                        assert time.monotonic() < deadline, (d / f"{h}.log").read_text()
-                        time.sleep(0.2)
+                procs.append(LabHpccd(lab, h, d, h, config_text(d, h, addrs[h]),
+                                      d / f"{h}.sock"))
+            for p in procs:
+                p.wait_ready()
             prom = Prometheus(d, lab_metrics.prometheus_yml(lab.name, addrs, PORT, "1s"))
             lab.d, lab.addrs, lab.prom = d, addrs, prom
             yield lab
             for p in procs:
-                p.send_signal(signal.SIGTERM)
-                assert p.wait(30) == 0
+                assert p.stop(signal.SIGTERM) == 0, p.log()
     finally:
         if prom is not None:
             prom.stop()
         for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait(10)
+            p.close()
         shutil.rmtree(d, ignore_errors=True)
 
 

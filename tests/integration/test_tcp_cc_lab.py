@@ -54,7 +54,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("struct_ops, namespaces and tc programs need root", allow_module_level=True)
 
-from hpccd.bpf import loader as bpf
+from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.tcp_side import engine as tcp_side  # noqa: E402
 from hpccd.tcp_side.engine import (CFG_FMT, CST_FMT, DCTCP_ST_FMT, WIN_FMT, TcpCc, TcpSide,
                                    flow_key, read_counters)

@@ -53,7 +53,7 @@ if os.geteuid() != 0:
 from scapy.layers.inet import ICMP  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from hpccd.bpf import loader as bpf
+from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 from hpccd.bpf.counters import XDP_SLOTS  # noqa: E402
 from hpccd.transport.engine import XDP_HOST, TransportError  # noqa: E402

@@ -1,4 +1,5 @@
-"""Counter slot names of hpccd.bpf.counters against ebpf/hpccd_kern_user.h.
+"""Counter slot names of hpccd.bpf.counters against include/hpccd/kern_user.h (read through
+the loader's cffi module, hpccd._bpf, whose cdef is that header).
 
 Invariant protected: every slot of enum hpccd_xdp_counter / enum
 hpccd_tc_counter has exactly one label value, in slot order, and the
@@ -7,29 +8,13 @@ without a name in the exporter fails here.
 """
 from __future__ import annotations
 
-import pathlib
-import re
-
+from hpccd._bpf import ffi as abi
 from hpccd.bpf import counters as bpf_counters
 from hpccd.core import wire
 
-HEADER = pathlib.Path(__file__).resolve().parents[2] / "ebpf" / "hpccd_kern_user.h"
-
 
 def _enum(name: str) -> dict[str, int]:
-    text = re.sub(r"/\*.*?\*/", "", HEADER.read_text(), flags=re.S)
-    body = re.search(r"enum\s+" + name + r"\s*\{(.*?)\};", text, flags=re.S).group(1)
-    known = {"HPCCD_E_MAX": len(wire.WireErr)}
-    vals, nxt = {}, 0
-    for item in (i.strip() for i in body.split(",")):
-        if not item:
-            continue
-        ident, _, expr = (s.strip() for s in item.partition("="))
-        if expr:
-            nxt = eval(expr, {"__builtins__": {}}, {**known, **vals})  # noqa: S307 (our header)
-        vals[ident] = nxt
-        nxt += 1
-    return vals
+    return dict(abi.typeof(f"enum {name}").relements)
 
 
 def test_xdp_slots_match_the_header():
@@ -57,5 +42,6 @@ def test_xdp_slots_match_the_header():
 def test_tc_slots_match_the_header():
     e = _enum("hpccd_tc_counter")
     assert bpf_counters.TC_COUNTERS == e.pop("HPCCD_TC_COUNTERS")
+    assert abi.sizeof("struct hpccd_counter") == bpf_counters._COUNTER.size
     assert {s.index: s.name for s in bpf_counters.TC_SLOTS} == \
         {i: n.removeprefix("HPCCD_TC_").lower() for n, i in e.items()}

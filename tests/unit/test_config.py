@@ -444,6 +444,16 @@ def test_dcqcn_and_timely_are_algorithms_with_their_own_tables(keyfile):
     assert ei.value.key == "dcqcn.F" and "F must be in [1, 1000]" in str(ei.value)
 
 
+def test_wire_defaults_are_the_headers():
+    """The configuration's UDP port and probe DSCP defaults are include/hpccd/wire.h's
+    (through hpccd._cc), and so are the scapy layers' (hpccd.core.wire, the Python twin)."""
+    from hpccd._cc import lib
+    from hpccd.core import wire
+    assert config.UDP_PORT_DEFAULT == lib.HPCCD_UDP_PORT_DEFAULT == wire.UDP_PORT_DEFAULT
+    assert config.PROBE_DSCP_DEFAULT == lib.HPCCD_PROBE_DSCP_DEFAULT == wire.PROBE_DSCP_DEFAULT
+    assert config.loads(BASE).udp_port == lib.HPCCD_UDP_PORT_DEFAULT
+
+
 def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
     """[tcp_side] (issue 19): the probe engine's options, defaults those of
     hpccd.tcp_side.engine.TcpSide, as its keyword arguments; out of range refused

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import pytest
 
+from hpccd.core.algorithms import make_flow
 from hpccd.core.cc import (Dcqcn, DcqcnNotificationPoint, ParamError, dcqcn_ecn_for_rate,
-                           dcqcn_mark_prob, make_flow)
+                           dcqcn_mark_prob)
 
 G = 1 / 256
 LINE = 10_000_000_000

@@ -1,7 +1,7 @@
 """hpccd.lab.int_switch.port_config: what each switch port's struct
 hpccd_sw_port says for a topology (docs/lab.md "The INT switch").
 
-The struct, flag bits and counter slots come from ebpf/hpccd_kern_user.h
+The struct, flag bits and counter slots come from include/hpccd/kern_user.h
 through the loader's cffi module; these tests pin the mapping from the
 topology's keys to them, including the fast-start classes."""
 from __future__ import annotations

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpccd.core.cc import ParamError, Timely, make_flow
+from hpccd.core.algorithms import make_flow
+from hpccd.core.cc import ParamError, Timely
 
 LINE = 10_000_000_000
 

@@ -347,14 +347,17 @@ def build() -> list[dict]:
     def fb(seq, window=None):
         return {"fb_seq": seq, "fb_flags": 1 if window else 0, "window": window}
 
+    # One ACK echoing three hops, with its true tag and with a forged one.
+    ack_echo = dict(intf=int_fields(3, 5, flags=0, hops=[hop_1g, hop_100m, hop_10g]), to_b=False,
+                    hdr=hdr_fields(ACK, INT_ECHO, None, flow, 0x2_0000_0000, seq0 + 164,
+                                   0xDEADC0DE, 2),
+                    feedback=fb(1))
     valid("ack_int_echo",
           "ACK echoing a DATA packet's padding: INT_ECHO, COLLECT cleared so the return "
           "path does not stamp, nHop/room/pathID/hops as the data packet carried them; "
           "len 16 = the trailer (fb_seq, fb_flags 0, tag over the reversed 5-tuple); aux = "
           "packets acknowledged",
-          intf=int_fields(3, 5, flags=0, hops=[hop_1g, hop_100m, hop_10g]), to_b=False,
-          hdr=hdr_fields(ACK, INT_ECHO, None, flow, 0x2_0000_0000, seq0 + 164, 0xDEADC0DE, 2),
-          feedback=fb(1), tag="valid")
+          **ack_echo, tag="valid")
     valid("ack_ece_no_int",
           "ACK that echoes no telemetry (room 0) with ECE for DCTCP; the trailer",
           intf=int_fields(0, 0, flags=0), to_b=False,
@@ -363,9 +366,7 @@ def build() -> list[dict]:
     valid("ack_forged",
           "ACK whose tag has one bit flipped (a forgery, or corrupted on the way): well "
           "formed (error 0), the tag does not verify: dropped and counted, never applied",
-          intf=int_fields(3, 5, flags=0, hops=[hop_1g, hop_100m, hop_10g]), to_b=False,
-          hdr=hdr_fields(ACK, INT_ECHO, None, flow, 0x2_0000_0000, seq0 + 164, 0xDEADC0DE, 2),
-          feedback=fb(1), tag="corrupt")
+          **ack_echo, tag="corrupt")
     valid("ack_rxwin_sack",
           "Rx-HPCC ACK: two SACK blocks (payload), then the window block (FB_F_WINDOW: W, "
           "U x 65536, N, T), then the trailer; parsed from its end",

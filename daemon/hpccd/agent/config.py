@@ -34,7 +34,8 @@ import re
 import tomllib
 from typing import Any, Iterable, Mapping
 
-from ..core import cc
+from .._cc import lib as _cc_lib
+from ..core import algorithms, cc
 from .tomlcheck import TomlError, Validator, key_name
 
 __all__ = ["ConfigError", "Config", "Interface", "Peer", "Policy", "load", "loads",
@@ -45,23 +46,22 @@ DEFAULT_PATH = "/etc/hpccd/hpccd.toml"
 # Distinct from /run/hpccd, which holds the lab's state files (docs/lab.md).
 DEFAULT_CONTROL_SOCKET = "/run/hpccd-daemon/control.sock"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9477"
-UDP_PORT_DEFAULT = 18471            # HPCCD_UDP_PORT_DEFAULT (include/hpccd/wire.h)
-PROBE_DSCP_DEFAULT = 45             # HPCCD_PROBE_DSCP_DEFAULT
+UDP_PORT_DEFAULT = _cc_lib.HPCCD_UDP_PORT_DEFAULT        # include/hpccd/wire.h
+PROBE_DSCP_DEFAULT = _cc_lib.HPCCD_PROBE_DSCP_DEFAULT
 XSKS_MAX = 64                       # HPCCD_XSKS_MAX: rx queues per interface (ebpf/hpccd_maps.bpf.h)
 # UMEM frame sizes the engine takes: HPCCD_TP_FRAME_MIN, _MAX (include/hpccd/transport.h)
 FRAME_SIZES = (2048, 4096)
 TOP_FLOWS_MAX = 50
 DEFAULT_PEER = "default"
 
-ALGORITHMS = ("hpcc", "rx-hpcc", "dctcp", "ldcp", "dcqcn", "timely")
-# Which parameter table an algorithm reads: Rx-HPCC runs the same ComputeWind.
-PARAM_TABLE = {"hpcc": "hpcc", "rx-hpcc": "hpcc", "dctcp": "dctcp", "ldcp": "ldcp",
-               "dcqcn": "dcqcn", "timely": "timely"}
-PARAM_KEYS: dict[str, dict[str, type]] = {
-    "hpcc": cc.Hpcc.PARAMS, "dctcp": {**cc.Dctcp.PARAMS}, "ldcp": cc.Ldcp.PARAMS,
-    "dcqcn": cc.Dcqcn.PARAMS, "timely": cc.Timely.PARAMS}
-# DCTCP's g is validated by hpccd.core.cc (must be 2^-k); it is not in PARAMS.
-PARAM_KEYS["dctcp"]["g"] = float
+ALGORITHMS = algorithms.NAMES
+# Which parameter table an algorithm reads (hpccd.core.algorithms).
+PARAM_TABLE = {a.name: a.table for a in algorithms.ALGORITHMS.values()}
+# Per parameter table its first algorithm: the core's class whose keys the table takes,
+# and whose flow checks the table's values.
+_TABLE_ALGO = {t: next(a for a in algorithms.ALGORITHMS.values() if a.table == t)
+               for t in PARAM_TABLE.values()}
+PARAM_KEYS: dict[str, dict[str, type]] = {t: a.flow_class.PARAMS for t, a in _TABLE_ALGO.items()}
 PROBE_MODES = ("inband", "probe")
 XDP_MODES = ("auto", "native", "skb")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -152,7 +152,7 @@ class Policy:
 
     def make_flow(self) -> Any:
         """A fresh per-flow state of the congestion-control core."""
-        return cc.make_flow(self.algorithm, **self.params)
+        return algorithms.make_flow(self.algorithm, **self.params)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -591,8 +591,8 @@ class _Validator(Validator):
                                      f"dctcp_endpoint = true on a [[peers]] entry covering it")
             # Every table that reaches this region, whether or not its
             # algorithm is the one in use now (`hpccctl set` may switch).
-            for algo in ("hpcc", "dctcp", "ldcp", "dcqcn", "timely"):
-                self.check_params(cfg, _policy(cfg, covering, algo), covering, pos)
+            for a in _TABLE_ALGO.values():
+                self.check_params(cfg, _policy(cfg, covering, a.name), covering, pos)
 
     def check_params(self, cfg: Config, pol: Policy, covering: list[Peer],
                      pos: dict[str, int]) -> None:

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Iterable, Mapping
 
-from ..core import cc
+from ..core import algorithms as algorithms_mod, cc
 
 __all__ = ["Flow", "FlowTable", "FlowLimitError", "Histogram", "GROUP_COUNTERS",
            "RTT_BUCKETS", "FCT_BUCKETS", "KINDS", "ROLES"]
@@ -163,7 +163,7 @@ class FlowTable:
     """Thread-safe table of flows, per-group aggregates and event counts."""
 
     def __init__(self, max_flows: int = 4096, peers: Iterable[str] = ("default",),
-                 algorithms: Iterable[str] = ("hpcc", "rx-hpcc", "dctcp", "ldcp"),
+                 algorithms: Iterable[str] = algorithms_mod.NAMES,
                  int_hop_series: int = 64):
         self._lock = threading.Lock()
         self._flows: dict[int, Flow] = {}

@@ -59,6 +59,7 @@ import time
 from typing import Any
 
 from .. import __version__
+from .._bpf import lib as abi         # the kernel/user ABI (include/hpccd/kern_user.h)
 from ..bpf import loader as bpf, counters as bpf_counters
 from . import ownership
 from . import config as config_mod
@@ -73,8 +74,6 @@ __all__ = ["Daemon", "DaemonError", "main", "find_bpf_dir", "cleanup"]
 
 log = logging.getLogger("hpccd")
 
-HPCCD_CFG_REFLECT_PROBES = 0x1      # ebpf/hpccd_kern_user.h
-HPCCD_CFG_TCP_SIDE = 0x2
 XDP_PROG = "hpccd_xdp_host"
 TC_PROG = "hpccd_tc_tracker"
 TC_HANDLE, TC_PRIO = 1, 1
@@ -267,8 +266,8 @@ class Daemon:
         mode = itf.xdp_mode
         if mode == "auto":
             mode = "skb" if _link_kind(ifindex) == "veth" else "native"
-        flags = ((HPCCD_CFG_REFLECT_PROBES if cfg.reflect else 0)
-                 | (HPCCD_CFG_TCP_SIDE if cfg.tcp_side else 0))
+        flags = ((abi.HPCCD_CFG_REFLECT_PROBES if cfg.reflect else 0)
+                 | (abi.HPCCD_CFG_TCP_SIDE if cfg.tcp_side else 0))
         xdp = bpf.BpfObject.open(bpf_dir / "xdp_host.bpf.o", rodata={
             "hpccd_cfg_udp_port": cfg.udp_port, "hpccd_cfg_probe_dscp": cfg.probe_dscp,
             "hpccd_cfg_flags": flags, "hpccd_cfg_probe_rate": cfg.reflect_rate,

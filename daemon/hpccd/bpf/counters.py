@@ -3,7 +3,7 @@
 ``hpccd_xdp_cnt`` and ``hpccd_tc_cnt`` are per-CPU arrays of ``struct
 hpccd_counter {u64 packets; u64 bytes;}``, one slot per verdict or drop
 cause (``enum hpccd_xdp_counter`` / ``enum hpccd_tc_counter`` of
-ebpf/hpccd_kern_user.h).  Every packet is counted in exactly one slot.  The
+include/hpccd/kern_user.h).  Every packet is counted in exactly one slot.  The
 tables below give each slot a label value (the enum name without its
 prefix, lower case; the malformed slots by their class of
 docs/wire-format.md) and its verdict; tests/unit/test_bpf_counters.py checks
@@ -16,6 +16,7 @@ import sys
 from typing import NamedTuple
 
 from ..core.wire import WireErr
+from .abi import check_format
 
 __all__ = ["Slot", "XDP_SLOTS", "TC_SLOTS", "read", "XDP_COUNTERS", "TC_COUNTERS"]
 
@@ -58,7 +59,7 @@ TC_SLOTS = tuple(Slot(i, n, "ok", False) for i, n in enumerate(
      "map_fail")))
 TC_COUNTERS = len(TC_SLOTS)                   # HPCCD_TC_COUNTERS
 
-_COUNTER = struct.Struct("=QQ")
+_COUNTER = struct.Struct(check_format("=QQ", "hpccd_counter"))
 
 
 def read(m) -> list[tuple[int, int]]:

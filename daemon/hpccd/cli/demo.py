@@ -18,10 +18,11 @@ import json
 import sys
 from importlib import resources
 
-from ..core import replay, tracegen
+from ..core import algorithms, replay, tracegen
 
 BUNDLED = "incast_7to1_100g.jsonl"
-ALGOS = ("hpcc", "rx-hpcc", "dctcp", "ldcp")
+# The window-based algorithms: their windows are what the summary compares.
+ALGOS = tuple(a.name for a in algorithms.ALGORITHMS.values() if not a.rate_based)
 
 
 def _load(path: str | None) -> tuple[str, list[dict]]:
@@ -38,10 +39,11 @@ def _load(path: str | None) -> tuple[str, list[dict]]:
     return name, trace.events
 
 
-def _window_bytes(algo: str, out: dict) -> float:
-    if algo in ("hpcc", "rx-hpcc"):
+def _window_bytes(out: dict) -> float:
+    """The window in a replay output: HPCC's W, DCTCP's cwnd, LDCP's cw in packets."""
+    if "W_bytes" in out:
         return out["W_bytes"]
-    if algo == "dctcp":
+    if "cwnd_bytes" in out:
         return float(out["cwnd_bytes"])
     return out["cw_pkts"] * tracegen.MTU
 
@@ -57,7 +59,7 @@ def summarise(events: list[dict]) -> list[dict]:
         params, evs = tracegen.derive(algo, events)
         trace = replay.Trace(algo, {k: v for k, v in params.items() if k != "algo"}, evs)
         outs = replay.run(trace)
-        w = [_window_bytes(algo, o) for o in outs]
+        w = [_window_bytes(o) for o in outs]
         before = w[onset - 1] if onset > 0 else w[0]
         after = w[onset:] or [before]
         cut = next((i for i in range(onset, len(w)) if w[i] < 0.9 * before), None)

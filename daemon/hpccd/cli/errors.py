@@ -18,7 +18,8 @@ import sys
 import traceback
 from typing import Callable
 
-__all__ = ["run_main", "permission_denied", "privilege_hint", "CAPABILITIES", "EXIT_SIGPIPE"]
+__all__ = ["run_main", "permission_denied", "privilege_hint", "not_root", "CAPABILITIES",
+           "EXIT_SIGPIPE"]
 
 EXIT_SIGPIPE = 128 + 13
 EXIT_INTERRUPTED = 128 + 2
@@ -45,6 +46,15 @@ def privilege_hint(what: str) -> str:
         return f"{what} needs root ({CAPABILITIES}): run it with sudo"
     return (f"{what} runs as root but lacks a capability it needs ({CAPABILITIES}; "
             f"systemd/hpccd.service grants exactly these)")
+
+
+def not_root(prog: str, why: str) -> bool:
+    """True, having said "`prog`: needs root (`why`)" on stderr, when this process is not
+    root: the one prologue of the subcommands that build namespaces."""
+    if os.geteuid() == 0:
+        return False
+    print(f"{prog}: needs root ({why})", file=sys.stderr)
+    return True
 
 
 def run_main(prog: str, main: Callable[[list[str] | None], int],

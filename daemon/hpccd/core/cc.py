@@ -18,7 +18,7 @@ from .._cc import ffi, lib
 
 __all__ = ["ParamError", "CCError", "Hpcc", "RxHpcc", "Dctcp", "Ldcp", "Dcqcn",
            "DcqcnNotificationPoint", "Timely", "dcqcn_ecn_for_rate", "dcqcn_mark_prob",
-           "FLOW_CLASSES", "MAX_HOPS", "make_flow"]
+           "MAX_HOPS", "dctcp_g_shift"]
 
 MAX_HOPS = lib.HPCCD_CC_MAX_HOPS
 
@@ -232,12 +232,7 @@ class Dctcp(_Flow):
         lib.hpccd_dctcp_params_default(p)
         params = dict(params)
         if "g" in params:
-            g = _as_float("g", params.pop("g"))
-            shift = -math.log2(g) if g > 0 else 0.0
-            if not (shift.is_integer() and 1 <= shift <= 15):
-                raise ParamError("g", f"must be 2^-k for 1 <= k <= 15 (scaled integer "
-                                      f"form, [DCTCP] section 4), got {g}")
-            p.g_shift = int(shift)
+            p.g_shift = dctcp_g_shift(params.pop("g"))
         _fill(p, self.PARAMS, params)
         why = ffi.new("const char **")
         if lib.hpccd_dctcp_init(self._s, p, why) < 0:
@@ -503,16 +498,15 @@ class Timely(_Flow):
                  "gradient": out[i].gradient, "hai": bool(out[i].hai)} for i in range(n)]
 
 
-FLOW_CLASSES: dict[str, type] = {c.algo: c for c in (Hpcc, RxHpcc, Dctcp, Ldcp, Dcqcn, Timely)}
-
-
-def make_flow(algo: str, **params: Any) -> _Flow:
-    try:
-        cls = FLOW_CLASSES[algo]
-    except KeyError:
-        raise ParamError("algo", f"unknown algorithm {algo!r} (known: "
-                                 + ", ".join(FLOW_CLASSES) + ")") from None
-    return cls(**params)
+def dctcp_g_shift(g: Any) -> int:
+    """DCTCP's gain g = 2^-k as the core's shift k (struct hpccd_dctcp_params.g_shift):
+    the one conversion, for the core's Python face and for the engine's flows alike."""
+    g = _as_float("g", g)
+    shift = -math.log2(g) if g > 0 else 0.0
+    if not (shift.is_integer() and 1 <= shift <= 15):
+        raise ParamError("g", f"must be 2^-k for 1 <= k <= 15 (scaled integer "
+                              f"form, [DCTCP] section 4), got {g}")
+    return int(shift)
 
 
 # ---- INT hop wire word (include/hpccd/int_hop.h) ------------------------------

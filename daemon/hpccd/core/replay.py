@@ -22,9 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterable, Mapping
 
-from . import cc
-
-ALGOS = ("hpcc", "rx-hpcc", "dctcp", "ldcp", "dcqcn", "timely")
+from . import algorithms, cc
 
 
 
@@ -178,11 +176,11 @@ def parse(lines: Iterable[str]) -> Trace:
     algo = params.pop("algo", None)
     if algo is None:
         raise TraceError(no, "missing key 'algo' in params")
-    if algo not in ALGOS:
+    if algo not in algorithms.ALGORITHMS:
         raise TraceError(no, f"unknown algorithm {algo!r} in key 'algo' (known: "
-                             + ", ".join(ALGOS) + ")")
+                             + ", ".join(algorithms.NAMES) + ")")
     try:
-        cc.make_flow(algo, **params)         # validates every key and value
+        algorithms.make_flow(algo, **params)     # validates every key and value
     except cc.ParamError as e:
         raise TraceError(no, str(e)) from None
 
@@ -200,7 +198,7 @@ def parse(lines: Iterable[str]) -> Trace:
 
 def run(trace: Trace) -> list[dict[str, Any]]:
     """Run the events through a fresh flow of the trace's algorithm (one C call)."""
-    flow = cc.make_flow(trace.algo, **trace.params)
+    flow = algorithms.make_flow(trace.algo, **trace.params)
     if not trace.events:
         return []
     return flow.run(flow.events(trace.events))

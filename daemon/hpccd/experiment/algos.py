@@ -19,32 +19,50 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..core import algorithms
+
 __all__ = ["Algo", "ALGOS", "parse_algos", "AlgoError"]
 
 
 class Algo(NamedTuple):
     name: str           # as on the command line
     kind: str           # "kernel" or "native"
-    cc: str             # TCP_CONGESTION name (kernel) or transport algorithm (native)
+    cc: str             # TCP_CONGESTION name (kernel) or this row's name (native)
     needs_ecn: bool     # marks at the switch matter to it
+    # Native flows (Transport.open_flow): the engine's algorithm (hpccd.core.algorithms),
+    # where the flow's INT goes, HPCC's reaction ([HPCC] section 5.4, Figure 13; the core's
+    # research switch, include/hpccd/cc.h) and "+win" ([HPCC] section 5.1: a sending window,
+    # HPCC's W_init = B x T, on a rate-based algorithm).
+    engine: str | None = None
+    int_mode: str = "every"
+    reaction: int = 0
+    rate_win: bool = False
+
+
+def _kernel(name: str, cc: str, needs_ecn: bool) -> Algo:
+    return Algo(name, "kernel", cc, needs_ecn)
+
+
+def _native(name: str, engine: str, **variant) -> Algo:
+    row = algorithms.ALGORITHMS[engine]
+    # The rate-based baselines carry no INT ([HPCC] section 5.1 counts INT overhead for
+    # HPCC only); the others INT on every packet unless the variant says otherwise.
+    variant.setdefault("int_mode", "none" if row.rate_based else "every")
+    return Algo(name, "native", name, row.needs_ecn, engine, **variant)
 
 
 ALGOS: dict[str, Algo] = {a.name: a for a in (
-    Algo("cubic", "kernel", "cubic", False),
-    Algo("bbr", "kernel", "bbr", False),
-    Algo("tcp-dctcp", "kernel", "dctcp", True),
-    Algo("tcp-hpcc", "kernel", "hpcc", False),
-    Algo("hpcc", "native", "hpcc", False),
-    Algo("hpcc-rtt", "native", "hpcc-rtt", False),
-    Algo("hpcc-ack", "native", "hpcc-ack", False),
-    Algo("hpcc-probe", "native", "hpcc-probe", False),
-    Algo("rx-hpcc", "native", "rx-hpcc", False),
-    Algo("dctcp", "native", "dctcp", True),
-    Algo("ldcp", "native", "ldcp", True),
-    Algo("dcqcn", "native", "dcqcn", True),
-    Algo("timely", "native", "timely", False),
-    Algo("dcqcn-win", "native", "dcqcn-win", True),
-    Algo("timely-win", "native", "timely-win", False),
+    _kernel("cubic", "cubic", False),
+    _kernel("bbr", "bbr", False),
+    _kernel("tcp-dctcp", "dctcp", True),
+    _kernel("tcp-hpcc", "hpcc", False),
+    # Every algorithm of the core under its own name, then the variants.
+    *(_native(name, name) for name in algorithms.NAMES),
+    _native("hpcc-rtt", "hpcc", reaction=1),
+    _native("hpcc-ack", "hpcc", reaction=2),
+    _native("hpcc-probe", "hpcc", int_mode="probe"),
+    _native("dcqcn-win", "dcqcn", rate_win=True),
+    _native("timely-win", "timely", rate_win=True),
 )}
 
 

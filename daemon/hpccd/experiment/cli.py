@@ -3,10 +3,10 @@ registered in hpccd.cli.main)."""
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import sys
 
+from ..cli.errors import not_root
 from . import EXPERIMENTS
 from .algos import ALGOS, AlgoError, parse_algos
 from .common import UsageError
@@ -69,8 +69,7 @@ def _lab_factory(topo):
 
 
 def main(args: argparse.Namespace) -> int:
-    if os.geteuid() != 0:
-        print("hpccctl experiment: needs root (network namespaces)", file=sys.stderr)
+    if not_root("hpccctl experiment", "network namespaces"):
         return 2
     try:
         algos = parse_algos(args.algos)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import baselines
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
-from .native import ENGINE_ALGOS, NativeFlow, NativeSink, hpcc_line
+from .native import NativeFlow, NativeSink, hpcc_line
 from .report import progress
 
 __all__ = ["Skip", "UsageError", "open_flow", "open_sink", "native_engines", "base_rtt",
@@ -35,7 +35,7 @@ def open_sink(lab, algo: Algo, node: str, port: int):
 def native_engines(lab, algo: Algo):
     """The lab's transport engines (native.Engines) for a native `algo`;
     Skip when the runner cannot drive its flows."""
-    if algo.cc not in ENGINE_ALGOS:
+    if algo.engine is None:
         raise Skip(f"{algo.name}: probes per RTT are sent by the daemon, not by the transport "
                    f"engine the runner drives (docs/experiments.md)")
     eng = getattr(lab, "native", None)

@@ -126,7 +126,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
             check_available(algo.cc)
         except AlgoUnavailable as e:
             raise Skip(str(e)) from None
-    elif algo.cc not in native.ENGINE_ALGOS:
+    elif algo.engine is None:
         raise Skip(f"{algo.name}: probes per RTT are sent by the daemon, not by the transport "
                    f"engine the runner drives (docs/experiments.md)")
     else:

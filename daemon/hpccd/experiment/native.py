@@ -25,27 +25,15 @@ import time
 from typing import Any
 
 from . import baselines
+from .algos import ALGOS
 
-__all__ = ["Engines", "NativeSink", "NativeFlow", "ENGINE_ALGOS", "T_NS", "ACK_EVERY",
+__all__ = ["Engines", "NativeSink", "NativeFlow", "T_NS", "ACK_EVERY",
            "flow_kwargs", "hpcc_params", "hpcc_line"]
 
 T_NS = 300_000
 ACK_EVERY = 4
 POLL_S = 0.002
 STREAM_BYTES = 1 << 40
-ENGINE_ALGOS = {"hpcc": "hpcc", "rx-hpcc": "rx-hpcc", "dctcp": "dctcp", "ldcp": "ldcp",
-                "hpcc-probe": "hpcc", "dcqcn": "dcqcn", "timely": "timely",
-                "hpcc-rtt": "hpcc", "hpcc-ack": "hpcc", "dcqcn-win": "dcqcn",
-                "timely-win": "timely"}
-# "+win" of [HPCC] section 5.1: a sending window, HPCC's W_init (B x T).
-RATE_WIN = ("dcqcn-win", "timely-win")
-# HPCC's reaction ([HPCC] section 5.4, Figure 13; the core's research switch,
-# include/hpccd/cc.h): the ablation's variants of native HPCC.
-REACTIONS = {"hpcc-rtt": 1, "hpcc-ack": 2}
-# Where a runner algorithm's flows get INT (Transport.open_flow's int_mode); the
-# baselines none ([HPCC] section 5.1 counts INT overhead for HPCC only).
-INT_MODES = {"hpcc-probe": "probe", "dcqcn": "none", "timely": "none", "dcqcn-win": "none",
-             "timely-win": "none"}
 
 
 # HPCC parameters a sweep sets for the runs it makes (sweep.py): fields of
@@ -77,12 +65,13 @@ def flow_kwargs(algo: str, line_bps: int, hpcc: dict[str, Any]) -> dict[str, Any
     on a `line_bps` NIC: the engine's algorithm, HPCC's parameters `hpcc`
     with the variant's reaction, the baselines' lab parameters
     (baselines.py), and where its INT goes."""
-    return {"algo": ENGINE_ALGOS[algo], "line_rate_bps": line_bps,
-            "hpcc": {**hpcc, "reaction": REACTIONS.get(algo, 0)},
+    a = ALGOS[algo]
+    return {"algo": a.engine, "line_rate_bps": line_bps,
+            "hpcc": {**hpcc, "reaction": a.reaction},
             "dcqcn": baselines.dcqcn_params(line_bps),
             "timely": baselines.timely_params(line_bps),
-            "rate_win": algo in RATE_WIN,
-            "int_mode": INT_MODES.get(algo, "every")}
+            "rate_win": a.rate_win,
+            "int_mode": a.int_mode}
 
 
 def hpcc_line(n_flows: int | None) -> str:

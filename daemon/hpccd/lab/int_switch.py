@@ -29,7 +29,7 @@ the topology:
   ECN-incapable packets of ``fast_start_class`` ("hpccd" -> FS_HPCCD,
   "all" -> FS_ALL, a DSCP -> FS_DSCP).
 
-The structs, flags and counter slots come from ebpf/hpccd_kern_user.h
+The structs, flags and counter slots come from include/hpccd/kern_user.h
 through the loader's cffi module (``hpccd._bpf``): nothing is restated here.
 
 Pins.  With ``pin=True`` (what the lab does) each switch's port map,

@@ -30,6 +30,7 @@ import secrets
 import socket
 from typing import Any, Iterator
 
+from ..cli.errors import not_root
 from .netns import STATE_DIR, LabError, load_state, netns_name, state_path
 
 __all__ = ["POOL", "MGMT_IFNAME", "add_links", "prometheus_yml", "cli"]
@@ -139,8 +140,7 @@ def cli(args) -> int:
     """``hpccctl lab prometheus NAME [--port P] [--interval I] [--out FILE]``."""
     import sys
 
-    if os.geteuid() != 0:
-        print("hpccctl lab prometheus: needs root (network namespaces)", file=sys.stderr)
+    if not_root("hpccctl lab prometheus", "network namespaces"):
         return 2
     try:
         addrs = add_links(args.name)

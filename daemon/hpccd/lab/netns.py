@@ -76,6 +76,7 @@ import subprocess
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from ..cli.errors import not_root
 from ..core.checksum import internet_checksum
 from .topology import LAB_NAME, Port, Switch, Topology, TopologyError
 
@@ -1184,8 +1185,7 @@ def cli(args) -> int:
     import sys
 
     err = sys.stderr
-    if os.geteuid() != 0:
-        print("hpccctl lab: needs root (network namespaces)", file=err)
+    if not_root("hpccctl lab", "network namespaces"):
         return 2
     try:
         if args.lab_cmd == "up":

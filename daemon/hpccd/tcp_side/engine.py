@@ -77,7 +77,9 @@ import threading
 import time
 from typing import Any, Iterable, Mapping
 
+from .._bpf import lib as _abi
 from ..bpf import loader as bpf
+from ..bpf.abi import check_format
 from ..core import cc
 from .._tcpside import ffi as _tffi, lib as _tlib
 
@@ -87,20 +89,21 @@ __all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_pac
 
 log = logging.getLogger("hpccd.tcp_side.engine")
 
-# ---- layouts (ebpf/hpccd_tcp_cc.h, ebpf/hpccd_kern_user.h) ---------------------
-# tests/bpf/test_tcp_cc.py checks these against the headers' static asserts.
+# ---- layouts (include/hpccd/tcp_cc.h, include/hpccd/kern_user.h) ---------------------
+# struct formats, each held at import to the compiler's layout of the header's struct
+# (hpccd.bpf.abi.check_format): the header stays the one definition.
 
-KEY_FMT = "=4s4sHHB3x"                # struct hpccd_flow_key (network order fields)
-WIN_FMT = "=QQQQQ"                    # struct hpccd_tcp_win
-CFG_FMT = "=QQQQ"                     # struct hpccd_tcp_cc_cfg
-CST_FMT = "=QQQIIIIIIII"              # struct hpccd_tcp_cc_state
-DCTCP_ST_FMT = "=QQQQIIIIII"          # struct hpccd_tcp_dctcp_state
-TCP_FLOW_FMT = "=QQQQQIB3x"           # struct hpccd_tcp_flow (tc_tracker)
-TELEM_HOPS = 8                        # HPCCD_INT_MAX_HOPS
-TELEM_FMT = f"={TELEM_HOPS * 8}sQQQIIHBBB3x"   # struct hpccd_tcp_telem
-COUNTER_FMT = "=QQ"                   # struct hpccd_counter
+KEY_FMT = check_format("=4s4sHHB3x", "hpccd_flow_key")          # network order fields
+WIN_FMT = check_format("=QQQQQ", "hpccd_tcp_win")
+CFG_FMT = check_format("=QQQQ", "hpccd_tcp_cc_cfg")
+CST_FMT = check_format("=QQQIIIIIIII", "hpccd_tcp_cc_state")
+DCTCP_ST_FMT = check_format("=QQQQIIIIII", "hpccd_tcp_dctcp_state")
+TCP_FLOW_FMT = check_format("=QQQQQIB3x", "hpccd_tcp_flow")     # tc_tracker
+TELEM_HOPS = cc.MAX_HOPS               # HPCCD_INT_MAX_HOPS
+TELEM_FMT = check_format(f"={TELEM_HOPS * 8}sQQQIIHBBB3x", "hpccd_tcp_telem")
+COUNTER_FMT = check_format("=QQ", "hpccd_counter")
 
-# Counter slots, in the order of the enums of ebpf/hpccd_tcp_cc.h.
+# Counter slots, in the order of the enums of include/hpccd/tcp_cc.h.
 # The maps TcpSide takes from the tracker's and the XDP program's objects.
 TRACKER_MAPS = ("hpccd_tcp_flows", "hpccd_tcp_park", "hpccd_tcp_wake")
 XDP_MAPS = ("hpccd_telem", "hpccd_telem_rb")
@@ -125,7 +128,7 @@ CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
             "dctcp": ("tcp_dctcp.bpf.o", "hpccd_tcp_dctcp")}
 LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 
-PROBE_DSCP_DEFAULT = 45
+PROBE_DSCP_DEFAULT = _abi.HPCCD_PROBE_DSCP_DEFAULT      # include/hpccd/wire.h
 # cwnd = W + R x min(srtt - probe RTT, T) x this, R = W / T paced (engine.c, cwnd_for)
 CWND_RTT_GAIN_DEFAULT = 1.5
 INT_ROOM_DEFAULT = 5

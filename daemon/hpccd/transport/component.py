@@ -47,10 +47,10 @@ from __future__ import annotations
 
 import collections
 import ipaddress
-import math
 from typing import Any
 
 from . import engine as tp_mod
+from ..core import algorithms, cc
 from ..agent.component import Component, ComponentError, idle_backoff
 from ..agent.control import ControlError
 from ..agent.flows import FlowLimitError
@@ -377,18 +377,19 @@ class TransportComponent(Component):
             raise ControlError(f"send: {peer} ({pol.peer} peers) is not a DCTCP endpoint: DCTCP "
                                f"must only be used between DCTCP endpoints ([DCTCP] section 4)")
         params = dict(pol.params)
-        table = {"hpcc": "hpcc", "rx-hpcc": "hpcc"}.get(pol.algorithm, pol.algorithm)
+        row = algorithms.ALGORITHMS[pol.algorithm]
+        table = row.table
         hpcc = dict(cfg.policy(peer, "hpcc").params)
         line = int(hpcc.get("line_rate_bps", 100_000_000_000))
         inband: str | int = "every" if cfg.inband_every == 1 else cfg.inband_every
-        if pol.algorithm == "hpcc":
+        if row.int_feedback == "sender":
             int_mode = "probe" if cfg.probe_mode == "probe" else inband
-        elif pol.algorithm == "rx-hpcc":
+        elif row.int_feedback == "receiver":
             int_mode = inband
         else:
             int_mode = "none"
         if table == "dctcp" and "g" in params:         # the core's scaled form
-            params["g_shift"] = _g_shift(params.pop("g"))
+            params["g_shift"] = cc.dctcp_g_shift(params.pop("g"))
         e = self._engine_for(peer)
         try:
             flow = e.tp.open_flow(peer, nbytes, algo=pol.algorithm, int_mode=int_mode,
@@ -433,11 +434,6 @@ class TransportComponent(Component):
             return self.results[fid]
         raise ControlError(f"transfer: no native flow {fid} sent through this daemon "
                            f"(the last {RESULTS_KEPT} are kept)")
-
-
-def _g_shift(g: float) -> int:
-    """DCTCP's g = 2^-k as the core's g_shift k (config.py validated it)."""
-    return int(-math.log2(float(g)))
 
 
 COMPONENT = TransportComponent

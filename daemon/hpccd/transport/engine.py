@@ -35,20 +35,20 @@ import threading
 import time
 from typing import Any, Mapping
 
+from .._bpf import lib as abi         # the kernel/user ABI (include/hpccd/kern_user.h)
 from .._transport import ffi, lib
+from ..core import algorithms
 
 __all__ = ["Transport", "Engines", "Flow", "FlowResult", "RxFlow", "TransportError", "ALGOS",
            "pattern_bytes", "pattern_crc32", "crc32", "engine_cpu_s", "XDP_HOST"]
 
-ALGOS = {"hpcc": lib.HPCCD_ALGO_HPCC, "rx-hpcc": lib.HPCCD_ALGO_RXHPCC,
-         "dctcp": lib.HPCCD_ALGO_DCTCP, "ldcp": lib.HPCCD_ALGO_LDCP,
-         "dcqcn": lib.HPCCD_ALGO_DCQCN, "timely": lib.HPCCD_ALGO_TIMELY}
+# enum hpccd_algo by name (hpccd.core.algorithms; the same header as the engine's).
+ALGOS = {a.name: a.enum for a in algorithms.ALGORITHMS.values()}
 ALGO_NAMES = {v: k for k, v in ALGOS.items()}
 STATES = {0: "free", 1: "running", 2: "done", 3: "failed"}
 MODES = {"copy": lib.HPCCD_TP_F_COPY, "zerocopy": lib.HPCCD_TP_F_ZEROCOPY, "auto": 0}
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
-XDP_CFG_TCP_SIDE = 0x2           # HPCCD_CFG_TCP_SIDE (ebpf/hpccd_kern_user.h)
 INT_MODES = ("every", "none", "probe")    # or N: every Nth data packet
 RECOVERY = {"sr": lib.HPCCD_TP_SR, "gbn": lib.HPCCD_TP_GBN}   # enum hpccd_tp_recovery
 # The eight hpccd types and ten malformed classes of the stats arrays.
@@ -400,8 +400,8 @@ class Transport:
         if not XDP_HOST.exists():
             _check(-errno.ENOENT, f"{self.where}: {XDP_HOST} is not built (make bpf)")
         rodata: dict[str, int] = {"hpccd_cfg_udp_port": udp_port}
-        if not reflect:        # HPCCD_CFG_TCP_SIDE only (ebpf/hpccd_kern_user.h)
-            rodata["hpccd_cfg_flags"] = XDP_CFG_TCP_SIDE
+        if not reflect:        # HPCCD_CFG_TCP_SIDE only (include/hpccd/kern_user.h)
+            rodata["hpccd_cfg_flags"] = abi.HPCCD_CFG_TCP_SIDE
         self._obj = bpf.BpfObject.open(XDP_HOST, rodata=rodata)
         self._obj.load()
         if any(tag_key):       # all zero is "no key" to xdp_host

@@ -3,16 +3,17 @@
  * Structures and constants shared by the struct_ops TCP congestion controls
  * of ebpf/ (tcp_hpcc.bpf.c "hpcc", tcp_dctcp.bpf.c "dctcp") and their
  * userspace (daemon/hpccd/tcp_side/engine.py, the tests).  The same rules as
- * hpccd_kern_user.h: fixed-width types, explicit padding, host byte order
+ * hpccd/kern_user.h: fixed-width types, explicit padding, host byte order
  * except where a name says otherwise; no maps (they live in the one
  * program that uses them), no functions.
  *
- * Who may include this: the two struct_ops programs (after vmlinux.h) and
- * C userspace (after linux/types.h).  Python reads the values with
- * `struct` formats that tests/bpf/test_tcp_cc.py checks against the
- * static asserts below.
+ * Who may include this: the two struct_ops programs (after vmlinux.h), C
+ * userspace (it pulls linux/types.h) and the cffi cdef of the loader's
+ * module hpccd._bpf (with HPCCD_CFFI_CDEF defined).  Python reads the values
+ * with `struct` formats that hpccd.bpf.abi.check_format holds to this
+ * header's layouts, through hpccd._bpf, when the module is imported.
  *
- * Flows are keyed by struct hpccd_flow_key (hpccd_kern_user.h), the key of
+ * Flows are keyed by struct hpccd_flow_key (hpccd/kern_user.h), the key of
  * tc_tracker's hpccd_tcp_flows: the 5-tuple as the local sender sees it, in
  * network order, proto 6.  The congestion control builds it from the
  * socket (skc_rcv_saddr, skc_daddr, skc_num, skc_dport), so the daemon
@@ -21,7 +22,7 @@
 #ifndef HPCCD_TCP_CC_H
 #define HPCCD_TCP_CC_H
 
-#if !defined(__bpf__)
+#if !defined(HPCCD_CFFI_CDEF) && !defined(__bpf__)
 #include <linux/types.h>
 #endif
 
@@ -95,7 +96,7 @@ struct hpccd_tcp_cc_state {
 };
 
 /* Slots of the per-CPU counter array hpccd_tcpc_cnt (struct hpccd_counter
- * of hpccd_kern_user.h; `bytes` holds acked bytes where noted).  Every
+ * of hpccd/kern_user.h; `bytes` holds acked bytes where noted).  Every
  * cong_control call (one per ACK) is in exactly one MODE slot. */
 enum hpccd_tcp_hpcc_counter {
 	/* mode of each ACK (bytes: bytes newly acked) */
@@ -155,9 +156,11 @@ enum hpccd_tcp_dctcp_counter {
 	HPCCD_TCPD_COUNTERS,
 };
 
+#ifndef HPCCD_CFFI_CDEF
 _Static_assert(sizeof(struct hpccd_tcp_win) == 40, "window entry layout");
 _Static_assert(sizeof(struct hpccd_tcp_cc_cfg) == 32, "config layout");
 _Static_assert(sizeof(struct hpccd_tcp_cc_state) == 56, "cc state layout");
 _Static_assert(sizeof(struct hpccd_tcp_dctcp_state) == 56, "dctcp state layout");
+#endif
 
 #endif /* HPCCD_TCP_CC_H */

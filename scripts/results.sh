@@ -1,24 +1,19 @@
 #!/usr/bin/env bash
-# Run every experiment with every algorithm and copy the summaries and plots
-# into docs/results/ (what docs/results.md shows).  Root; a few minutes on
-# the two-core lab machine, which must be otherwise idle for the figures to
-# be the algorithms' (each summary says whether the link or the CPU was the
-# bottleneck).
+# The HPCC paper's evaluation in the lab, every experiment, and its report:
+# docs/results.md with its plots in docs/results/<stage>/ (hpccctl reproduce,
+# docs/experiments.md "The whole set").  Root; about half an hour on the
+# two-core lab machine, which must be otherwise idle for the figures to be
+# the algorithms' (the report gives the load average of every stage, and
+# each row says whether the link or the CPU was the bottleneck).  Ctrl-C
+# stops it without leaving a lab behind; the stages that finished are in
+# the report.
 #
-#   sudo bash scripts/results.sh [ALGOS]
+#   sudo bash scripts/results.sh [ALGOS] [more hpccctl reproduce options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ALGOS=${1:-hpcc,rx-hpcc,hpcc-probe,dctcp,ldcp,tcp-hpcc,tcp-dctcp,cubic,bbr}
-OUT=results/full-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$OUT" docs/results
-for exp in incast mice long-short fairness txrate-vs-rxrate; do
-	echo "== $exp" >&2
-	.venv/bin/hpccctl experiment "$exp" --algos "$ALGOS" --out "$OUT"
-done
-for d in "$OUT"/*/; do
-	name=$(basename "$d")
-	exp=${name%-20*}
-	mkdir -p "docs/results/$exp"
-	cp "$d"/summary.txt "$d"/*.png "docs/results/$exp/"
-done
-echo "summaries and plots copied to docs/results/ (from $OUT)" >&2
+args=()
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+	args+=(--algos "$1")
+	shift
+fi
+exec .venv/bin/hpccctl reproduce "${args[@]}" --out results --report docs/results.md "$@"

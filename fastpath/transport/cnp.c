@@ -8,29 +8,25 @@
  * and no CNP has been sent for the flow in last N microseconds, a CNP is
  * sent immediately" (the core's hpccd_dcqcn_np_*, fastpath/cc/dcqcn.c,
  * with N = cfg.cnp_ns).  A mark that arrives within N of the last CNP is
- * held, and its CNP leaves with the flow's first packet after the
- * window: the engine has no timer for it, so with no later packet it
- * never leaves (a flow that stops sending has nothing to slow down).
+ * held: "at most one CNP packet every N microseconds for the flow, if any
+ * packet that arrives within that time window was marked".  Its CNP
+ * leaves when the window is over: with the flow's first packet after it,
+ * or by the receiver's timer at the window's end (rx_cnp_timer, from
+ * rx_timers: the flow is on the same list as the delayed ACKs) when no
+ * packet comes -- a sender that a CNP would slow may be one whose packets
+ * stopped arriving for a while.
  * The sender half hands a CNP to the flow's algorithm; others count it.
  * docs/wire-format.md "CNP" has the packet.
  */
 #include "tp.h"
 
-/* DATA of receiver flow r arrived (`ce`: CE-marked); r's addresses are set. */
-void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *wi, int ce,
-	    uint64_t now)
+/* A CNP of receiver flow r, echoing DATA timestamp `ts`. */
+static void cnp_send(struct hpccd_tp *t, struct tp_rx *r, uint32_t ts)
 {
 	uint64_t addr;
 	uint32_t off = L2L4;
 	uint8_t *f;
 
-	if (!(wi->aux & HPCCD_AUX_CNP))
-		return;
-	if (!r->np.N_ns)
-		hpccd_dcqcn_np_init(&r->np, t->cfg.cnp_ns ? t->cfg.cnp_ns : 50000);
-	r->np_ce += ce;
-	if (!hpccd_dcqcn_np_on_packet(&r->np, ce, now))
-		return;
 	f = tx_get(t, &addr);
 	if (!f) {
 		t->st.ack_dropped++;     /* feedback without a TX frame */
@@ -38,12 +34,41 @@ void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *w
 	}
 	put_l2l4(f, r->mac_peer, r->mac_local, r->daddr, r->saddr, r->dport, r->sport, 0);
 	off += put_int(f + off, 0);
-	put_hdr(f + off, HPCCD_T_CNP, 0, 0, r->flow_id, 0, r->rcv_nxt, wi->ts, r->np_ce);
+	put_hdr(f + off, HPCCD_T_CNP, 0, 0, r->flow_id, 0, r->rcv_nxt, ts, r->np_ce);
 	off += HPCCD_HDR_BYTES;
 	finish_frame(t, f, off);
 	tx_put(t, addr, off);
 	r->np_ce = 0;
 	r->st.cnps_sent++;
+}
+
+/* DATA of receiver flow r arrived (`ce`: CE-marked); r's addresses are set. */
+void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *wi, int ce,
+	    uint64_t now)
+{
+	if (!(wi->aux & HPCCD_AUX_CNP))
+		return;
+	if (!r->np.N_ns)
+		hpccd_dcqcn_np_init(&r->np, t->cfg.cnp_ns ? t->cfg.cnp_ns : 50000);
+	r->np_ce += ce;
+	if (hpccd_dcqcn_np_on_packet(&r->np, ce, now))
+		cnp_send(t, r, wi->ts);
+	else if (r->np.pending)
+		rx_timer_list(t, r, hpccd_dcqcn_np_next_ns(&r->np));   /* the window's end */
+}
+
+/* The notification point's timer (rx_timers): the CNP of a mark held in
+ * the last window, once the window is over, whether packets came or not. */
+void rx_cnp_timer(struct hpccd_tp *t, struct tp_rx *r, uint64_t now)
+{
+	if (r->np.pending && hpccd_dcqcn_np_poll(&r->np, now))
+		cnp_send(t, r, r->last_ts);
+}
+
+/* When rx_timers must look at r next for its CNP; NO_DEADLINE: never. */
+uint64_t rx_cnp_due(const struct tp_rx *r)
+{
+	return r->np.pending ? hpccd_dcqcn_np_next_ns(&r->np) : NO_DEADLINE;
 }
 
 /* A CNP for one of our flows: the algorithm's on_cnp, if it has one. */

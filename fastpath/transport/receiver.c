@@ -662,38 +662,51 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		if (r->unacked && !r->delack_armed) {
 			r->delack_armed = 1;
 			r->delack_deadline = r->rxwin ? rxw_ack_due(r, now) : now + t->cfg.delack_ns;
-			if (!r->delack_listed) {
-				r->delack_listed = 1;
-				t->delack[t->n_delack++] = (int32_t)(r - t->rxt);
-			}
-			if (r->delack_deadline < t->delack_min)
-				t->delack_min = r->delack_deadline;
+			rx_timer_list(t, r, r->delack_deadline);
 		}
 	}
 	return 0;
 }
 
+/* Receiver flow r has a timer due at `deadline` (a delayed ACK, a held
+ * CNP): on the list rx_timers walks, which wakes the thread by then. */
+void rx_timer_list(struct hpccd_tp *t, struct tp_rx *r, uint64_t deadline)
+{
+	if (!r->delack_listed) {
+		r->delack_listed = 1;
+		t->delack[t->n_delack++] = (int32_t)(r - t->rxt);
+	}
+	if (deadline < t->delack_min)
+		t->delack_min = deadline;
+}
+
 void rx_timers(struct hpccd_tp *t, uint64_t now)
 {
-	uint64_t next = NO_DEADLINE;
+	uint64_t next = NO_DEADLINE, due;
 	uint32_t i;
 
 	uint32_t k = 0;
 
 	if (t->delack_min > now)
 		return;
-	/* the flows with a delayed ACK armed, not the whole table */
+	/* the flows with a delayed ACK armed or a CNP held (cnp.c), not the
+	 * whole table */
 	for (i = 0; i < t->n_delack; i++) {
 		struct tp_rx *r = &t->rxt[t->delack[i]];
 
 		if (r->used == 1 && r->delack_armed && r->delack_deadline <= now)
 			rx_ack_now(t, r, now);
-		if (r->used != 1 || !r->delack_armed) {
+		if (r->used == 1 && rx_cnp_due(r) <= now)
+			rx_cnp_timer(t, r, now);
+		due = rx_cnp_due(r);
+		if (r->used != 1 || (!r->delack_armed && due == NO_DEADLINE)) {
 			r->delack_listed = 0;
 			continue;
 		}
-		if (r->delack_deadline < next)
-			next = r->delack_deadline;
+		if (r->delack_armed && r->delack_deadline < due)
+			due = r->delack_deadline;
+		if (due < next)
+			next = due;
 		t->delack[k++] = t->delack[i];
 	}
 	t->n_delack = k;

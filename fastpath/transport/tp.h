@@ -515,11 +515,14 @@ uint64_t rxw_ack_due(const struct tp_rx *r, uint64_t now);
 void rxw_put(const struct hpccd_tp *t, const struct tp_rx *r, uint8_t *b);
 void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_info *wi);
 void rx_timers(struct hpccd_tp *t, uint64_t now);
+void rx_timer_list(struct hpccd_tp *t, struct tp_rx *r, uint64_t deadline);
 
 /* cnp.c: DCQCN's notification point and its CNPs */
 void rx_cnp(struct hpccd_tp *t, struct tp_rx *r, const struct hpccd_wire_info *wi, int ce,
 	    uint64_t now);
 void on_cnp(struct hpccd_tp *t, const struct hpccd_wire_info *wi, uint64_t now);
+void rx_cnp_timer(struct hpccd_tp *t, struct tp_rx *r, uint64_t now);
+uint64_t rx_cnp_due(const struct tp_rx *r);
 
 /* timers.c */
 void flow_timers(struct hpccd_tp *t, uint64_t now);

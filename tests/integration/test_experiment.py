@@ -231,3 +231,56 @@ def test_small_incast_with_the_baselines_and_the_ablation(tmp_path):
     for x in doc["results"]:
         assert 3 * 200_000 * 8 / x["link_bps"] <= x["fct_max_s"] < 5.0, x
     assert "DCQCN at 1 Gbit/s" in text and "K_min 4000 B" in text
+
+
+def test_gbn_vs_sr_under_loss(tmp_path):
+    """gbn-vs-sr ([HPCC] Figure 12): native HPCC with each recovery, without
+    and with 2 % random loss on the bottleneck link: every flow byte-exact
+    (the experiment raises otherwise), the loss really dropped packets and
+    each recovery repaired them its own way (go-back-N goes back, selective
+    repeat resends about the holes only); kernel TCP is skipped with its
+    reason, and the lab_loss programs are gone after each run."""
+    from conftest import lab_ctx
+
+    from hpccd.experiment import recovery
+
+    labs = []
+
+    def factory(topo):
+        cm = lab_ctx(topo)
+
+        class Wrap:
+            def __enter__(self):
+                self.lab = cm.__enter__()
+                labs.append(self.lab)
+                return self.lab
+
+            def __exit__(self, *exc):
+                # no tc ingress filter of lab_loss left on the bottleneck's ends
+                for sw, peer in (("s2", "s1"), ("s1", "s2")):
+                    port = next(pt.number for pt in self.lab.topology.switches[sw].ports
+                                if pt.peer == peer)
+                    r = self.lab.run(sw, ["tc", "filter", "show", "dev", f"p{port}",
+                                          "ingress"])
+                    assert "hpccd_lab_loss" not in r.stdout, r.stdout
+                return cm.__exit__(*exc)
+        return Wrap()
+
+    text, folder = recovery.run(factory, parse_algos("hpcc,cubic"),
+                                {"size": 1_000_000, "losses": "0,0.02"}, str(tmp_path))
+    doc = json.load(open(os.path.join(folder, "summary.json")))
+    assert "cubic" in doc["skipped"] and "SACK" in doc["skipped"]["cubic"]
+    rows = {(r["recovery"], r["loss"]): r for r in doc["results"]}
+    assert set(rows) == {("sr", 0.0), ("gbn", 0.0), ("sr", 0.02), ("gbn", 0.02)}
+    for (rec, loss), r in rows.items():
+        assert 0 < r["goodput_bps"] <= 1.05e9, r
+        assert r["fct_max_s"] >= 1_000_000 * 8 / 1e9
+        if loss:
+            assert r["random_drops"] > 0, r
+            assert r["retx_pkts"] >= 0.5 * r["random_drops"], r
+    sr, gbn = rows[("sr", 0.02)], rows[("gbn", 0.02)]
+    assert gbn["go_backs"] > 0 and sr["go_backs"] == 0
+    assert sr["recoveries"] + sr["rtos"] > 0
+    assert sr["retx_pkts"] <= 1.5 * sr["dropped"] + 5, sr
+    assert "gbn-vs-sr.png" in os.listdir(folder) and "gbn_vs_sr.csv" in os.listdir(folder)
+    assert "cubic: skipped" in text

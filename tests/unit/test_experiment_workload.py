@@ -155,6 +155,32 @@ def test_poisson_arrivals_have_the_gap_that_makes_the_load():
         workload.schedule(c, 1.2, rate, 1.0, ["h1"], ["r1"], 1)
 
 
+def test_incast_events_on_top_of_the_load():
+    """[HPCC] section 5.3's incasts scaled to the lab: each event's flows
+    start together toward one receiver from the senders in turn; the events
+    add up to their share of the link; numbered after the background's."""
+    rate = 1_000_000_000
+    senders, receivers = ["h1", "h2", "h3"], ["r1", "r2"]
+    ev = workload.incast_schedule(0.02, rate, 400.0, senders, receivers, 5, 500_000, 1,
+                                  first_idx=1000)
+    flat = [f for e in ev for f in e]
+    assert [f.idx for f in flat] == list(range(1000, 1000 + len(flat)))
+    # 5 x 500 KB at 2 % of 1 Gbit/s: an event every 1 s, 400 on average
+    assert 330 < len(ev) < 470
+    assert sum(f.size for f in flat) * 8 / (400.0 * rate) == pytest.approx(0.02, rel=0.15)
+    for e in ev:
+        assert len(e) == 5 and len({f.t_s for f in e}) == 1 and len({f.dst for f in e}) == 1
+        assert [f.src for f in e] == ["h1", "h2", "h3", "h1", "h2"]
+        assert all(f.size == 500_000 for f in e)
+    assert {e[0].dst for e in ev} == {"r1", "r2"}
+    assert all(0 <= e[0].t_s < 400.0 for e in ev)
+    assert workload.incast_schedule(0.02, rate, 400.0, senders, receivers, 5, 500_000, 1,
+                                    first_idx=1000) == ev
+    for bad in ((0.0, 5, 1), (1.0, 5, 1), (0.02, 0, 1), (0.02, 5, 0)):
+        with pytest.raises(ValueError):
+            workload.incast_schedule(bad[0], rate, 1.0, senders, receivers, bad[1], bad[2], 1)
+
+
 def test_named_workloads_are_looked_for_where_the_docs_say(tmp_path):
     env: dict[str, str] = {}
     assert workload.cdf_dirs(None, env) == [workload.bundled_dir()]

@@ -7,6 +7,7 @@ Subcommands so far:
   lab up|down|status   the netns lab of a topology file (docs/lab.md)
   send PEER | recv     a transfer over the native AF_XDP transport (docs/transport.md)
   experiment NAME      a micro-benchmark in the lab, algorithms side by side (docs/experiments.md)
+  reproduce            the HPCC paper's evaluation, every experiment, and its report (docs/results.md)
   status | flows | flow ID | set PARAM VALUE | probes   the running daemon
                        (hpccd.agent.control_client)
 """
@@ -142,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     # experiment NAME --algos ...: micro-benchmarks in a lab (hpccd.experiment)
     from ..experiment import cli as experiment_cli
     experiment_cli.add_parser(sub)
+    from ..experiment import reproduce
+    reproduce.add_parser(sub)
     # status, flows, flow ID, set PARAM VALUE, probes: the running daemon (control socket)
     from ..agent import control_client
     control_client.add_parsers(sub)

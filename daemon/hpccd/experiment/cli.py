@@ -60,6 +60,19 @@ def add_parser(sub) -> None:
     fg.add_argument("--buckets", metavar="BYTES,...",
                     help="upper edges of the size buckets (default "
                          "3000,12000,48000,192000,1000000)")
+    fg.add_argument("--incast-load", type=float, metavar="SHARE",
+                    help="incasts on top of the background load, this share of the link rate "
+                         "([HPCC] section 5.3 uses 0.02; default 0, none)")
+    fg.add_argument("--incast-size", type=int, metavar="BYTES",
+                    help="bytes per incast flow (default 500000)")
+    fg.add_argument("--incast-flows", type=int, metavar="N",
+                    help="flows per incast, all toward one receiver (default two per sender "
+                         "host)")
+    gg = ep.add_argument_group("gbn-vs-sr (go-back-N against selective repeat)")
+    gg.add_argument("--losses", metavar="P,...",
+                    help="random loss probabilities on the bottleneck link, each way "
+                         "(default 0,0.001,0.01); --senders: the flows (default 2), --size: "
+                         "bytes each (default 4000000)")
     ep.set_defaults(func=main)
 
 
@@ -80,7 +93,9 @@ def main(args: argparse.Namespace) -> int:
     params = {"senders": args.senders, "size": args.size, "rate_mbps": args.rate_mbps,
               "observe": args.observe, "duration": args.duration, "cdf": args.cdf,
               "cdf_dir": args.cdf_dir, "loads": args.loads, "max_size": args.max_size,
-              "seed": args.seed, "buckets": args.buckets}
+              "seed": args.seed, "buckets": args.buckets, "incast_load": args.incast_load,
+              "incast_size": args.incast_size, "incast_flows": args.incast_flows,
+              "losses": args.losses}
     if args.reps < 1:
         print(f"hpccctl experiment: --reps {args.reps}: at least 1", file=sys.stderr)
         return 2

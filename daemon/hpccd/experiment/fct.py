@@ -46,6 +46,16 @@ FCT / ideal, where
   "HTB's bucket"), which let the first 12.5 KB of a flow that is alone
   through back to back; a flow alone is that much faster than size / R.
 
+With ``incast_load`` > 0, incast events are added on top of the
+background load ([HPCC] section 5.3, Figure 11: FB_Hadoop at 30 % plus
+60-to-1 incasts of 500 KB each, 2 % of the capacity), scaled to the lab's
+hosts (workload.incast_schedule): each event ``incast_flows`` flows
+(default two per sender host) of ``incast_size`` bytes start together
+toward one receiver, events Poisson at ``incast_load`` of the link rate.
+Their flows are flows of the run like the others (in the size buckets, as
+in the paper's figure) and are also reported on their own (row "incast":
+events, FCT p50 / max).
+
 Flows whose slowdown is below 1 are counted and reported per bucket, not
 clamped.  Reported per run (workload, load, algorithm): flows completed
 and byte-exact, the load offered (payload bytes of the schedule over the
@@ -78,7 +88,8 @@ PORT = 5300
 DEFAULTS = {"senders": 4, "rate_mbps": 1000, "buffer_bytes": 1_000_000, "k_bytes": 30_000,
             "cdf": ["websearch", "fb_hadoop"], "cdf_dir": None, "loads": "0.3,0.5",
             "duration": 5.0, "max_size": None, "seed": 1, "buckets": None, "drain": 10.0,
-            "idle_flows": 50, "idle_size": 100}
+            "idle_flows": 50, "idle_size": 100,
+            "incast_load": 0.0, "incast_size": 500_000, "incast_flows": None}
 # Wire framing without INT (module docstring): (headers a packet, payload a packet - MTU).
 TCP_HDR, TCP_MSS_LESS = 14 + 20 + 20 + 12, 20 + 20 + 12       # Ethernet, IPv4, TCP, timestamps
 NATIVE_HDR, NATIVE_MSS_LESS = 14 + 20 + 8 + 4 + 32, 20 + 8 + 4 + 32   # ... UDP, INT hdr, hpccd
@@ -415,8 +426,8 @@ def fct_verdict(samples, link_bps: int, cpu_busy: float, busiest: float, t_from:
 
 
 def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
-            plan: list[workload.FlowSpec], edges: tuple[int, ...], udp_rtt: float
-            ) -> dict[str, Any]:
+            plan: list[workload.FlowSpec], edges: tuple[int, ...], udp_rtt: float,
+            incast: list[list[workload.FlowSpec]] | None = None) -> dict[str, Any]:
     n = p["senders"]
     senders = [f"h{i}" for i in range(1, n + 1)]
     receivers = [f"r{i}" for i in range(1, n + 1)]
@@ -490,6 +501,17 @@ def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
                         "below_1": sum(1 for x in s if x < 1)})
     errors = [f"flow {x['flow']} ({x['size']} B {x['src']}->{x['dst']}): {x['error']}"
               for x in flows if not x["ok"]]
+    inc_ids = {f.idx for ev in incast or [] for f in ev}
+    for x in flows:
+        x["incast"] = x["flow"] in inc_ids
+    inc_fct = [x["fct_s"] for x in flows if x["incast"] and x["ok"]]
+    inc_row = {"events": len(incast), "flows_each": len(incast[0]), "size": incast[0][0].size,
+               "flows": len(inc_ids), "done": len(inc_fct),
+               "fct_p50_s": measure.percentile(inc_fct, 50),
+               "fct_max_s": max(inc_fct, default=math.nan),
+               "slowdown_p95": measure.percentile([x["slowdown"] for x in flows
+                                                   if x["incast"] and x["ok"]], 95)} \
+        if incast else None
     return {
         "algo": algo.name, "workload": cdf.name, "load": load,
         "run": f"{algo.name} {cdf.name} {load:.0%}", "t0_ns": t0, "link_bps": link_bps,
@@ -507,7 +529,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
         "below_1": sum(b["below_1"] for b in buckets),
         "slowdown_min": min((x["slowdown"] for x in done), default=math.nan),
         "capped": sum(1 for f in plan if p["max_size"] and f.size >= p["max_size"]),
-        "buckets": buckets, "cpu_busy": busy, "queue_bound": verdict.queue_bound,
+        "buckets": buckets, "incast": inc_row, "cpu_busy": busy,
+        "queue_bound": verdict.queue_bound,
         "verdict": verdict.text, "_flows": flows, "_samples": samples, "_grid": grid,
     }
 
@@ -523,6 +546,11 @@ RUN_COLUMNS = [("algo", "algo"), ("flows", "flows"), ("done", "done"),
                ("below_1", "slowdown<1"), ("queue_bound", "link-bound")]
 BUCKET_COLUMNS = [("algo", "algo"), ("bucket", "size"), ("n", "n"), ("p50", "slowdown p50"),
                   ("p95", "p95"), ("p99", "p99"), ("min", "min"), ("below_1", "<1")]
+
+
+INCAST_COLUMNS = [("algo", "algo"), ("events", "incasts"), ("flows", "incast flows"),
+                  ("done", "done"), ("fct_p50_ms", "incast FCT p50 ms"),
+                  ("fct_max_ms", "max ms"), ("slowdown_p95", "slowdown p95")]
 
 
 def _bytes(x: float) -> str:
@@ -541,7 +569,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     plt = pyplot()
     from matplotlib import ticker
     combos = [(c, ld) for c in cdfs for ld in loads]
-    fig, axes = plt.subplots(max(1, len(combos)), 2, figsize=(11, 3.4 * max(1, len(combos))),
+    fig, axes = plt.subplots(max(1, len(combos)), 2, figsize=(11, 5.2 * max(1, len(combos))),
                              squeeze=False)
     labels = workload.bucket_labels(edges)
     bucket_rows = []
@@ -564,12 +592,12 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         res.csv(f"fct_{_tag(cdf.name, load)}.csv",
                 ["algo", "flow", "src", "dst", "size_bytes", "bucket", "arrival_ms", "lag_us",
                  "fct_us", "ideal_us", "slowdown", "done", "checked_at_receiver", "retx_pkts",
-                 "rtos", "error"],
+                 "rtos", "incast", "error"],
                 [[r["algo"], x["flow"], x["src"], x["dst"], x["size"], labels[x["bucket"]],
                   x["arrival_s"] * 1e3, x["lag_s"] * 1e6, x["fct_s"] * 1e6,
                   x["ideal_s"] * 1e6, x["slowdown"], x["ok"], x["rx_checked"],
                   "" if x["retx_pkts"] is None else x["retx_pkts"],
-                  "" if x["rtos"] is None else x["rtos"], x["error"] or ""]
+                  "" if x["rtos"] is None else x["rtos"], x["incast"], x["error"] or ""]
                  for r in mine for x in r.pop("_flows_csv")])
         for i, r in enumerate(mine):
             color = f"C{i}"
@@ -588,7 +616,10 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         ax1.yaxis.set_minor_formatter(ticker.NullFormatter())
         ax1.set_ylabel("FCT slowdown")
         ax1.set_title(f"{cdf.name}, {load:.0%} load: slowdown by flow size", fontsize=9)
-        ax1.legend(fontsize=6, ncol=max(1, len(mine)))
+        # below the axes: with eight algorithms (24 lines) a legend inside
+        # covered the lines, one column per algorithm ran off the figure
+        ax1.legend(fontsize=6, ncol=min(4, max(1, len(mine))), loc="upper center",
+                   bbox_to_anchor=(0.5, -0.12))
         ax2.set_xlabel("bottleneck queue (KB, over time, from the first arrival to the "
                        "last flow's end)")
         ax2.set_ylabel("CDF")
@@ -630,7 +661,18 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         if not mine:
             text += "\n(no algorithm ran)"
             continue
+        inc = mine[0].get("incast")
+        if inc:
+            text += (f"\nplus {inc['events']} incasts ({p['incast_load']:.0%} of the link): "
+                     f"{inc['flows_each']} flows of {_bytes(inc['size'])} at once toward one "
+                     f"receiver, from the {n} senders in turn ([HPCC] section 5.3 scaled to "
+                     f"the lab's hosts)")
         text += "\n" + table(mine, RUN_COLUMNS)
+        if inc:
+            text += "\n" + table([{"algo": r["algo"], **r["incast"],
+                                   "fct_p50_ms": r["incast"]["fct_p50_s"] * 1e3,
+                                   "fct_max_ms": r["incast"]["fct_max_s"] * 1e3}
+                                  for r in mine], INCAST_COLUMNS)
         brows = [{"algo": r["algo"], **b} for r in mine for b in r["buckets"] if b["flows"]]
         text += "\n" + table(brows, BUCKET_COLUMNS)
         for r in mine:
@@ -663,6 +705,13 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
         raise UsageError(f"--max-size {p['max_size']}: bytes, > 0")
     if not p["duration"] > 0:
         raise UsageError(f"--duration {p['duration']}: seconds, > 0")
+    if not 0 <= float(p["incast_load"]) < 1:
+        raise UsageError(f"--incast-load {p['incast_load']}: a share of the link rate, "
+                         f"0 <= load < 1 (2% is 0.02)")
+    if int(p["incast_size"]) <= 0 or (p["incast_flows"] is not None and
+                                      int(p["incast_flows"]) <= 0):
+        raise UsageError(f"--incast-size {p['incast_size']} / --incast-flows "
+                         f"{p['incast_flows']}: > 0")
     specs = [p["cdf"]] if isinstance(p["cdf"], str) else list(p["cdf"])
     cdfs, bad = workload.load_workloads(specs, p["cdf_dir"])
     for spec, why in bad.items():
@@ -689,11 +738,18 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
             for load in loads:
                 plan = workload.schedule(cdf, load, link_bps, p["duration"], senders,
                                          receivers, p["seed"], p["max_size"])
+                events = workload.incast_schedule(
+                    float(p["incast_load"]), link_bps, p["duration"], senders, receivers,
+                    int(p["incast_flows"] or 2 * n), int(p["incast_size"]), p["seed"],
+                    len(plan)) if p["incast_load"] else []
+                if events:
+                    plan = sorted(plan + [f for ev in events for f in ev], key=lambda f: f.t_s)
                 progress(NAME, f"{cdf.name} at {load:.0%}: {len(plan)} flows in "
-                               f"{p['duration']:g} s")
+                               f"{p['duration']:g} s" + (f", {len(events)} incasts among them"
+                                                        if events else ""))
                 got, skip = run_each(
                     NAME, algos, kcc, senders, receivers,
-                    lambda a: run_one(lab, a, p, cdf, load, plan, edges, rtt),
+                    lambda a: run_one(lab, a, p, cdf, load, plan, edges, rtt, events),
                     f"{cdf.name} at {load:.0%}",
                     lambda r: (f"{r['done']}/{r['flows']} flows, port load "
                                f"{r['port_load']:.0%}, slowdown p99 of the smallest "

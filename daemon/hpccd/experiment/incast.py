@@ -126,7 +126,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
         "drain_s": drain, "drain_rtts": drain / rtt,
         "fct_max_s": max(fcts), "fct_p50_s": measure.percentile(fcts, 50),
         "long_before_bps": before, "long_during_bps": during_rate, "long_after_bps": after_rate,
-        "cpu_busy": busy, "queue_bound": verdict.queue_bound, "verdict": verdict.text,
+        "utilisation": verdict.utilisation, "cpu_busy": busy,
+        "queue_bound": verdict.queue_bound, "verdict": verdict.text,
         "_samples": samples, "_long_points": lc.points,
     }
 

@@ -14,7 +14,15 @@ records carry the bytes that *arrived* at the queue in the txBytes field
 Reported per variant: the queue over time (time-weighted p50, p99, max),
 its standard deviation after the first ``settle`` seconds (oscillation),
 how often it crosses its own mean (swings), and the bottleneck's
-utilisation, with the link-or-CPU verdict.  ``--algos`` does not apply:
+utilisation, with the link-or-CPU verdict; and what an overreaction does
+to the link: its use per millisecond (from the bottleneck port's byte
+counter, stamped by the switch: the lab's most exact clock), its standard
+deviation while the flows converge (from 2 ms to ``settle``: the paper's
+rxRate "has oscillation before it finally converges") and after; each
+flow's rate in 20 ms bins (from the receiver's byte counts, read every
+2 ms by a thread: coarse) and their coefficient of variation after
+``settle``.  The plot: queue and link use over the first 100 ms, each
+flow's rate over the whole run.  ``--algos`` does not apply:
 this experiment is about HPCC alone.
 """
 from __future__ import annotations
@@ -74,6 +82,7 @@ def run_one(lab, variant: str, p: dict[str, Any]) -> dict[str, Any]:
         samples = rec.stop()
         rates = [measure.delivered_rate(sink.conn(f).points, t0 + int(p["settle"] * 1e9), t1)
                  for f in flows]
+        points = [list(sink.conn(f).points) for f in flows]
     finally:
         for f in flows:
             f.close()
@@ -84,39 +93,96 @@ def run_one(lab, variant: str, p: dict[str, Any]) -> dict[str, Any]:
     settled = [b for t, b in grid if t >= t0 + p["settle"] * 1e9]
     verdict = measure.bottleneck_verdict(samples, link, busy, t0 + int(p["settle"] * 1e9), t1,
                                          busiest_cpu=cpu.busiest)
+    t_set = t0 + int(p["settle"] * 1e9)
+    use = [(t, bps / link) for t, bps in measure.port_rate(samples, t0, t1, 1_000_000)]
+    early = [u for t, u in use if t0 + 2_000_000 <= t < t_set]
+    late = [u for t, u in use if t >= t_set]
+    cvs = []
+    flow_rates = [[(t, b) for t, b in _rates(pts, t0) if t + RATE_BIN_NS <= t1] for pts in points]
+    for fr in flow_rates:
+        v = [bps for t, bps in fr if t >= t_set]
+        if len(v) > 1 and statistics.fmean(v) > 0:
+            cvs.append(statistics.pstdev(v) / statistics.fmean(v))
     return {"variant": variant, "t0_ns": t0, "link_bps": link,
             "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),
             "q_max": max((s.backlog_bytes for s in samples), default=math.nan),
             "q_sd_settled": statistics.pstdev(settled) if settled else math.nan,
             "swings_per_s": _swings(settled) / max(1e-9, p["duration"] - p["settle"]),
             "flow_bps": rates, "utilisation": verdict.utilisation, "cpu_busy": busy,
-            "queue_bound": verdict.queue_bound, "verdict": verdict.text, "_grid": grid}
+            "use_sd_early": statistics.pstdev(early) if len(early) > 1 else math.nan,
+            # rxRate differs from txRate only while the queue grows: how
+            # often it held more than a frame
+            "q_busy": sum(1 for b in q if b > 1514) / len(q) if q else math.nan,
+            "use_sd_settled": statistics.pstdev(late) if len(late) > 1 else math.nan,
+            "rate_cv": statistics.fmean(cvs) if cvs else math.nan,
+            "queue_bound": verdict.queue_bound, "verdict": verdict.text, "_grid": grid,
+            "_use": use, "_rates": flow_rates}
+
+
+RATE_BIN_NS = 20_000_000
+
+
+def _rates(points: list[tuple[int, int]], t0: int) -> list[tuple[int, float]]:
+    """A flow's delivered rate in RATE_BIN_NS bins, [(bin start ns, bit/s)],
+    from (t, bytes so far) points, binned from `t0`."""
+    if not points:
+        return []
+    out, i, prev = [], 0, 0
+    t = t0
+    end = points[-1][0]
+    while t < end:
+        upto = prev
+        while i < len(points) and points[i][0] < t + RATE_BIN_NS:
+            upto = points[i][1]
+            i += 1
+        out.append((t, (upto - prev) * 8e9 / RATE_BIN_NS))
+        prev = upto
+        t += RATE_BIN_NS
+    return out
 
 
 COLUMNS = [("variant", "HPCC with"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("q_max_kb", "q max KB"), ("q_sd_kb", "q sd KB (settled)"),
            ("swings_per_s", "mean crossings/s"), ("utilisation", "link use"),
+           ("use_sd_early", "use sd converging"), ("use_sd_settled", "use sd settled"),
+           ("rate_cv", "flow rate CV"), ("q_busy", "queue > 1 frame"),
            ("queue_bound", "link-bound")]
 
 
 def report(res: Results, rows, p, rtt: float) -> str:
     plt = pyplot()
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6))
-    for r in rows:
-        g, t0 = r.pop("_grid"), r["t0_ns"]
+    fig, (ax1, ax3, ax2) = plt.subplots(3, 1, figsize=(8, 9))
+    for k, r in enumerate(rows):
+        g, t0, use, flows = r.pop("_grid"), r["t0_ns"], r.pop("_use"), r.pop("_rates")
         res.csv(f"queue_{r['variant']}.csv", ["t_ms", "backlog_bytes"],
                 [((t - t0) / 1e6, b) for t, b in g])
-        for ax, lim in ((ax1, 100.0), (ax2, p["duration"] * 1e3)):
-            pts = [((t - t0) / 1e6, b / 1e3) for t, b in g if (t - t0) / 1e6 <= lim]
-            ax.plot([x for x, _ in pts], [y for _, y in pts], label=f"HPCC with {r['variant']}",
-                    lw=1)
+        res.csv(f"link_use_{r['variant']}.csv", ["t_ms", "use"],
+                [((t - t0) / 1e6, u) for t, u in use])
+        res.csv(f"flow_rates_{r['variant']}.csv", ["t_ms"] + [f"flow{i + 1}_bps"
+                                                              for i in range(len(flows))],
+                [[(flows[0][j][0] - t0) / 1e6] + [f[j][1] if j < len(f) else "" for f in flows]
+                 for j in range(len(flows[0]) if flows else 0)])
+        color = f"C{k}"
+        pts = [((t - t0) / 1e6, b / 1e3) for t, b in g if (t - t0) / 1e6 <= 100.0]
+        ax1.plot([x for x, _ in pts], [y for _, y in pts], color=color,
+                 label=f"HPCC with {r['variant']}", lw=1)
+        pts = [((t - t0) / 1e6, u) for t, u in use if (t - t0) / 1e6 <= 100.0]
+        ax3.plot([x for x, _ in pts], [y for _, y in pts], color=color,
+                 label=f"HPCC with {r['variant']}", lw=1)
+        for i, f in enumerate(flows):
+            ax2.plot([(t - t0) / 1e6 for t, _ in f], [b / 1e6 for _, b in f], color=color,
+                     ls="-" if i == 0 else "--", lw=1,
+                     label=f"{r['variant']} flow {i + 1}")
         r.update(q_p50_kb=r["q_p50"] / 1e3, q_p99_kb=r["q_p99"] / 1e3,
                  q_max_kb=r["q_max"] / 1e3, q_sd_kb=r["q_sd_settled"] / 1e3)
     ax1.set_title("2-to-1: queue at the bottleneck (first 100 ms)")
-    ax2.set_title(f"whole run ({p['duration']:g} s)")
-    for ax in (ax1, ax2):
-        ax.set_ylabel("queue (KB)")
-        ax.legend()
+    ax1.set_ylabel("queue (KB)")
+    ax3.set_title("the bottleneck's use, 1 ms bins (first 100 ms)")
+    ax3.set_ylabel("share of the link")
+    ax2.set_title(f"each flow's rate, 20 ms bins, whole run ({p['duration']:g} s)")
+    ax2.set_ylabel("Mbit/s")
+    for ax in (ax1, ax2, ax3):
+        ax.legend(fontsize=7)
     ax2.set_xlabel("ms from the start of both flows")
     fig.tight_layout()
     res.figure("txrate-vs-rxrate.png", fig)

@@ -306,6 +306,38 @@ def schedule(cdf: Cdf, load: float, rate_bps: float, duration_s: float,
     return out
 
 
+def incast_schedule(load: float, rate_bps: float, duration_s: float, senders: Sequence[str],
+                    receivers: Sequence[str], flows_each: int, size: int, seed: int | str,
+                    first_idx: int = 0) -> list[list[FlowSpec]]:
+    """Incast events on top of a background schedule ([HPCC] section 5.3:
+    "randomly selecting 60 senders and one receiver, each sending 500KB ...
+    2% of the network capacity"), scaled to the lab's hosts: Poisson events
+    of mean gap flows_each x size x 8 / (load x rate) over [0, duration_s),
+    each `flows_each` flows of `size` bytes starting at the same moment
+    toward one receiver drawn uniformly, from the senders in turn (a host
+    sends several when flows_each exceeds the senders).  Returns the events,
+    each a list of FlowSpec, numbered from `first_idx`."""
+    if not 0 < load < 1:
+        raise ValueError(f"incast load {load}: a share of the link rate, 0 < load < 1")
+    if flows_each < 1 or size < 1:
+        raise ValueError(f"incast of {flows_each} flows of {size} bytes: both at least 1")
+    gap = mean_interarrival_s(flows_each * size, load, rate_bps)
+    tag = f"{seed}/incast/{load:g}/{flows_each}/{size}"
+    r_t, r_dst = (random.Random(f"{tag}/{what}") for what in ("t", "dst"))
+    events: list[list[FlowSpec]] = []
+    idx = first_idx
+    t = r_t.expovariate(1 / gap)
+    while t < duration_s:
+        dst = r_dst.choice(receivers)
+        ev = []
+        for k in range(flows_each):
+            ev.append(FlowSpec(idx, t, size, senders[k % len(senders)], dst))
+            idx += 1
+        events.append(ev)
+        t += r_t.expovariate(1 / gap)
+    return events
+
+
 # ---- size buckets ----------------------------------------------------------------------
 
 def parse_buckets(text: str | Sequence[int] | None) -> tuple[int, ...]:

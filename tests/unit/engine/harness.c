@@ -26,13 +26,16 @@
  * bneck (`flows` flows of `algo` A -> B with INT on every DATA through a
  * switch port of bneck_gbps and buf_kb in front of the link, which stamps
  * the INT hop as each frame leaves its queue: feedback frames per DATA
- * frame, the port's utilisation and queue).  Prints one JSON object with
+ * frame, the port's utilisation and queue); linger_us=L: the simulation
+ * goes on L after A's flows ended, and cnp_at_us lists when B sent its
+ * CNPs.  Prints one JSON object with
  * what happened.
  */
 #include "tp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 
 #define TICK_NS 1000ull
 #define MAX_LINK (1u << 16)
@@ -77,6 +80,15 @@ static struct {
 	uint64_t first_ns, last_ns, departed;
 	uint32_t *qs;                    /* queue bytes at each departure */
 	uint64_t nqs;
+	uint64_t rx_bytes;               /* bytes that arrived at the queue (admitted) */
+	int rxrate;                      /* rxrate=1: the hop's txBytes carries rx_bytes
+					  * ([HPCC] section 3.4's "rxRate", as the lab's
+					  * HPCCD_SW_F_RX_BYTES) */
+	uint64_t bin_ns, bin_end, bin_tx, nbins;   /* the port's use per bin */
+	double use_sum, use_sq;
+	uint64_t trace_ns;               /* qtrace_us: (time, queue) every this long */
+	uint64_t trace_next, ntrace;
+	uint32_t trace[2048][2];         /* us from the first departure, queue bytes */
 } bn;
 
 /* tamper: what happens to every tamper_every-th ACK / NACK B -> A */
@@ -233,6 +245,7 @@ static void bneck_push(const uint8_t *frame, uint32_t len)
 	p.due = bn.free_at;
 	bn.q[(bn.head + bn.n++) % MAX_LINK] = p;
 	bn.bytes += len;
+	bn.rx_bytes += len;
 }
 
 /* Frames whose transmission ended leave the port: their INT hop is
@@ -240,6 +253,20 @@ static void bneck_push(const uint8_t *frame, uint32_t len)
  * then they travel the link. */
 static void bneck_depart(void)
 {
+	/* the port's use per bin_ns, from its first departure on */
+	if (bn.bin_ns && bn.departed) {
+		if (!bn.bin_end)
+			bn.bin_end = bn.first_ns + bn.bin_ns;
+		while (sim_now >= bn.bin_end && A->n_running) {
+			double u = (double)bn.bin_tx * 8e9 / (double)bn.bps / (double)bn.bin_ns;
+
+			bn.use_sum += u;
+			bn.use_sq += u * u;
+			bn.nbins++;
+			bn.bin_tx = 0;
+			bn.bin_end += bn.bin_ns;
+		}
+	}
 	while (bn.n && bn.q[bn.head].due <= sim_now) {
 		struct pkt p = bn.q[bn.head];
 		uint8_t *ih = p.bytes + L2L4;
@@ -249,16 +276,22 @@ static void bneck_depart(void)
 		bn.n--;
 		bn.bytes -= p.len;
 		bn.tx_bytes += p.len;
+		bn.bin_tx += p.len;
 		if (!bn.departed++)
 			bn.first_ns = p.due;
 		bn.last_ns = p.due;
 		bn.qs[bn.nqs++ % (1u << 22)] = (uint32_t)bn.bytes;
+		if (bn.trace_ns && p.due >= bn.trace_next && bn.ntrace < 2048) {
+			bn.trace[bn.ntrace][0] = (uint32_t)((p.due - bn.first_ns) / 1000);
+			bn.trace[bn.ntrace++][1] = (uint32_t)bn.bytes;
+			bn.trace_next = p.due + bn.trace_ns;
+		}
 		if (((ih[2] >> 4) & HPCCD_INT_F_COLLECT) && nhop < room) {
 			struct hpccd_int_fields fl = {
 				.speed_code = hpccd_int_speed_code(bn.bps),
 				.ts = (uint32_t)(p.due & HPCCD_INT_TS_MASK),
-				.tx_units = (uint32_t)((bn.tx_bytes / HPCCD_INT_TX_UNIT) &
-						       HPCCD_INT_TX_MASK),
+				.tx_units = (uint32_t)(((bn.rxrate ? bn.rx_bytes : bn.tx_bytes) /
+							HPCCD_INT_TX_UNIT) & HPCCD_INT_TX_MASK),
 				.qlen_units = bn.bytes / HPCCD_INT_QLEN_UNIT > HPCCD_INT_QLEN_MAX ?
 					      (uint32_t)HPCCD_INT_QLEN_MAX :
 					      (uint32_t)(bn.bytes / HPCCD_INT_QLEN_UNIT),
@@ -447,6 +480,24 @@ static uint32_t algo_of(const char *s)
 }
 
 static uint64_t stall_ns, stall_at, stall_from;
+/* linger_us: the link and both engines go on this long after A's flows
+ * ended (timers of B's that outlive them, a held CNP); the CNPs B sent,
+ * at what simulated time (cnp_at, from the transfer's open) */
+static uint64_t linger_ns, t_open;
+static uint64_t cnp_at[8];
+static uint32_t n_cnp_at;
+
+static void track_cnps(void)
+{
+	uint64_t sent = 0;
+	uint32_t i;
+
+	for (i = 0; i < B->cfg.rx_flows; i++)
+		if (B->rxt[i].used == 1)
+			sent += B->rxt[i].st.cnps_sent;
+	while (n_cnp_at < sent && n_cnp_at < 8)
+		cnp_at[n_cnp_at++] = sim_now - t_open;
+}
 /* The transfer's flow: its pacing rate's least and its value after the
  * algorithm's first reaction (cc_updates 0 -> 1). */
 static struct tp_flow *track;
@@ -465,7 +516,7 @@ static void track_rate(void)
 /* Runs until every flow of A is done or failed, or `limit_ns` passed. */
 static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 {
-	uint64_t end = sim_now + limit_ns;
+	uint64_t end = sim_now + limit_ns, linger_until = 0;
 
 	while (sim_now < end) {
 		if (bn.bps)
@@ -484,8 +535,16 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 			hook = NULL;
 		if (B->rx_live > max_rx_live)
 			max_rx_live = B->rx_live;
-		if (!A->n_running)
-			return;
+		if (linger_ns)
+			track_cnps();
+		if (!A->n_running) {
+			if (!linger_ns)
+				return;
+			if (!linger_until)
+				linger_until = sim_now + linger_ns;
+			if (sim_now >= linger_until)
+				return;
+		}
 		sim_now += TICK_NS;
 	}
 }
@@ -611,6 +670,9 @@ static int cmp_u32(const void *a, const void *b)
 static uint32_t max_n;                   /* the largest N B's last hop counted */
 static double w_ai_at_max_n, w_ai_want;  /* an Rx-HPCC flow's W_AI then; W_init (1-eta)/N */
 static uint32_t rx_flows_want;           /* the Rx-HPCC flows bneck opened */
+static int rxrate_flag;                  /* rxrate=1 (bn.rxrate) */
+static uint64_t use_bin_ns;              /* use_bin_us: the port's use per bin, its sd */
+static uint64_t qtrace_ns;               /* qtrace_us: the queue every this long */
 
 static int n_hook(void)
 {
@@ -635,6 +697,19 @@ static int n_hook(void)
 	return 0;
 }
 
+/* The standard deviation of the queue at the first n departures, KB. */
+static double q_sd_kb(uint32_t n)
+{
+	double sum = 0, sq = 0;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		sum += bn.qs[i];
+		sq += (double)bn.qs[i] * bn.qs[i];
+	}
+	return n > 1 ? sqrt(fmax(0.0, sq / n - (sum / n) * (sum / n))) / 1e3 : 0.0;
+}
+
 static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows2, uint32_t algo2,
 		 uint64_t gbps, uint64_t buf_kb, uint64_t seed)
 {
@@ -648,6 +723,9 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows
 		return 2;
 	bn.bps = gbps * 1000000000ull;
 	bn.buf = buf_kb * 1000;
+	bn.rxrate = rxrate_flag;
+	bn.bin_ns = use_bin_ns;
+	bn.trace_ns = qtrace_ns;
 	bn.qs = malloc(sizeof(*bn.qs) << 22);
 	flow_int_mode = HPCCD_TP_INT_EVERY;
 	rx_flows_want = algo == HPCCD_ALGO_RXHPCC ? nflows : 0;
@@ -681,7 +759,8 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows
 	       "\"windows\": %llu, \"util\": %.4f, \"q_mean_kb\": %.2f, \"q_p50_kb\": %.2f, "
 	       "\"q_p99_kb\": %.2f, \"q_max_kb\": %.2f, \"port_drops\": %llu, \"ms\": %.3f, "
 	       "\"flows2\": %u, \"windows_to_flows2\": %llu, \"max_n\": %u, "
-	       "\"w_ai_at_max_n\": %.3f, \"w_ai_want\": %.3f}\n",
+	       "\"w_ai_at_max_n\": %.3f, \"w_ai_want\": %.3f, \"use_bins\": %llu, "
+	       "\"use_mean\": %.4f, \"use_sd\": %.4f, \"q_sd_kb\": %.3f, \"qtrace\": [",
 	       tp_cc_ops_of(algo)->name, nflows, (unsigned long long)exact,
 	       (unsigned long long)data, (unsigned long long)ba.sent,
 	       data ? (double)ba.sent / (double)data : 0.0, (unsigned long long)acks,
@@ -689,7 +768,14 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows
 	       n ? (double)qsum / n / 1e3 : 0.0, n ? bn.qs[n / 2] / 1e3 : 0.0,
 	       n ? bn.qs[(uint64_t)n * 99 / 100] / 1e3 : 0.0, n ? bn.qs[n - 1] / 1e3 : 0.0,
 	       (unsigned long long)bn.drops, (double)(sim_now - t0) / 1e6, nflows2,
-	       (unsigned long long)wins2, max_n, w_ai_at_max_n, w_ai_want);
+	       (unsigned long long)wins2, max_n, w_ai_at_max_n, w_ai_want,
+	       (unsigned long long)bn.nbins, bn.nbins ? bn.use_sum / bn.nbins : 0.0,
+	       bn.nbins > 1 ? sqrt(fmax(0.0, bn.use_sq / bn.nbins -
+				       (bn.use_sum / bn.nbins) * (bn.use_sum / bn.nbins))) : 0.0,
+	       q_sd_kb(n));
+	for (i = 0; i < bn.ntrace; i++)
+		printf("%s[%u, %u]", i ? ", " : "", bn.trace[i][0], bn.trace[i][1]);
+	printf("]}\n");
 	return 0;
 }
 
@@ -714,6 +800,7 @@ int main(int argc, char **argv)
 	c.rx_frames = (uint32_t)strtoul(arg(argc, argv, "frames", "4096"), NULL, 0);
 	c.tx_frames = c.rx_frames;
 	c.ack_every = (uint32_t)strtoul(arg(argc, argv, "ack_every", "1"), NULL, 0);
+	c.cnp_ns = strtoull(arg(argc, argv, "cnp_us", "50"), NULL, 0) * 1000;   /* DCQCN's N */
 	c.rx_peer_max = (uint32_t)strtoul(arg(argc, argv, "rx_peer_max", "4294967295"), NULL, 0);
 	if (!strcmp(arg(argc, argv, "window", "on"), "off"))
 		c.rx_window = 0;
@@ -733,6 +820,10 @@ int main(int argc, char **argv)
 	flow_mtu = (uint32_t)strtoul(arg(argc, argv, "mtu", "1500"), NULL, 0);
 	stall_ns = strtoull(arg(argc, argv, "stall_us", "0"), NULL, 0) * 1000;
 	stall_at = strtoull(arg(argc, argv, "stall_at", "1000000"), NULL, 0);
+	linger_ns = strtoull(arg(argc, argv, "linger_us", "0"), NULL, 0) * 1000;
+	rxrate_flag = atoi(arg(argc, argv, "rxrate", "0"));
+	use_bin_ns = strtoull(arg(argc, argv, "use_bin_us", "0"), NULL, 0) * 1000;
+	qtrace_ns = strtoull(arg(argc, argv, "qtrace_us", "0"), NULL, 0) * 1000;
 	ab.loss = ba.loss = atof(arg(argc, argv, "loss", "0"));
 	ab.reorder = atof(arg(argc, argv, "reorder", "0"));
 	ring_a.cap = A->ring;            /* the RX rings the engines were sized for */
@@ -789,6 +880,7 @@ int main(int argc, char **argv)
 		       strcmp(arg(argc, argv, "recovery", "sr"), "gbn") ? HPCCD_TP_SR : HPCCD_TP_GBN,
 		       seed, 40000);
 	track = &A->flows[id & A->slot_mask];
+	t_open = sim_now;
 	if (!strcmp(scenario, "restart")) {
 		restart_after = bytes / 2;
 		run(3000000000ull, budget, restart_hook);
@@ -808,7 +900,8 @@ int main(int argc, char **argv)
 	       "\"nacks\": %llu, \"ce_marked\": %llu, \"cnps\": %llu, "
 	       "\"cnps_sent\": %llu, \"cc_updates\": %llu, \"rate_min\": %.17g, "
 	       "\"rate_first\": %.17g, \"rate_end\": %.17g, \"signal\": %.17g, "
-	       "\"line_bps\": %llu, \"window_bytes\": %.17g, \"wnd_limited_us\": %.1f}\n",
+	       "\"line_bps\": %llu, \"window_bytes\": %.17g, \"wnd_limited_us\": %.1f, "
+	       "\"cnp_at_us\": [",
 	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
 	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
 	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
@@ -830,6 +923,9 @@ int main(int argc, char **argv)
 	       (unsigned long long)(n ? rs[0].cnps_sent : 0), (unsigned long long)fs.cc_updates,
 	       rate_min, rate_first, fs.rate_bps, fs.U, (unsigned long long)line_rate_bps,
 	       fs.window_bytes, (double)fs.wnd_limited_ns / 1e3);
+	for (i = 0; i < n_cnp_at; i++)
+		printf("%s%.1f", i ? ", " : "", (double)cnp_at[i] / 1e3);
+	printf("]}\n");
 	engine_free(A);
 	engine_free(B);
 	return 0;

@@ -1,0 +1,615 @@
+"""The report of ``hpccctl reproduce`` (reproduce.py): each claim of [HPCC]
+section 5 (and 3.4's txRate) in a line, the paper's figure, the lab's
+figure computed from the stages' summaries beside it, and a verdict.
+
+A verdict is ``met``, ``missed by X`` with the measured reason (the HPCC
+row's own bottleneck verdict -- CPU-bound or not, the link's use -- and the
+stage's load average: on two shared cores the lab's figures are often the
+hosts', and the report says so), or ``not run`` when its stage did not
+finish (interrupted, failed, not selected) or lacks the row it needs (an
+algorithm not in --algos).  The thresholds are the claims' own words made
+numbers ("within a few RTTs": 3 base RTTs; "near-zero queue": at most one
+BDP; "close to the base RTT": mice p99 at most 1.5 x the idle p50; "good
+fairness": Jain >= 0.98), the same as issue 8's targets; comparisons
+("lower than DCQCN's") need no threshold.
+
+The markdown report around these lines is results_report.py.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple
+
+__all__ = ["CLAIMS", "Claim", "Stages", "evaluate"]
+
+
+class Outcome(NamedTuple):
+    lab: str            # the lab's figure, in words and numbers
+    verdict: str        # "met", "missed by ...: because ...", "not run: ..."
+
+
+class Claim(NamedTuple):
+    where: str          # "[HPCC] section 5.2, Figure 9c/9d"
+    text: str           # the claim, in a line
+    paper: str          # the paper's own figure
+    stage: str          # the reproduce stage it needs
+    judge: Callable[["Stages"], Outcome]
+
+
+class Missing(Exception):
+    """A figure a claim needs is not in the results (its reason)."""
+
+
+def _never(v: Any) -> float:
+    """A time that is null in a summary.json: "never" (the summaries write
+    infinity as null)."""
+    return math.inf if v is None else _num(v)
+
+
+def _num(v: Any) -> float:
+    """A figure of a summary: a number, or the median of an aggregate."""
+    if isinstance(v, dict) and "median" in v:
+        v = v["median"]
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return math.nan
+    return float(v)
+
+
+class Stages:
+    """The finished stages' summaries, by stage key."""
+
+    def __init__(self, manifest: dict[str, Any], docs: dict[str, dict[str, Any]]):
+        self.manifest = manifest
+        self.docs = docs
+        self.entries = {s["key"]: s for s in manifest.get("stages", [])}
+        self.used: list[tuple[str, dict[str, Any]]] = []     # rows a claim read
+
+    def doc(self, key: str) -> dict[str, Any]:
+        if key not in self.docs:
+            e = self.entries.get(key)
+            raise Missing(f"stage {key} " + (f"{e['status']}" + (f": {e['error']}"
+                                                                 if e.get("error") else "")
+                                             if e else "not run"))
+        return self.docs[key]
+
+    def row(self, key: str, algo: str, **match) -> dict[str, Any]:
+        for r in self.doc(key).get("results") or []:
+            if r.get("algo", r.get("variant")) == algo and \
+                    all(r.get(k) == v for k, v in match.items()):
+                self.used.append((key, r))
+                return r
+        skipped = (self.doc(key).get("skipped") or {}).get(algo)
+        more = "".join(f" {k}={v}" for k, v in match.items())
+        raise Missing(f"no {algo}{more} row in stage {key}" +
+                      (f" (skipped: {skipped})" if skipped else " (not in --algos)"))
+
+    def load(self, key: str) -> str:
+        e = self.entries.get(key) or {}
+        la = e.get("load_before"), e.get("load_after")
+        if not all(la):
+            return ""
+        return f"load average {la[0][0]:.1f} -> {la[1][0]:.1f} on {self.manifest.get('cpus')} CPUs"
+
+    def why(self, key: str, row: dict[str, Any]) -> str:
+        """The measured context of a miss: the row's bottleneck verdict, the load."""
+        v = row.get("verdict")
+        if not v:
+            return self.load(key)
+        return f"{row.get('algo', row.get('variant'))}: {v}; {self.load(key)}".strip("; ")
+
+
+def _fmt(x: float, unit: str = "", nd: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "never"
+    s = f"{x:.{nd}g}" if abs(x) < 10 ** nd else f"{x:.0f}"
+    return s + (f" {unit}" if unit else "")
+
+
+def _at_most(x: float, bound: float, what: str, why: str) -> str:
+    if math.isnan(x):
+        return f"not measured: {what} missing"
+    if x <= bound:
+        return "met"
+    by = "never reached" if math.isinf(x) else f"{x / bound:.3g}x the bound" if bound else \
+        f"{_fmt(x)}"
+    return f"missed by {by} because {why}"
+
+
+def _less(a: float, b: float, a_name: str, b_name: str, why: str,
+          fmt: Callable[[float], str] = _fmt) -> str:
+    if math.isnan(a) or math.isnan(b):
+        return f"not measured: {a_name if math.isnan(a) else b_name} missing"
+    if a < b:
+        return "met"
+    return f"missed: {a_name} {fmt(a)} is not below {b_name} {fmt(b)} because {why}"
+
+
+def _kb(x: float) -> str:
+    return _fmt(x / 1e3, "KB")
+
+
+def _ms(x: float) -> str:
+    return _fmt(x * 1e3, "ms")
+
+
+# ---- the claims -----------------------------------------------------------------------
+
+RTTS_FEW = 3          # "within a few RTTs", "right after", "after just one round trip"
+NEAR_ZERO_BDP = 1.0   # "near-zero queue": at most one BDP
+MICE_X = 1.5          # "close to the base RTT": p99 at most 1.5 x the idle p50
+JAIN_GOOD = 0.98      # "good fairness even in a short time scale" (10 ms bins)
+FRAME = 1514          # one full frame: a queue that holds no more is empty
+
+
+def _incast_queue(s: Stages) -> Outcome:
+    r = s.row("incast", "hpcc")
+    x = _num(r.get("q_p99_bdp"))
+    lab = (f"HPCC queue p99 {_fmt(_num(r.get('q_p99')) / 1e3, 'KB')} = {_fmt(x)} BDP "
+           f"(BDP {_fmt(_num(r.get('bdp_bytes')) / 1e3, 'KB')}), max "
+           f"{_fmt(_num(r.get('q_max')) / 1e3, 'KB')}")
+    return Outcome(lab, _at_most(x, NEAR_ZERO_BDP, "queue p99", s.why("incast", r)))
+
+
+def _incast_drain(s: Stages) -> Outcome:
+    r = s.row("incast", "hpcc")
+    x = _never(r.get("drain_rtts"))
+    lab = (f"HPCC drained in {_fmt(x)} base RTTs ({_fmt(_never(r.get('drain_s')) * 1e3, 'ms')}), "
+           f"incast FCT max {_fmt(_num(r.get('fct_max_s')) * 1e3, 'ms')}")
+    return Outcome(lab, _at_most(x, RTTS_FEW, "drain time",
+                                 f"the queue's peak was {_fmt(_num(r.get('q_max')) / 1e3, 'KB')}"
+                                 f" and its small backlogs lasted (software pacing); "
+                                 f"{s.why('incast', r)}"))
+
+
+def _incast_vs_dcqcn(s: Stages) -> Outcome:
+    h, d = s.row("incast", "hpcc"), s.row("incast", "dcqcn")
+    a, b = _num(h.get("q_max")), _num(d.get("q_max"))
+    lab = f"queue max HPCC {_fmt(a / 1e3, 'KB')}, DCQCN {_fmt(b / 1e3, 'KB')}"
+    return Outcome(lab, _less(a, b, "HPCC", "DCQCN", s.why("incast", d), _kb))
+
+
+def _ls_recovery(s: Stages) -> Outcome:
+    r = s.row("long-short", "hpcc")
+    x = _never(r.get("recovery_rtts"))
+    lab = (f"HPCC's long flow back at 90 % of line rate {_fmt(_never(r.get('recovery_s')) * 1e3, 'ms')}"
+           f" = {_fmt(x)} RTTs after the short flow ended")
+    return Outcome(lab, _at_most(x, RTTS_FEW, "recovery",
+                                 f"one software-timed event; {s.why('long-short', r)}"))
+
+
+def _ls_vs_dcqcn(s: Stages) -> Outcome:
+    h, d = s.row("long-short", "hpcc"), s.row("long-short", "dcqcn")
+    a, b = _never(h.get("recovery_s")), _never(d.get("recovery_s"))
+    lab = f"recovery HPCC {_fmt(a * 1e3, 'ms')}, DCQCN {_fmt(b * 1e3, 'ms')}"
+    return Outcome(lab, _less(a, b, "HPCC", "DCQCN", s.why("long-short", h), _ms))
+
+
+def _mice_bdp(r: dict[str, Any]) -> float:
+    return _num(r.get("link_bps")) / 8 * _num(r.get("idle_p50_us")) / 1e6
+
+
+def _mice_queue(s: Stages) -> Outcome:
+    r = s.row("mice", "hpcc")
+    bdp = _mice_bdp(r)
+    q = _num(r.get("q_p99"))
+    lab = (f"HPCC queue p50 {_fmt(_num(r.get('q_p50')) / 1e3, 'KB')}, p99 {_fmt(q / 1e3, 'KB')}"
+           f" = {_fmt(q / bdp)} BDP (BDP {_fmt(bdp / 1e3, 'KB')} at the idle mouse RTT)")
+    return Outcome(lab, _at_most(q / bdp, NEAR_ZERO_BDP, "queue", s.why("mice", r)))
+
+
+def _mice_latency(s: Stages) -> Outcome:
+    r = s.row("mice", "hpcc")
+    x = _num(r.get("p99_over_idle"))
+    lab = (f"HPCC mice p50 {_fmt(_num(r.get('rtt_p50_us')), 'us')}, p99 "
+           f"{_fmt(_num(r.get('rtt_p99_us')), 'us')} = {_fmt(x)} x the idle p50 "
+           f"{_fmt(_num(r.get('idle_p50_us')), 'us')}")
+    q = _num(r.get("q_p99"))
+    why = (f"the queue p99 was {_fmt(q / 1e3, 'KB')}, "
+           + ("so the time is the hosts' scheduling of sender, switch and receiver on shared "
+              "cores, not queueing; " if q <= NEAR_ZERO_BDP * _mice_bdp(r) else "")
+           + s.why("mice", r))
+    return Outcome(lab, _at_most(x, MICE_X, "mice RTT", why))
+
+
+def _mice_dcqcn(s: Stages) -> Outcome:
+    h, d = s.row("mice", "hpcc"), s.row("mice", "dcqcn")
+    a, b = _num(h.get("q_p50")), _num(d.get("q_p50"))
+    lab = (f"queue p50 HPCC {_fmt(a / 1e3, 'KB')}, DCQCN {_fmt(b / 1e3, 'KB')}; mice p50 "
+           f"HPCC {_fmt(_num(h.get('rtt_p50_us')), 'us')}, DCQCN "
+           f"{_fmt(_num(d.get('rtt_p50_us')), 'us')}")
+    if not math.isnan(a) and not math.isnan(b) and b > a and b > FRAME:
+        return Outcome(lab, "met")
+    return Outcome(lab, f"missed: DCQCN's median queue {_fmt(b / 1e3, 'KB')} is no standing "
+                        f"queue above HPCC's because {s.why('mice', d)}")
+
+
+def _mice_dctcp(s: Stages) -> Outcome:
+    h, d = s.row("mice", "hpcc"), s.row("mice", "dctcp")
+    a, b = _num(h.get("rtt_p99_us")), _num(d.get("rtt_p99_us"))
+    lab = f"mice p99 HPCC {_fmt(a, 'us')}, DCTCP {_fmt(b, 'us')}: {_fmt(b / a)}x"
+    if b / a >= 2:
+        return Outcome(lab, "met")
+    return Outcome(lab, f"missed by {_fmt(2 / (b / a))}x (DCTCP/HPCC {_fmt(b / a)} < 2) because "
+                        f"{s.why('mice', h)}")
+
+
+def _fairness(s: Stages) -> Outcome:
+    r = s.row("fairness", "hpcc")
+    x = _num(r.get("jain_min"))
+    lab = f"HPCC Jain min {_fmt(x)}, median {_fmt(_num(r.get('jain_median')))} (10 ms bins)"
+    if x >= JAIN_GOOD:
+        return Outcome(lab, "met")
+    return Outcome(lab, f"missed by {_fmt(JAIN_GOOD - x)} (Jain min below {JAIN_GOOD}) because "
+                        f"{s.why('fairness', r)}")
+
+
+def _fct_rows(s: Stages, key: str, algo: str, workload: str) -> list[dict[str, Any]]:
+    rows = [r for r in s.doc(key).get("results") or []
+            if r.get("algo") == algo and r.get("workload") == workload]
+    if not rows:
+        raise Missing(f"no {algo} {workload} rows in stage {key}")
+    s.used += [(key, r) for r in rows]
+    return sorted(rows, key=lambda r: r["load"])
+
+
+def _bucket(r: dict[str, Any], i: int = 0) -> dict[str, Any]:
+    return (r.get("buckets") or [{}])[i]
+
+
+MIN_FLOWS = 20        # a bucket's percentile needs this many flows to say anything
+
+
+def _short_bucket(h: dict[str, Any], d: dict[str, Any]) -> int | None:
+    """The smallest size bucket with MIN_FLOWS completed flows in both rows."""
+    for i, (a, b) in enumerate(zip(h.get("buckets") or [], d.get("buckets") or [])):
+        if _num(a.get("n")) >= MIN_FLOWS and _num(b.get("n")) >= MIN_FLOWS:
+            return i
+    return None
+
+
+def _fct_short(s: Stages, workload: str, q: str) -> tuple[str, list[bool], str]:
+    parts, ok, why = [], [], ""
+    for h in _fct_rows(s, "fct", "hpcc", workload):
+        d = s.row("fct", "dcqcn", workload=workload, load=h["load"])
+        i = _short_bucket(h, d)
+        if i is None:
+            parts.append(f"{h['load']:.0%}: no bucket of {MIN_FLOWS} flows")
+            continue
+        a, b = _num(_bucket(h, i).get(q)), _num(_bucket(d, i).get(q))
+        parts.append(f"{h['load']:.0%} ({_bucket(h, i).get('bucket')}, {_bucket(h, i).get('n')} "
+                     f"flows): HPCC {_fmt(a)}, DCQCN {_fmt(b)}")
+        ok.append(a < b if q != "p50" else (0.67 <= a / b <= 1.5))
+        if not ok[-1]:
+            why = s.why("fct", h)
+    if not ok:
+        raise Missing(f"no size bucket with {MIN_FLOWS} flows of both in stage fct "
+                      f"({'; '.join(parts)})")
+    return "; ".join(parts), ok, why
+
+
+def _fct_tail(workload: str) -> Callable[[Stages], Outcome]:
+    def judge(s: Stages) -> Outcome:
+        lab, ok, why = _fct_short(s, workload, "p99")
+        lab = f"{workload} p99 slowdown of the smallest bucket of {MIN_FLOWS}+ flows: {lab}"
+        if all(ok):
+            return Outcome(lab, "met")
+        return Outcome(lab, f"missed at {ok.count(False)} of {len(ok)} loads because {why}")
+    return judge
+
+
+def _fct_median(s: Stages) -> Outcome:
+    lab, ok, why = _fct_short(s, "websearch", "p50")
+    lab = f"websearch p50 slowdown of the smallest bucket of {MIN_FLOWS}+ flows: {lab}"
+    if all(ok):
+        return Outcome(lab, "met (within 1.5x of each other)")
+    return Outcome(lab, f"missed at {ok.count(False)} of {len(ok)} loads (more than 1.5x apart) "
+                        f"because {why}")
+
+
+def _fct_queue(s: Stages) -> Outcome:
+    parts, bad = [], []
+    for h in _fct_rows(s, "fct", "hpcc", "websearch"):
+        d = s.row("fct", "dcqcn", workload="websearch", load=h["load"])
+        p50, p99, dp99 = _num(h.get("q_p50")), _num(h.get("q_p99")), _num(d.get("q_p99"))
+        parts.append(f"{h['load']:.0%}: HPCC p50 {_fmt(p50 / 1e3, 'KB')} p95 "
+                     f"{_fmt(_num(h.get('q_p95')) / 1e3, 'KB')} p99 {_fmt(p99 / 1e3, 'KB')}, "
+                     f"DCQCN p99 {_fmt(dp99 / 1e3, 'KB')}")
+        if not (p50 <= FRAME and p99 < dp99):
+            bad.append(h)
+    lab = "websearch queue " + "; ".join(parts)
+    if not bad:
+        return Outcome(lab, "met")
+    return Outcome(lab, f"missed at {len(bad)} of {len(parts)} loads because "
+                        f"{s.why('fct', bad[0])}")
+
+
+SHORT_BYTES = 120_000       # [HPCC] 5.3: "flows shorter than 120KB"
+
+
+def _short_buckets(doc: dict[str, Any]) -> list[int]:
+    """Indices of the buckets wholly below 120 KB (the labels' edges)."""
+    labels = doc.get("buckets") or []
+    params = doc.get("params") or {}
+    from .workload import parse_buckets
+    edges = parse_buckets(params.get("buckets"))
+    return [i for i, e in enumerate(edges) if e <= SHORT_BYTES and i < len(labels)]
+
+
+def _fct_incast(s: Stages) -> Outcome:
+    doc = s.doc("fct-incast")
+    idx = _short_buckets(doc)
+    h = s.row("fct-incast", "hpcc")
+    others = [r for r in doc.get("results") or [] if r.get("algo") != "hpcc"]
+    if not others:
+        raise Missing("no other algorithm in stage fct-incast")
+    worse = []
+    parts = []
+    for i in idx:
+        a = _num(_bucket(h, i).get("p95"))
+        best = min(others, key=lambda r: _num(_bucket(r, i).get("p95")))
+        b = _num(_bucket(best, i).get("p95"))
+        parts.append(f"{_bucket(h, i).get('bucket')}: HPCC {_fmt(a)}, best other "
+                     f"{best['algo']} {_fmt(b)}")
+        if not a <= b:
+            worse.append(_bucket(h, i).get("bucket"))
+    inc = h.get("incast") or {}
+    lab = ("p95 slowdown, " + "; ".join(parts) +
+           (f"; {inc.get('events')} incasts of {inc.get('flows_each')} x "
+            f"{_fmt(_num(inc.get('size')) / 1e3, 'KB')}" if inc else ""))
+    if not worse:
+        return Outcome(lab, "met")
+    return Outcome(lab, f"missed in {len(worse)} of {len(idx)} buckets ({', '.join(worse)}) "
+                        f"because {s.why('fct-incast', h)}")
+
+
+def _dctcp_vs_rate(s: Stages) -> Outcome:
+    doc = s.doc("fct-incast")
+    idx = _short_buckets(doc)
+    d = s.row("fct-incast", "dctcp")
+    parts, worse = [], []
+    for name in ("dcqcn", "timely"):
+        r = s.row("fct-incast", name)
+        a = max(_num(_bucket(d, i).get("p95")) for i in idx)
+        b = max(_num(_bucket(r, i).get("p95")) for i in idx)
+        parts.append(f"DCTCP {_fmt(a)} vs {name.upper()} {_fmt(b)}")
+        if not a < b:
+            worse.append(name)
+    lab = "worst p95 slowdown below 120 KB: " + "; ".join(parts)
+    if not worse:
+        return Outcome(lab, "met")
+    return Outcome(lab, f"missed against {', '.join(worse)} because {s.why('fct-incast', d)}")
+
+
+def _long_flows(s: Stages) -> Outcome:
+    parts, ratios = [], []
+    for h in _fct_rows(s, "fct", "hpcc", "fb_hadoop"):
+        d = s.row("fct", "dctcp", workload="fb_hadoop", load=h["load"])
+        i = max((j for j, b in enumerate(h.get("buckets") or []) if _num(b.get("n")) > 0),
+                default=None)
+        if i is None:
+            continue
+        a, b = _num(_bucket(h, i).get("p50")), _num(_bucket(d, i).get("p50"))
+        ratios.append((h["load"], a / b, h))
+        parts.append(f"{h['load']:.0%} ({_bucket(h, i).get('bucket')}): HPCC {_fmt(a)}, DCTCP "
+                     f"{_fmt(b)}, {_fmt(a / b)}x")
+    if not ratios:
+        raise Missing("no long flows in stage fct")
+    lab = "fb_hadoop p50 slowdown of the largest bucket: " + "; ".join(parts)
+    load, x, h = ratios[-1]
+    if 1.0 <= x <= 1.5:
+        return Outcome(lab, "met")
+    return Outcome(lab, f"missed: {_fmt(x)}x at {load:.0%} (not in 1-1.5x) because "
+                        f"{s.why('fct', h)}")
+
+
+def _reaction_rtt(s: Stages) -> Outcome:
+    h, r = s.row("reaction", "hpcc"), s.row("reaction", "hpcc-rtt")
+    a, b = _num(h.get("q_p99")), _num(r.get("q_p99"))
+    lab = (f"queue p99 HPCC {_fmt(a / 1e3, 'KB')}, per-RTT {_fmt(b / 1e3, 'KB')}; drained in "
+           f"{_fmt(_num(h.get('drain_rtts')))} and {_fmt(_num(r.get('drain_rtts')))} RTTs")
+    return Outcome(lab, _less(a, b, "HPCC", "per-RTT", s.why("reaction", r), _kb))
+
+
+def _reaction_ack(s: Stages) -> Outcome:
+    h, r = s.row("reaction", "hpcc"), s.row("reaction", "hpcc-ack")
+    a, b = _num(r.get("utilisation")), _num(h.get("utilisation"))
+    lab = (f"bottleneck use HPCC {_fmt(b)}, per-ACK {_fmt(a)}; long flow during the incast "
+           f"{_fmt(_num(h.get('long_during_bps')) / 1e6, 'Mbit/s')} and "
+           f"{_fmt(_num(r.get('long_during_bps')) / 1e6, 'Mbit/s')}")
+    return Outcome(lab, _less(a, b, "per-ACK", "HPCC", s.why("reaction", r)))
+
+
+def _sweep_points(s: Stages) -> list[tuple[float, dict[str, Any]]]:
+    doc = s.doc("w-ai")
+    pts = [(p["value"], r) for p in doc.get("points") or [] if p.get("param") == "w_ai_bytes"
+           for r in p.get("results") or [] if r.get("algo") == "hpcc"]
+    if len(pts) < 2:
+        raise Missing("fewer than two W_AI points with HPCC")
+    return sorted(pts, key=lambda t: t[0])
+
+
+def _w_ai_bound(s: Stages) -> float:
+    """W_init (1 - eta) / N of the sweep's fairness runs ([HPCC] section 3.3)."""
+    from .fairness import DEFAULTS
+    from .native import T_NS
+    p = {**DEFAULTS, **(s.doc("w-ai").get("params") or {}),
+         **(s.entries.get("w-ai", {}).get("params") or {})}
+    return p["rate_mbps"] * 1e6 / 8 * T_NS / 1e9 * (1 - 0.95) / p["flows"]
+
+
+def _w_ai_fair(s: Stages) -> Outcome:
+    pts = _sweep_points(s)
+    bound = _w_ai_bound(s)
+    inside = [(w, r) for w, r in pts if w <= bound]
+    lab = ("HPCC Jain median by W_AI: " + ", ".join(f"{w:g} B {_fmt(_num(r.get('jain_median')))}"
+                                                    for w, r in pts)
+           + f" (bound {bound:.0f} B)")
+    if len(inside) < 2:
+        raise Missing(f"fewer than two W_AI values within the bound {bound:.0f} B")
+    a, b = _num(inside[0][1].get("jain_median")), _num(inside[-1][1].get("jain_median"))
+    if b >= a:
+        return Outcome(lab, "met")
+    return Outcome(lab, f"missed: Jain {_fmt(b)} at {inside[-1][0]:g} B below {_fmt(a)} at "
+                        f"{inside[0][0]:g} B because {s.load('w-ai')}")
+
+
+def _w_ai_queue(s: Stages) -> Outcome:
+    pts = _sweep_points(s)
+    bound = _w_ai_bound(s)
+    inside = [_num(r.get("q_p95_kb")) for w, r in pts if w <= bound]
+    above = [(w, r) for w, r in pts if w > bound]
+    lab = ("HPCC queue p95 by W_AI: " + ", ".join(f"{w:g} B {_fmt(_num(r.get('q_p95_kb')), 'KB')}"
+                                                 for w, r in pts)
+           + f" (bound {bound:.0f} B)")
+    if not inside or not above:
+        raise Missing(f"W_AI values on both sides of the bound {bound:.0f} B needed")
+    hi = max(_num(r.get("q_p95_kb")) for _, r in above)
+    if hi > max(inside):
+        return Outcome(lab, "met")
+    w, r = above[-1]
+    return Outcome(lab, f"missed: no larger queue above the bound because "
+                        f"{s.why('w-ai', r)} (link use {_fmt(_num(r.get('utilisation')))})")
+
+
+def _txrate(s: Stages) -> Outcome:
+    t, r = s.row("txrate", "txRate"), s.row("txrate", "rxRate")
+    a, b = _num(t.get("use_sd_early")), _num(r.get("use_sd_early"))
+    qa, qb = (_num(x.get("q_sd_kb") if x.get("q_sd_kb") is not None else
+                   _num(x.get("q_sd_settled")) / 1e3) for x in (t, r))
+    lab = (f"link use sd (1 ms bins) while converging: txRate {_fmt(a)}, rxRate {_fmt(b)}; "
+           f"settled {_fmt(_num(t.get('use_sd_settled')))} and "
+           f"{_fmt(_num(r.get('use_sd_settled')))}; queue sd settled {_fmt(qa, 'KB')} and "
+           f"{_fmt(qb, 'KB')}")
+    if math.isnan(a) or math.isnan(b):
+        return Outcome(lab, "not measured: no link use while converging")
+    if b >= 1.25 * a:
+        return Outcome(lab, f"met (rxRate's link use swings {_fmt(b / a)}x txRate's while the "
+                            f"flows converge; 1.25x asked)")
+    busy = _num(r.get("q_busy"))
+    return Outcome(lab, f"missed: rxRate's link use swings only {_fmt(b / a)}x txRate's (1.25x "
+                        f"asked) because rxRate differs from txRate only while the queue grows, "
+                        f"and it held more than a frame {_fmt(busy * 100, nd=2)} % of the time; "
+                        f"{s.why('txrate', r)} (the engine's code on a simulated port shows the "
+                        f"oscillation: scripts/txrate_sim.py)")
+
+
+def _recovery_rows(s: Stages, algo: str) -> dict[tuple[str, float], dict[str, Any]]:
+    rows = {(r["recovery"], r["loss"]): r for r in s.doc("gbn-vs-sr").get("results") or []
+            if r.get("algo") == algo}
+    if not rows:
+        raise Missing(f"no {algo} rows in stage gbn-vs-sr")
+    return rows
+
+
+def _gbn_ratio(rows, loss: float) -> float:
+    """Goodput with go-back-N over goodput with selective repeat."""
+    g, r = rows.get(("gbn", loss)), rows.get(("sr", loss))
+    return _num(g.get("goodput_bps")) / _num(r.get("goodput_bps")) if g and r else math.nan
+
+
+def _gbn_hpcc(s: Stages) -> Outcome:
+    rows = _recovery_rows(s, "hpcc")
+    losses = sorted({ld for _, ld in rows})
+    parts = [f"{ld:.1%}: {_fmt(_gbn_ratio(rows, ld))} (drops {rows[('sr', ld)]['dropped']} / "
+             f"{rows[('gbn', ld)]['dropped']}, retransmitted {rows[('sr', ld)]['retx_pkts']} / "
+             f"{rows[('gbn', ld)]['retx_pkts']})" for ld in losses
+             if ("sr", ld) in rows and ("gbn", ld) in rows]
+    lab = "HPCC goodput GBN / SR, drops and retransmissions SR / GBN: " + "; ".join(parts)
+    x = _gbn_ratio(rows, 0.0)
+    if math.isnan(x):
+        raise Missing("no HPCC run without random loss in stage gbn-vs-sr")
+    if x >= 0.9:
+        return Outcome(lab, "met (GBN within 10 % of SR with the bottleneck's own drops; "
+                            "random loss is beyond the paper's claim)")
+    return Outcome(lab, f"missed: GBN {_fmt(x)}x SR's goodput without random loss because "
+                        f"{s.load('gbn-vs-sr')}")
+
+
+def _gbn_dcqcn(s: Stages) -> Outcome:
+    h, d = _recovery_rows(s, "hpcc"), _recovery_rows(s, "dcqcn")
+    a, b = _gbn_ratio(h, 0.0), _gbn_ratio(d, 0.0)
+    lab = (f"without random loss, GBN / SR goodput HPCC {_fmt(a)}, DCQCN {_fmt(b)}; bottleneck "
+           f"drops HPCC {h.get(('gbn', 0.0), {}).get('dropped')}, DCQCN "
+           f"{d.get(('gbn', 0.0), {}).get('dropped')} (GBN runs)")
+    return Outcome(lab, _less(b, a, "DCQCN's GBN/SR", "HPCC's",
+                              "DCQCN's queue did not overflow the bottleneck buffer here; "
+                              + s.load("gbn-vs-sr")))
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("[HPCC] 5.2, Fig. 9c/9d", "incast: HPCC absorbs an incast into a long flow with a near-zero queue",
+          "queue stays low (DCQCN builds 550 KB)", "incast", _incast_queue),
+    Claim("[HPCC] 5.2, Fig. 9c/9d", "incast resolved within a few RTTs: HPCC reacts after one "
+          "round trip and the queue drains quickly", "about one RTT", "incast", _incast_drain),
+    Claim("[HPCC] 5.2, Fig. 9c/9d", "DCQCN's queue builds up far higher than HPCC's in the "
+          "incast", "DCQCN 550 KB", "incast", _incast_vs_dcqcn),
+    Claim("[HPCC] 5.2, Fig. 9a/9b", "long-short: HPCC recovers the long flow's rate right after "
+          "the short flow ends", "at once", "long-short", _ls_recovery),
+    Claim("[HPCC] 5.2, Fig. 9a/9b", "long-short: DCQCN recovers more slowly than HPCC",
+          "DCQCN below line rate after 2 ms (> 350 RTTs)", "long-short", _ls_vs_dcqcn),
+    Claim("[HPCC] 5.2, Fig. 9e/9f", "HPCC keeps a near-zero queue with mice beside two "
+          "elephants", "near-zero", "mice", _mice_queue),
+    Claim("[HPCC] 5.2, Fig. 9e/9f", "HPCC's mice see base-RTT latency", "close to the 5.4 us "
+          "base RTT", "mice", _mice_latency),
+    Claim("[HPCC] 5.2, Fig. 9e/9f", "DCQCN keeps a standing queue (around its marking "
+          "threshold) where HPCC keeps none", "DCQCN > 35 us latency", "mice", _mice_dcqcn),
+    Claim("[HPCC] 5.3, Fig. 11b/11d", "HPCC reduces DCTCP's latency by more than 2 times",
+          "> 2x", "mice", _mice_dctcp),
+    Claim("[HPCC] 5.2, Fig. 9g/9h", "HPCC is fair even at a short time scale (flows joining "
+          "and leaving)", "good fairness", "fairness", _fairness),
+    Claim("[HPCC] 5.2, Fig. 10a/10c", "WebSearch: HPCC's p99 slowdown of the shortest flows is "
+          "far below DCQCN's", "< 3 KB: 2.38 vs 11.2 at 30 %, 2.70 vs 53.9 at 50 %", "fct",
+          _fct_tail("websearch")),
+    Claim("[HPCC] 5.2", "FB_Hadoop shows the same trend", "similar trends", "fct",
+          _fct_tail("fb_hadoop")),
+    Claim("[HPCC] 5.2, Fig. 10a/10c", "HPCC and DCQCN have similar median slowdowns",
+          "similar", "fct", _fct_median),
+    Claim("[HPCC] 5.2, Fig. 10b/10d", "HPCC's queue: median 0 and ultra-low at the tail, "
+          "DCQCN's far higher", "p95/p99 19.7/22.9 KB vs 1.1/2.1 MB at 50 %", "fct", _fct_queue),
+    Claim("[HPCC] 5.3, Fig. 11a", "FB_Hadoop 30 % + incast: HPCC's p95 slowdown of flows under "
+          "120 KB is the lowest of all algorithms", "much lower than all others",
+          "fct-incast", _fct_incast),
+    Claim("[HPCC] 5.3, Fig. 11a", "DCTCP outperforms DCQCN and TIMELY (its window limits the "
+          "bytes in flight)", "DCTCP better", "fct-incast", _dctcp_vs_rate),
+    Claim("[HPCC] 5.3", "long flows are slower with HPCC (5 % headroom, INT bytes)",
+          "1.24x at 50 % load", "fct", _long_flows),
+    Claim("[HPCC] 5.3, Fig. 12", "with HPCC, go-back-N and selective repeat perform alike",
+          "flow control choices do not affect the performance", "gbn-vs-sr", _gbn_hpcc),
+    Claim("[HPCC] 5.3, Fig. 12", "a better flow control (selective repeat) helps DCQCN more than "
+          "HPCC", "DCQCN improves with a better one", "gbn-vs-sr", _gbn_dcqcn),
+    Claim("[HPCC] 5.4, Fig. 13", "per-RTT reaction lets the queue persist longer than HPCC's "
+          "reaction", "long queue persists", "reaction", _reaction_rtt),
+    Claim("[HPCC] 5.4, Fig. 13", "per-ACK reaction overreacts: the throughput drops",
+          "throughput drops to almost 0 and oscillates", "reaction", _reaction_ack),
+    Claim("[HPCC] 5.4, Fig. 14a", "within the W_AI bound, a higher W_AI is fairer",
+          "better fairness", "w-ai", _w_ai_fair),
+    Claim("[HPCC] 5.4, Fig. 14b", "a W_AI above the bound grows the queue", "13 KB p95 at "
+          "300 B against 4 KB within 150 B", "w-ai", _w_ai_queue),
+    Claim("[HPCC] 3.4, Fig. 6", "rxRate oscillates, txRate converges gracefully",
+          "rxRate oscillates before converging", "txrate", _txrate),
+)
+
+
+def evaluate(stages: Stages) -> list[dict[str, str]]:
+    """Every claim's row: where, claim, paper, lab, verdict."""
+    out = []
+    for c in CLAIMS:
+        stages.used = []
+        try:
+            o = c.judge(stages)
+            # a claim met on a run whose link was not the bottleneck was not
+            # stressed (an empty queue on a link the hosts could not fill)
+            weak = [(k, r) for k, r in stages.used if r.get("queue_bound") is False]
+            if o.verdict.startswith("met") and weak:
+                k, r = weak[0]
+                o = o._replace(verdict=o.verdict + f", but on a run that was not link-bound: "
+                                                   f"{stages.why(k, r)}")
+        except Missing as e:
+            o = Outcome("-", f"not run: {e}")
+        except (KeyError, TypeError, ZeroDivisionError, ValueError) as e:
+            o = Outcome("-", f"not measured: {type(e).__name__} {e}")
+        out.append({"where": c.where, "claim": c.text, "paper": c.paper, "stage": c.stage,
+                    "lab": o.lab, "verdict": o.verdict})
+    return out

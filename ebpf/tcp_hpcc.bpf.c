@@ -18,8 +18,10 @@
  * Modes, decided per ACK (counters: one MODE slot per ACK, in hpccd_tcpc_cnt):
  *  - HPCC: the flow has an entry whose telemetry is younger than stale_ns
  *    and the daemon's heartbeat is younger than stale_ns.
- *    cwnd = ceil(W / mss) (at most one segment more than W; pacing holds
- *    the rate to W / T), at least 2 segments so that a receiver that
+ *    cwnd = ceil(cwnd_bytes / mss): W plus what the hosts' stacks hold of
+ *    the flow at rate R (the engine's cwnd_for; pacing holds the rate to
+ *    R = W / T), or ceil(W / mss) once the entry is older than
+ *    HPCCD_TCP_FRESH_SRTTS srtt (counted in W_ONLY); at least 2 segments so that a receiver that
  *    delays ACKs still answers without its timer; the pacing rate keeps the
  *    rate of a W below 2 segments.
  *  - WINIT: no entry yet, daemon alive, and the socket took this CC less
@@ -278,7 +280,19 @@ static __always_inline __u32 apply(struct sock *sk, __u32 ack, __u32 acked, __u6
 	ca->mode = mode;
 
 	if (mode == HPCCD_TCP_MODE_HPCC && w) {
-		set_window(sk, w->cwnd_bytes, w->pacing_bps);
+		__u64 bytes = w->cwnd_bytes, fresh = (__u64)(tp->srtt_us >> 3) * 1000 *
+						      HPCCD_TCP_FRESH_SRTTS;
+
+		/* The hosts' share beyond W only while the engine keeps the
+		 * entry fresh: a starved engine cannot lower R when the
+		 * bottleneck fills, and W alone bounds the queue then. */
+		if (fresh < HPCCD_TCP_FRESH_MIN_NS)
+			fresh = HPCCD_TCP_FRESH_MIN_NS;
+		if (w->w_bytes && w->w_bytes < bytes && older_than(now, w->updated_ns, fresh)) {
+			bytes = w->w_bytes;
+			count(HPCCD_TCPC_W_ONLY, acked_bytes);
+		}
+		set_window(sk, bytes, w->pacing_bps);
 	} else if (mode == HPCCD_TCP_MODE_WINIT && cfg) {
 		set_window(sk, cfg->w_init_bytes, cfg->rate_init_bps);
 	} else {

@@ -20,10 +20,14 @@ Printed:
   queue samples, which carry the port's tx byte counter, over the run after
   --warmup), queue p50 / p99 (KB and in BDPs of the idle base RTT), Jain's
   index of the streams' goodputs, retransmits; for hpcc also the engine
-  thread's CPU per second and per flow, probes per second, probes per
+  thread's CPU per second and per flow, its CPU per probe and the part of
+  it inside sendmmsg(), probes per call and wakeups per probe, probes per
   (kernel) RTT, the mean lateness of a probe after the event that allowed
-  it, the CC's ACKs in each mode (the Reno fallback among them), and the
-  per-flow T the engine chose ([HPCC] section 5.1);
+  it, the CC's ACKs in each mode (the Reno fallback among them), the
+  per-flow T the engine chose ([HPCC] section 5.1) and the medians of W,
+  cwnd, srtt and the INT's queueing delay; HPCC's N is the run's flows;
+- hpcc-w: hpcc with cwnd_rtt_gain = 0 (cwnd = W, R up to the line rate:
+  the window before), interleaved with hpcc in the same run;
 - the load average before and after: the two cores are shared.
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
@@ -42,6 +46,10 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+nan = float("nan")
+# The rows of the table and the kernel CC each runs under.
+KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc"}
+HPCC_ROWS = ("hpcc", "hpcc-w")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 def thread_cpu_s(tid: int) -> float:
@@ -130,7 +138,8 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     tid = side._thread.native_id
     s0, c0, cpu0 = side.stats, side.counters()["hpcc"], thread_cpu_s(tid)
     seen_T: dict[bytes, float] = {}
-    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", cc,
+    seen_w: list[tuple[float, int, int, int]] = []      # W, cwnd, srtt, queue delay
+    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", KERNEL_CC[cc],
                            "-t", str(seconds), "-P", str(flows), "-J"],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples, t_start = [], time.monotonic_ns()
@@ -140,6 +149,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
         for k, v in side.flows.items():
             if v.probes_answered:
                 seen_T[k] = v.T_ns
+                seen_w.append((v.W, v.cwnd_bytes, v.srtt_us, v.qdelay_ns))
     out, err = cli.communicate(timeout=30)
     samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
     cpu1, s1, c1 = thread_cpu_s(tid), side.stats, side.counters()["hpcc"]
@@ -158,19 +168,32 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     rates = [st["receiver"]["bits_per_second"] for st in res["end"]["streams"]]
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
-                                     "chain_interval_ns", "parks", "wakeups")}
+                                     "chain_interval_ns", "parks", "wakeups", "send_calls",
+                                     "send_ns")}
     from hpccd.tcp_side.engine import HPCC_COUNTERS
-    modes = {k: c1[k][0] - c0[k][0] for k in HPCC_COUNTERS[:5]}
+    modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,
             "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
             "jain": jain(rates), "goodput_mbps": sum(rates) / 1e6,
             "retx": res["end"]["sum_sent"].get("retransmits", 0),
             "engine_cpu_per_s": (cpu1 - cpu0) / seconds,
             "probes_per_s": d["probes_sent"] / seconds, "probes_lost": d["probes_lost"],
+            # the engine's CPU per probe, of which inside sendmmsg() (on veth the
+            # probe's whole way through the lab runs in the call), probes per call
+            "us_per_probe": (cpu1 - cpu0) / d["probes_sent"] * 1e6 if d["probes_sent"] else nan,
+            "send_us_per_probe": d["send_ns"] / d["probes_sent"] / 1e3 if d["probes_sent"] else nan,
+            "probes_per_call": d["probes_sent"] / d["send_calls"] if d["send_calls"] else nan,
+            "wakeups_per_probe": d["wakeups"] / d["probes_sent"] if d["probes_sent"] else nan,
             "probes_per_rtt": (d["chain_rtt_ns"] / d["chain_interval_ns"]
                                if d["chain_interval_ns"] else float("nan")),
             "late_us": d["late_sum_ns"] / d["late_n"] / 1e3 if d["late_n"] else float("nan"),
-            "modes": modes, "T_us": sorted(round(t / 1e3) for t in seen_T.values())}
+            "modes": modes, "T_us": sorted(round(t / 1e3) for t in seen_T.values()),
+            "W_KB": med_of(seen_w, 0) / 1e3, "cwnd_KB": med_of(seen_w, 1) / 1e3,
+            "srtt_us": med_of(seen_w, 2), "qdelay_us": med_of(seen_w, 3) / 1e3}
+
+
+def med_of(rows: list[tuple], i: int) -> float:
+    return statistics.median(r[i] for r in rows) if rows else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--flows", default="1,2,4")
-    ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc")
+    ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc,hpcc-w",
+                    help="hpcc-w: hpcc with tcp_side.cwnd_rtt_gain = 0 (cwnd = W, R up to the "
+                         "line rate: the window before issue 19's second part)")
     ap.add_argument("--idle-s", type=float, default=10.0)
     ap.add_argument("--idle-only", action="store_true")
     ap.add_argument("--daemon-idle", action="store_true",
@@ -188,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="configured T (default: 1.5 x the idle ICMP RTT, at least 100 us); "
                          "each flow's T is then fixed from its RTTs (--no-t-from-rtt: not)")
     ap.add_argument("--no-t-from-rtt", action="store_true")
+    ap.add_argument("--hpcc-N", type=int, default=0,
+                    help="HPCC's N (W_AI = W_init (1 - eta) / N); default: the run's flows")
+    ap.add_argument("--cwnd-rtt-gain", type=float, default=None,
+                    help="TcpSide's cwnd_rtt_gain (default its own; 0: cwnd = W, the rate "
+                         "not paced ahead of it)")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_tcp_side: needs root (namespaces, XDP, tc, struct_ops)", file=sys.stderr)
@@ -202,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"load average before: {loadavg()}")
     cc_obj = ts.TcpCc(tl.BUILT)
-    cc_obj.start(wait_s=tl.LOCK_WAIT_S)
+    try:
+        cc_obj.start(wait_s=tl.LOCK_WAIT_S)
+    except ts.TcpSideError as e:
+        print(f"bench_tcp_side: {e}", file=sys.stderr)
+        return 2
     try:
         with lab_ctx(Topology.loads(tl.CHAIN)) as lab:
             progs = tl.HostProgs(lab)
@@ -210,13 +244,26 @@ def main(argv: list[str] | None = None) -> int:
                 base = tl.base_rtt_ns(lab)
                 T = a.T_us * 1e3 or max(base * 3 // 2, 100_000)
                 bdp = tl.LINK_BPS / 8 * base / 1e9
-                params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
-                          "eta": 0.95, "max_stage": 5, "N_flows": 1}
-                side = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
-                                  netns=lab.netns("h1"), tcp_cc=cc_obj,
-                                  t_from_rtt=not a.no_t_from_rtt)
-                side.start()
-                side.start_thread()
+                gain = ({} if a.cwnd_rtt_gain is None
+                        else {"cwnd_rtt_gain": a.cwnd_rtt_gain})
+
+                def make_side(n: int, cc: str = "hpcc"):
+                    """A TcpSide whose N is `n` flows ([HPCC] section 3.3: W_AI =
+                    W_init (1 - eta) / N, N the flows on the bottleneck, as the
+                    experiments set it), or --hpcc-N."""
+                    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000,
+                              "mtu_bytes": 1500, "eta": 0.95, "max_stage": 5,
+                              "N_flows": a.hpcc_N or n}
+                    g = {"cwnd_rtt_gain": 0.0} if cc == "hpcc-w" else gain
+                    sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
+                                    netns=lab.netns("h1"), tcp_cc=cc_obj,
+                                    t_from_rtt=not a.no_t_from_rtt, **g)
+                    sd.start()
+                    sd.start_thread()
+                    sd.bench_n, sd.bench_cc = n, cc
+                    return sd
+
+                side = make_side(1)
                 try:
                     time.sleep(0.5)
                     r = idle(side, a.idle_s)
@@ -227,13 +274,18 @@ def main(argv: list[str] | None = None) -> int:
                         return 0
                     print(f"base RTT (ICMP, idle) {base / 1e3:.0f} us, BDP {bdp / 1e3:.1f} KB, "
                           f"configured T {T / 1e3:.0f} us, per-flow T from RTTs: "
-                          f"{not a.no_t_from_rtt}")
+                          f"{not a.no_t_from_rtt}, HPCC N: {a.hpcc_N or 'the flows'}, "
+                          f"cwnd_rtt_gain {side.cwnd_rtt_gain}")
                     ccs = a.ccs.split(",")
                     nflows = [int(x) for x in a.flows.split(",")]
                     res: dict[tuple[str, int], list[dict]] = {}
                     for rep in range(a.reps):
                         for n in nflows:
                             for cc in ccs:
+                                want = "hpcc-w" if cc == "hpcc-w" else "hpcc"
+                                if (side.bench_n, side.bench_cc) != (n, want):
+                                    side.stop()
+                                    side = make_side(n, want)
                                 tl.set_marking(lab, cc == "dctcp")
                                 if cc == "dctcp":
                                     with tl.default_cc(lab, "dctcp"):
@@ -242,27 +294,38 @@ def main(argv: list[str] | None = None) -> int:
                                     r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
                                 res.setdefault((cc, n), []).append(r)
                                 extra = ""
-                                if cc == "hpcc":
+                                if cc in HPCC_ROWS:
                                     extra = (f" | engine {r['engine_cpu_per_s']:.1%} CPU, "
                                              f"{r['probes_per_s']:.0f} probes/s, "
+                                             f"{r['us_per_probe']:.0f} us CPU/probe (sendmmsg "
+                                             f"{r['send_us_per_probe']:.0f} us, "
+                                             f"{r['probes_per_call']:.2f} probes/call, "
+                                             f"{r['wakeups_per_probe']:.2f} wakeups/probe), "
                                              f"{r['probes_per_rtt']:.2f} per RTT, late "
                                              f"{r['late_us']:.0f} us, lost {r['probes_lost']}, "
-                                             f"T {r['T_us']} us, modes {r['modes']}")
+                                             f"T {r['T_us']} us, median W "
+                                             f"{r['W_KB']:.1f} KB cwnd {r['cwnd_KB']:.1f} KB "
+                                             f"srtt {r['srtt_us']:.0f} us queue delay "
+                                             f"{r['qdelay_us']:.0f} us, modes {r['modes']}")
                                 print(f"rep {rep + 1} {cc:>6} x{n}: util {r['util']:.3f}, "
                                       f"q p50 {r['q50'] / 1e3:.1f} KB p99 {r['q99'] / 1e3:.1f} KB "
                                       f"({r['q99'] / bdp:.2f} BDP), Jain {r['jain']:.3f}, "
                                       f"retx {r['retx']}{extra}", flush=True)
                     print(f"\nmedians of {a.reps} (load average after: {loadavg()})")
                     print(f"{'cc':>6} {'flows':>5} {'util':>6} {'q50 KB':>7} {'q99 KB':>7} "
-                          f"{'q99 BDP':>7} {'Jain':>6} {'engine CPU/flow':>15} {'probes/RTT':>10}")
+                          f"{'q99 BDP':>7} {'Jain':>6} {'engine CPU/flow':>15} {'probes/RTT':>10} "
+                          f"{'us/probe':>8} {'send us':>7}")
                     for (cc, n), rs in res.items():
                         def med(k):
                             return statistics.median(x[k] for x in rs)
-                        cpu = f"{med('engine_cpu_per_s') / n:.1%}" if cc == "hpcc" else ""
-                        ppr = f"{med('probes_per_rtt'):.2f}" if cc == "hpcc" else ""
+                        h = cc in HPCC_ROWS
+                        cpu = f"{med('engine_cpu_per_s') / n:.1%}" if h else ""
+                        ppr = f"{med('probes_per_rtt'):.2f}" if h else ""
+                        upp = f"{med('us_per_probe'):.0f}" if h else ""
+                        spp = f"{med('send_us_per_probe'):.0f}" if h else ""
                         print(f"{cc:>6} {n:>5} {med('util'):>6.3f} {med('q50') / 1e3:>7.1f} "
                               f"{med('q99') / 1e3:>7.1f} {med('q99') / bdp:>7.2f} "
-                              f"{med('jain'):>6.3f} {cpu:>15} {ppr:>10}")
+                              f"{med('jain'):>6.3f} {cpu:>15} {ppr:>10} {upp:>8} {spp:>7}")
                 finally:
                     side.stop()
             finally:

@@ -58,6 +58,7 @@
 #include "hpccd/tcp_cc.h"
 
 #define PROBE_MAX 160                  /* bytes: 20 + 20 + 4 + 64 + 32 + 8 */
+#define SEND_BATCH 32                  /* probes per sendmmsg() */
 #define SEQ_AHEAD_MAX 0x80000000u
 #define CAND_BACKOFF_MIN_NS 1000000ull
 #define CAND_BACKOFF_MAX_NS 1000000000ull
@@ -90,6 +91,10 @@ struct flow {
 	uint64_t chain_rtt_ns, chain_interval_ns;
 	uint32_t srtt_us, rtt_min_us, snd_una;
 	uint64_t last_update_ns;
+	uint64_t cwnd_bytes;           /* the last cwnd written (cwnd_for) */
+	uint64_t qdelay_ns;            /* queueing delay of the last INT, all hops */
+	uint64_t host_ns;              /* srtt - probe RTT, smoothed: the hosts' share */
+	uint64_t host_n;               /* its samples (cwnd_for) */
 	uint16_t path_id;
 	uint8_t nhop, nhop_prev;
 	uint8_t hops[64];
@@ -110,6 +115,14 @@ struct hpccd_tcpp {
 	uint64_t rate_init_Bps;
 	double w_init;
 	struct hpccd_tcpp_stats st;
+	/* Probes built during one wake, sent by one sendmmsg() before the
+	 * engine sleeps again (flush) */
+	uint32_t tx_n;
+	uint64_t tx_since[SEND_BATCH];     /* when each became allowed (lateness), 0: unknown */
+	uint8_t tx_pkt[SEND_BATCH][PROBE_MAX];
+	struct sockaddr_in tx_to[SEND_BATCH];
+	struct iovec tx_iov[SEND_BATCH];
+	struct mmsghdr tx_msg[SEND_BATCH];
 	int stop;
 	int err;                       /* first error of a ring callback */
 };
@@ -235,19 +248,60 @@ static void count_late(struct hpccd_tcpp *e, uint64_t late)
 		e->st.late_max_ns = late;
 }
 
-/* Send the next probe; `since`: when it became allowed (0: unknown). */
+/* Send the probes built since the last flush, with one sendmmsg() (a
+ * message the kernel refuses is counted in send_errors, the rest still
+ * go): one syscall per wake however many flows probe in it. */
+static void flush(struct hpccd_tcpp *e)
+{
+	uint32_t i = 0, n = e->tx_n;
+	uint64_t t0, now;
+	int r;
+
+	if (!n)
+		return;
+	t0 = mono_ns();
+	while (i < n) {
+		r = sendmmsg(e->c.sock_fd, &e->tx_msg[i], n - i, MSG_DONTWAIT);
+		e->st.send_calls++;
+		if (r <= 0) {                          /* message i refused: skip it */
+			e->st.send_errors++;
+			i++;
+			continue;
+		}
+		e->st.probes_sent += (uint64_t)r;
+		i += (uint32_t)r;
+	}
+	now = mono_ns();
+	e->st.send_ns += now - t0;
+	for (i = 0; i < n; i++)
+		if (e->tx_since[i] && now >= e->tx_since[i])
+			count_late(e, now - e->tx_since[i]);
+	e->tx_n = 0;
+}
+
+/* Build the next probe into the batch; `since`: when it became allowed
+ * (0: unknown).  It leaves at the wake's flush (or now, the batch full). */
 static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 {
-	uint8_t pkt[PROBE_MAX];
-	struct sockaddr_in to = { .sin_family = AF_INET };
+	uint32_t k = e->tx_n;
 	uint64_t seq = f->probe_seq + 1, now = mono_ns();
-	int len = hpccd_tcpp_probe_build(pkt, sizeof(pkt), (const uint8_t *)&f->key, seq,
+	int len = hpccd_tcpp_probe_build(e->tx_pkt[k], PROBE_MAX, (const uint8_t *)&f->key, seq,
 					 f->flow_id, (uint32_t)now, e->c.probe_dscp, 0,
 					 e->c.room);
 
 	if (len < 0)
 		return;
-	to.sin_addr.s_addr = f->key.daddr;
+	memset(&e->tx_to[k], 0, sizeof(e->tx_to[k]));
+	e->tx_to[k].sin_family = AF_INET;
+	e->tx_to[k].sin_addr.s_addr = f->key.daddr;
+	e->tx_iov[k].iov_base = e->tx_pkt[k];
+	e->tx_iov[k].iov_len = (size_t)len;
+	memset(&e->tx_msg[k], 0, sizeof(e->tx_msg[k]));
+	e->tx_msg[k].msg_hdr.msg_name = &e->tx_to[k];
+	e->tx_msg[k].msg_hdr.msg_namelen = sizeof(e->tx_to[k]);
+	e->tx_msg[k].msg_hdr.msg_iov = &e->tx_iov[k];
+	e->tx_msg[k].msg_hdr.msg_iovlen = 1;
+	e->tx_since[k] = since;
 	if (f->chained && f->srtt_us && now > f->probe_sent_ns) {
 		uint64_t iv = now - f->probe_sent_ns, rtt = (uint64_t)f->srtt_us * 1000;
 
@@ -257,15 +311,8 @@ static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 		e->st.chain_interval_ns += iv;
 		e->st.chain_n++;
 	}
-	/* Whether or not the kernel took it: a probe that did not leave
+	/* Whether or not the kernel takes it: a probe that did not leave
 	 * times out and is counted lost, and the next one follows. */
-	if (sendto(e->c.sock_fd, pkt, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&to,
-		   sizeof(to)) < 0)
-		e->st.send_errors++;
-	else
-		e->st.probes_sent++;
-	if (since && now >= since)
-		count_late(e, now - since);
 	f->probe_seq = seq;
 	f->probe_sent_ns = now;
 	f->outstanding = 1;
@@ -275,6 +322,8 @@ static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	f->deadline_ns = now + timeout_ns(e, f);
 	if (f->deadline_ns < e->check_at)
 		e->check_at = f->deadline_ns;
+	if (++e->tx_n == SEND_BATCH)
+		flush(e);
 }
 
 /* In flight: the CC's view as of its last ACK, or the tracker's snd_nxt
@@ -408,6 +457,74 @@ static void follow_T(struct hpccd_tcpp *e, struct flow *f)
 		set_T(e, f, T);
 }
 
+/* The pacing rate, bits/s: R = W / T ([HPCC] Algorithm 1 line 27), at most
+ * the slowest link of the path the INT describes (cwnd_rtt_gain > 0).  W_max
+ * = B_NIC x T lets R reach the NIC's rate; for a native flow the NIC's
+ * scheduler then only sends what its window allows, but a kernel TCP flow
+ * whose host stalled (the probe saw the link idle: U near 0, W to W_max)
+ * comes back with a window of a host RTT and would send it at B_NIC into
+ * the slower bottleneck.  No flow gains from a rate above its path's
+ * slowest link. */
+static double pace_bps(const struct hpccd_tcpp *e, const struct flow *f)
+{
+	const struct hpccd_hpcc *s = &f->hpcc;
+	double r = hpccd_hpcc_rate_bps(s), b;
+	uint32_t i;
+
+	if (e->c.cwnd_rtt_gain <= 0)
+		return r;
+	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++) {
+		b = (double)s->L[i].bw_bps;
+		if (b > 0 && b < r)
+			r = b;
+	}
+	return r;
+}
+
+/* The cwnd, in bytes, the "hpcc" CC gets with a W ([HPCC] section 3.2: a
+ * window limits the bytes in flight, and packets are paced at R = W / T).
+ * HPCC's W is what the network holds over one RTT T; a kernel TCP flow
+ * also holds bytes in its hosts' stacks (delayed and coalesced ACKs, GRO,
+ * softirq and application scheduling), which on a host stack add several
+ * T to its srtt even with every queue empty: cwnd = W capped the flow at
+ * W / srtt, below R (measured: 0.67 of the link, docs/tcp-side.md,
+ * "Utilisation").  So cwnd = W + R x the hosts' share of the RTT x
+ * cwnd_rtt_gain, and pacing enforces R.  The hosts' share is the kernel's
+ * srtt less the probe RTT (both smoothed by 1/8): the probe takes the
+ * same path and queues but is reflected in XDP, so the difference holds
+ * no network queue, and a queue cannot widen its own window (what made
+ * cwnd = R x srtt oscillate last time); smoothed again by 1/8 per
+ * response.  (Its least over 50-100 ms instead was measured: near 0 in
+ * the lab, where the probe's own way through the software switch costs
+ * about what the data's does, so cwnd fell back to W and one flow to 0.6
+ * of the link; what cwnd must cover is the hosts' usual delay, jitter
+ * included, as a queue covers it for cubic.)  A host starved for long is
+ * bounded by the CC: an entry not refreshed for 4 srtt applies W alone.
+ * The network part stays W, whose sum over the flows HPCC keeps at eta of
+ * the bottleneck. */
+static uint64_t cwnd_for(const struct hpccd_tcpp *e, struct flow *f, double rate_Bps)
+{
+	const struct hpccd_hpcc *s = &f->hpcc;
+	double W = s->W, q_ns = 0, h;
+	uint64_t host;
+	uint32_t i;
+
+	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++)
+		if (s->L[i].bw_bps)
+			q_ns += (double)s->L[i].qlen_bytes * 8e9 / (double)s->L[i].bw_bps;
+	f->qdelay_ns = (uint64_t)q_ns;
+	h = (double)f->srtt_us * 1000 - (double)f->probe_rtt_ns;
+	host = h > 0 ? (uint64_t)h : 0;
+	f->host_ns = f->host_n++ ? (7 * f->host_ns + host) / 8 : host;
+	if (e->c.cwnd_rtt_gain <= 0 || !f->host_ns)
+		return (uint64_t)W;
+	/* at most T of it: a longer host delay is a host that does not keep up
+	 * (measured with four flows at load 6-9: srtt 1 ms, a window of 8-11 W
+	 * each, and the bottleneck's buffer full when they were scheduled) */
+	h = (double)f->host_ns < f->T_ns ? (double)f->host_ns : f->T_ns;
+	return (uint64_t)(W + rate_Bps * h / 1e9 * e->c.cwnd_rtt_gain);
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
@@ -449,10 +566,11 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		memcpy(f->hops, t->hops, 8 * n);
 		if (hpccd_hpcc_new_ack_wire(&f->hpcc, t->rx_ns, t->probe_seq, t->probe_seq,
 					    t->path_id, t->hops, n) >= 0) {
-			w.cwnd_bytes = (uint64_t)f->hpcc.W;
-			w.pacing_bps = (uint64_t)(hpccd_hpcc_rate_bps(&f->hpcc) / 8);
+			w.pacing_bps = (uint64_t)(pace_bps(e, f) / 8);
+			w.cwnd_bytes = f->cwnd_bytes = cwnd_for(e, f, (double)w.pacing_bps);
 			w.updated_ns = t->rx_ns;
 			w.seq = t->probe_seq;
+			w.w_bytes = (uint64_t)f->hpcc.W;
 			if (!bpf_map_update_elem(e->c.win_fd, &f->key, &w, BPF_ANY)) {
 				f->last_update_ns = t->rx_ns;
 				e->st.windows_written++;
@@ -558,7 +676,10 @@ static void timeouts(struct hpccd_tcpp *e)
 
 		if (!f->used || (!f->outstanding && !f->cand && !f->pending))
 			continue;
-		if (f->deadline_ns > e->now) {
+		/* a gap that ends within 1/16 of the flow's srtt ends now: its
+		 * probe leaves with this wake's batch instead of a wake of its own */
+		if (f->deadline_ns > e->now +
+				     (f->pending ? (uint64_t)f->srtt_us * 1000 / 16 : 0)) {
 			if (f->deadline_ns < next_check)
 				next_check = f->deadline_ns;
 			continue;
@@ -673,7 +794,8 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	if (!c->heartbeat_ns || !c->sweep_ns || !c->stale_ns || c->room > 8 ||
 	    !c->max_flows || c->max_flows > (1u << 20) ||
 	    c->timeout_min_ns > c->timeout_max_ns || (c->t_from_rtt && c->t_rtt_factor < 1.0) ||
-	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16))
+	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16) ||
+	    !(c->cwnd_rtt_gain >= 0 && c->cwnd_rtt_gain <= 16))
 		return -EINVAL;
 	if (hpccd_hpcc_init(&probe, &c->hpcc, HPCCD_ALGO_HPCC, &why))
 		return -EINVAL;
@@ -748,6 +870,7 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 		}
 		e->now = mono_ns();
 		timers(e);
+		flush(e);                              /* this wake's probes, one syscall */
 		if (e->stop || e->now >= end)
 			break;
 		t = next_timer(e);
@@ -825,6 +948,9 @@ int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uin
 		o->srtt_us = f->srtt_us;
 		o->rtt_min_us = f->rtt_min_us;
 		o->last_update_ns = f->last_update_ns;
+		o->cwnd_bytes = f->cwnd_bytes;
+		o->qdelay_ns = f->qdelay_ns;
+		o->host_ns = f->host_ns;
 		o->path_id = f->path_id;
 		o->nhop = f->nhop;
 		memcpy(o->hops, f->hops, sizeof(o->hops));

@@ -38,12 +38,22 @@
  * daemon with one map update per new W; read by the congestion control on
  * every ACK. */
 struct hpccd_tcp_win {
-	__u64 cwnd_bytes;     /* W, bytes; the CC turns it into segments of mss_cache */
+	__u64 cwnd_bytes;     /* the window to apply, bytes: W plus the hosts' share of
+			       * the flow's RTT at rate R (fastpath/tcpside/engine.c,
+			       * cwnd_for); the CC turns it into segments of mss_cache */
 	__u64 pacing_bps;     /* R = W / T, BYTES per second (sk_pacing_rate's unit) */
 	__u64 updated_ns;     /* CLOCK_MONOTONIC (bpf_ktime_get_ns) of the telemetry
 			       * this W was computed from: its age decides "stale" */
 	__u64 seq;            /* probe number of that telemetry (observability) */
+	__u64 w_bytes;        /* HPCC's W itself: applied instead of cwnd_bytes once the
+			       * entry is older than HPCCD_TCP_FRESH_SRTTS srtt (a starved
+			       * engine leaves its flows the window of the network only) */
 };
+
+/* An hpccd_tcp_win entry is fresh for this many srtt of the flow (at least
+ * HPCCD_TCP_FRESH_MIN_NS): then cwnd_bytes applies, afterwards w_bytes. */
+#define HPCCD_TCP_FRESH_SRTTS  4
+#define HPCCD_TCP_FRESH_MIN_NS 500000ULL
 
 /* Value of the one-entry array hpccd_tcp_cfg: the daemon's settings and its
  * heartbeat.  All zero (never written) means "no daemon": every flow runs
@@ -102,6 +112,8 @@ enum hpccd_tcp_hpcc_counter {
 	HPCCD_TCPC_LEAVE_FALLBACK,      /* mode changed from FALLBACK to HPCC */
 	HPCCD_TCPC_LOSS,                /* ssthresh() calls (loss or ECE episodes) */
 	HPCCD_TCPC_STATE_FAIL,          /* hpccd_tcp_cst entry could not be created */
+	HPCCD_TCPC_W_ONLY,              /* HPCC mode, entry no longer fresh: W without the
+					 * hosts' share (bytes: acked) */
 	HPCCD_TCPC_COUNTERS,            /* number of slots */
 };
 
@@ -145,7 +157,7 @@ enum hpccd_tcp_dctcp_counter {
 };
 
 #ifndef HPCCD_CFFI_CDEF
-_Static_assert(sizeof(struct hpccd_tcp_win) == 32, "window entry layout");
+_Static_assert(sizeof(struct hpccd_tcp_win) == 40, "window entry layout");
 _Static_assert(sizeof(struct hpccd_tcp_cc_cfg) == 32, "config layout");
 _Static_assert(sizeof(struct hpccd_tcp_cc_state) == 56, "cc state layout");
 _Static_assert(sizeof(struct hpccd_tcp_dctcp_state) == 56, "dctcp state layout");

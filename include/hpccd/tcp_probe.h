@@ -62,6 +62,9 @@ struct hpccd_tcpp_config {
 	double t_rtt_factor;      /* T = factor x the flow's RTT bound, when t_from_rtt */
 	double probe_gap_rtt;     /* next probe >= this x the flow's srtt after the last
 				   * (1: once per RTT of the flow; 0: at each response) */
+	double cwnd_rtt_gain;     /* cwnd = W + R x min(srtt - probe RTT, T) x this, the rate
+				   * R = W / T enforced by pacing (engine.c, cwnd_for);
+				   * 0: cwnd = W, R not capped at the path's slowest link */
 	uint8_t probe_dscp;
 	uint8_t room;             /* INT hop records reserved in a probe */
 	uint8_t pad[6];
@@ -82,6 +85,10 @@ struct hpccd_tcpp_stats {
 	/* probes per RTT: while a flow's probes follow one another (no park),
 	 * the sum of srtt over the sum of the intervals between them */
 	uint64_t chain_rtt_ns, chain_interval_ns, chain_n;
+	/* probes leave in batches, one sendmmsg() per wake: the calls, and
+	 * the time spent in them (on veth, the packet's whole way through the
+	 * lab runs inside the call) */
+	uint64_t send_calls, send_ns;
 	uint32_t flows;           /* flows known now */
 	uint32_t pad;
 };
@@ -101,6 +108,10 @@ struct hpccd_tcpp_flow_info {
 	uint32_t srtt_us;         /* the kernel's, from hpccd_tcp_cst */
 	uint32_t rtt_min_us;      /* the least srtt seen (T follows it, engine.c follow_T) */
 	uint64_t last_update_ns;  /* CLOCK_MONOTONIC of the last W written */
+	uint64_t cwnd_bytes;      /* the cwnd written with it (engine.c, cwnd_for) */
+	uint64_t qdelay_ns;       /* queueing delay of the last response's INT, all hops */
+	uint64_t host_ns;         /* the kernel's srtt less the probe RTT, smoothed by 1/8
+				   * per response: the hosts' share of the RTT */
 	uint16_t path_id;
 	uint8_t nhop;
 	uint8_t nhop_prev;        /* hops of the response before on the same path, 0: none */

@@ -114,8 +114,8 @@ def test_second_owner_shares_last_one_unregisters(first_leaves):
         assert sorted(registered_maps()) == ["hpccd_tcp_dctcp", "hpccd_tcp_hpcc"]
         win = last.map("hpcc", "hpccd_tcp_win")
         key = bytes(16)
-        win.update(key, struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4))
-        assert win.lookup(key) == struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4)
+        win.update(key, struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4, 5))
+        assert win.lookup(key) == struct.pack(tcp_side.WIN_FMT, 1, 2, 3, 4, 5)
         win.delete(key)
         last.stop()
         assert last.unregistered
@@ -123,6 +123,45 @@ def test_second_owner_shares_last_one_unregisters(first_leaves):
         a.stop()
         b.stop()
     assert not any(n in available() for n in NAMES)
+    assert not registered_maps()
+
+
+def test_an_owner_of_another_build_is_refused_clearly():
+    """Registrations are host-wide: a daemon of another build (another
+    hpccd_tcp_win layout) must not join a registration and write windows
+    the CC reads as something else.  Simulated: the registration's state
+    points hpccd_tcp_win at a map of 32-byte values (the layout before
+    w_bytes).  The joiner is refused naming the map and both sizes, holds
+    no lock, and the registrant's registration is untouched."""
+    import json
+    a = TcpCc(BUILT)
+    a.start(wait_s=LOCK_WAIT_S)
+    pin = f"/sys/fs/bpf/hpccd-test-oldwin-{os.getpid()}"
+    state = pathlib.Path(a.state_file)
+    saved = state.read_text()
+    try:
+        subprocess.run(["bpftool", "map", "create", pin, "type", "hash", "key", "16", "value",
+                        "32", "entries", "16384", "name", "hpccd_tcp_win"], check=True,
+                       capture_output=True, timeout=30)
+        old = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "pinned", pin],
+                                        check=True, capture_output=True, text=True,
+                                        timeout=30).stdout)["id"]
+        st = json.loads(saved)
+        st["maps"]["hpcc"]["hpccd_tcp_win"] = old
+        state.write_text(json.dumps(st))
+        b = TcpCc(BUILT)
+        with pytest.raises(TcpSideError) as ei:
+            b.start(wait_s=0)
+        msg = str(ei.value)
+        assert "another build of hpccd" in msg and "hpccd_tcp_win" in msg, msg
+        assert "16384 x 32 bytes" in msg and "16384 x 40" in msg, msg
+        assert not b.started and not b._maps
+        assert json.loads(state.read_text())["owners"] == st["owners"]   # not joined
+    finally:
+        state.write_text(saved)
+        if os.path.exists(pin):
+            os.unlink(pin)
+        a.stop()
     assert not registered_maps()
 
 

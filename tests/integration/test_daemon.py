@@ -735,3 +735,47 @@ def test_tcp_side_loads_its_objects_from_daemon_bpf_dir(netns_pair, workdir, dae
     assert f"start failed: open BPF object {d / 'tcp_hpcc.bpf.o'}" in log, log
     assert "Traceback" not in log
     assert attached(netns_pair) == {"xdp": None, "native": None, "tc": [], "clsact": False}
+
+
+def _voluntary_switches(pid: int) -> int:
+    """Times the process's main thread went to sleep (its wakeups)."""
+    with open(f"/proc/{pid}/task/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no voluntary_ctxt_switches for {pid}")
+
+
+def test_an_idle_daemon_sleeps_and_hears_of_new_addresses(netns_pair, workdir, daemons):
+    """With no flow at all, the daemon's main thread wakes about once a
+    second (the components back off to hpccd.agent.component.IDLE_POLL_S; before,
+    the transport component's 50 ms and tcp_side's 100 ms polls and a 2 s
+    address poll woke it 30-70 times a second, 2 % of a core); and an
+    address added to its interface still reaches xdp_host at once, from the
+    kernel's netlink announcement, not from a poll."""
+    text = config_text(netns_pair.va, workdir, component=False).replace(
+        "[[interfaces]]", 'components = ["transport", "tcp_side"]\n\n[[interfaces]]')
+    (workdir / "hpccd.toml").write_text(text)
+    h = daemons()
+    try:
+        h.ready()
+    except Exception:
+        if "another build of hpccd" in h.log():
+            pytest.skip("a daemon of another build owns the TCP congestion controls")
+        raise
+    time.sleep(3.0)                          # the back-off reaches its longest delay
+    n0, t0 = _voluntary_switches(h.proc.pid), time.monotonic()
+    time.sleep(5.0)
+    rate = (_voluntary_switches(h.proc.pid) - n0) / (time.monotonic() - t0)
+    assert rate <= 5.0, f"the idle main thread woke {rate:.1f} times a second\n{h.log()}"
+
+    new = "10.198.7.9"
+    subprocess.run(["ip", "-n", netns_pair.a, "addr", "add", f"{new}/32", "dev",
+                    netns_pair.va], check=True)
+    deadline = time.monotonic() + 1.0        # the old poll took up to 2 s
+    want = f"addresses now {', '.join(sorted([netns_pair.ip_a, new]))}"
+    while want not in h.log():
+        assert time.monotonic() < deadline, h.log()
+        time.sleep(0.05)
+    assert h.stop() == 0
+    assert "Traceback" not in h.log()

@@ -4,21 +4,21 @@ during a transfer.
 Lab: h1 -> s1 -> h2, the s1 -> h2 port 1 Gbit/s (the bottleneck), the
 software INT switch on every port.  ``hpccd.lab.metrics.add_links`` gives
 each host a management address the root namespace reaches (what ``hpccctl
-lab prometheus`` does), each host runs a daemon (``transport``) whose
-exporter listens there, and the test starts ``prometheus`` in the root
+lab prometheus`` does), each host runs a daemon (``transport``; h1's
+``tcp_side`` too) whose exporter listens there, and the test starts ``prometheus`` in the root
 namespace with the configuration ``prometheus_yml`` writes (scrape interval
 1 s, its own storage in a temporary folder, an ephemeral port on loopback).
 
 During the scrape window h1 sends four native flows at once through its
-daemon (HPCC with probes, Rx-HPCC, DCTCP, LDCP), a kernel TCP flow (iperf3,
-for the tc tracker's counters) and a few malformed packets to h1's hpccd
-port (for the drop counters).
+daemon (HPCC with probes, Rx-HPCC, DCTCP, LDCP), a kernel TCP flow
+(``iperf3 -C hpcc``: the tc tracker's counters and the TCP side's probe
+engine and CC) and a few malformed packets to h1's hpccd port (for the drop
+counters).
 
 Invariants protected, through Prometheus's HTTP API only:
 - both targets are up, with the lab and host labels of the configuration;
 - every metric documented in docs/metrics.md arrived (a histogram as its
-  ``_bucket`` series), the per-hop INT ones from native flows alone (no
-  TCP side runs);
+  ``_bucket`` series), the per-hop INT ones from both hosts;
 - h1's payload bytes sent are exactly the four flows' sizes, below its frame
   bytes sent; h2 counts the four flows it received under
   ``algorithm="unknown"`` and none under an algorithm;
@@ -62,8 +62,10 @@ TOPOLOGY = line("plab", "10.125.0.0/16", 0x0C1, 2000, 1_000_000, 1000, 500_000)
 
 
 def config_text(d: pathlib.Path, host: str, address: str) -> str:
+    # h1's daemon runs the TCP side too (its probe engine's metrics)
+    comps = ["transport", "tcp_side"] if host == "h1" else ["transport"]
     return daemon_toml(control_socket=d / f"{host}.sock", metrics_address=f"{address}:{PORT}",
-                       components=["transport"], key_file=d / "tag.key", rest="""\
+                       components=comps, key_file=d / "tag.key", rest="""\
         [hpcc]
         T_ns = 300000
         line_rate_bps = 2000000000
@@ -216,7 +218,7 @@ def _transfer(lab) -> tuple[float, float]:
     srv = lab.popen("h2", ["iperf3", "-s", "-1", "-p", "5299"], stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL)
     time.sleep(0.5)
-    cli = lab.popen("h1", ["iperf3", "-c", h2, "-p", "5299", "-n", "30M"],
+    cli = lab.popen("h1", ["iperf3", "-c", h2, "-p", "5299", "-n", "30M", "-C", "hpcc"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ids = [request(sock, "send", {"peer": h2, "bytes": FLOW_BYTES, "algo": a})["id"]
            for a in ("hpcc", "rx-hpcc", "dctcp", "ldcp")]
@@ -247,11 +249,8 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_has_data(p
         [("h1", "up"), ("h2", "up")], targets
     assert {t["labels"]["lab"] for t in targets} == {plab.name}
     names = set(prom.api("label/__name__/values", start=t0 - 60, end=t1))
-    # the lab's daemons run the transport, not the TCP side (test_tcp_cc_lab.py
-    # and test_daemon_lab.py scrape its probe engine's families)
-    from hpccd.agent.metrics import TCP_SIDE_ONLY
-    missing = [n for n in documented_series() if n not in names
-               and n.removesuffix("_bucket") not in TCP_SIDE_ONLY]
+    # h1's daemon runs the TCP side too: its probe engine's families arrive
+    missing = [n for n in documented_series() if n not in names]
     assert not missing, f"documented series Prometheus never received: {missing}"
     # the per-hop INT series of native flows, from both daemons' hosts
     hops = prom.api("query_range", query="hpccd_int_hop_queue_bytes", start=t0, end=t1,

@@ -181,8 +181,11 @@ def set_cfg(tcp_cc, w_init: int, rate: int, stale_ns: int, heartbeat_ns: int) ->
                                                               heartbeat_ns))
 
 
-def set_win(tcp_cc, key, w: int, rate: int, updated_ns: int, seq: int = 1) -> None:
-    tcp_cc.map("hpcc", "hpccd_tcp_win").update(key, struct.pack(WIN_FMT, w, rate, updated_ns, seq))
+def set_win(tcp_cc, key, w: int, rate: int, updated_ns: int, seq: int = 1,
+            cwnd: int | None = None) -> None:
+    """W (and the cwnd applied while fresh: W by default) and R of a flow."""
+    tcp_cc.map("hpcc", "hpccd_tcp_win").update(
+        key, struct.pack(WIN_FMT, w if cwnd is None else cwnd, rate, updated_ns, seq, w))
 
 
 def hcount(tcp_cc) -> dict[str, int]:
@@ -289,6 +292,37 @@ def test_hpcc_applies_fresh_window_and_falls_back_when_stale(tcp_cc, conns):
     d = delta(c2, hcount(tcp_cc))
     assert d.get("fb_no_daemon", 0) > 0 and "used_hpcc" not in d
     assert mode_of(tcp_cc, c.key) == "fallback"
+
+
+def test_hpcc_applies_the_hosts_share_only_while_fresh(tcp_cc, conns):
+    """cwnd_bytes (W plus the hosts' share of the RTT at R, engine.c
+    cwnd_for) applies while the entry is younger than 4 srtt of the flow
+    (at least 0.5 ms); older, but not stale, the CC applies W itself,
+    counted in w_only: an engine that is not scheduled cannot lower R when
+    the bottleneck fills."""
+    stale = 150_000_000
+    set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
+    c = conns("hpcc")
+    mss = tcp_info(c.c)["snd_mss"]
+    # dated 50 ms ahead, so that it stays fresh however late a loaded host
+    # schedules this process and the receiver (fresh is 0.5 ms here)
+    w, cwnd, rate = 10 * mss + 1, 30 * mss + 1, 12_345_678
+    set_win(tcp_cc, c.key, w, rate, time.monotonic_ns() + 50_000_000, cwnd=cwnd)
+    c0 = hcount(tcp_cc)
+    c.send(100_000)
+    info = tcp_info(c.c)
+    assert info["snd_cwnd"] == 31 and info["pacing_rate"] == rate, info
+    assert "w_only" not in delta(c0, hcount(tcp_cc))
+    # 20 ms old: beyond 4 srtt of a namespace pair, far within stale_ns
+    set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
+    set_win(tcp_cc, c.key, w, rate, time.monotonic_ns() - 20_000_000, cwnd=cwnd)
+    c1 = hcount(tcp_cc)
+    c.send(100_000)
+    info = tcp_info(c.c)
+    d = delta(c1, hcount(tcp_cc))
+    assert info["snd_cwnd"] == 11 and info["pacing_rate"] == rate, info
+    assert d.get("w_only", 0) > 0 and d.get("used_hpcc", 0) >= d["w_only"], d
+    assert mode_of(tcp_cc, c.key) == "hpcc"
 
 
 def test_hpcc_state_map_follows_the_socket(tcp_cc, conns):

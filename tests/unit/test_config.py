@@ -364,7 +364,8 @@ def _schema_keys() -> set[str]:
     for table, keys in (("daemon", config._DAEMON), ("interfaces", config._IFACE),
                         ("transport", config._TRANSPORT), ("probes", config._PROBES),
                         ("algorithm", config._ALGORITHM), ("peers", config._PEER),
-                        ("metrics", config._METRICS), ("limits", config._LIMITS)):
+                        ("metrics", config._METRICS), ("limits", config._LIMITS),
+                        ("tcp_side", config._TCP_SIDE)):
         out.update(f"{table}.{k}" for k in keys)
     for table, keys in config.PARAM_KEYS.items():
         out.update(f"{table}.{k}" for k in keys)
@@ -451,3 +452,25 @@ def test_wire_defaults_are_the_headers():
     assert config.UDP_PORT_DEFAULT == lib.HPCCD_UDP_PORT_DEFAULT == wire.UDP_PORT_DEFAULT
     assert config.PROBE_DSCP_DEFAULT == lib.HPCCD_PROBE_DSCP_DEFAULT == wire.PROBE_DSCP_DEFAULT
     assert config.loads(BASE).udp_port == lib.HPCCD_UDP_PORT_DEFAULT
+
+
+def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
+    """[tcp_side] (issue 19): the probe engine's options, defaults those of
+    hpccd.tcp_side.engine.TcpSide, as its keyword arguments; out of range refused
+    at the key's line; a change needs a restart."""
+    import inspect
+
+    from hpccd.tcp_side.engine import TcpSide
+    sig = inspect.signature(TcpSide.__init__).parameters
+    d = config.loads(BASE).tcp_side_opts.kwargs()
+    assert d == {k: sig[k].default for k in d}          # one set of defaults
+    c = config.loads(BASE + "[tcp_side]\nt_from_rtt = false\nt_rtt_factor = 2\n"
+                     "probe_gap_rtt = 0\ncwnd_rtt_gain = 0.5\nstale_ms = 250\n")
+    assert c.tcp_side_opts.kwargs() == {"t_from_rtt": False, "t_rtt_factor": 2.0,
+                                        "probe_gap_rtt": 0.0, "cwnd_rtt_gain": 0.5,
+                                        "stale_ns": 250_000_000}
+    for bad in ("t_rtt_factor = 0.9", "cwnd_rtt_gain = -1", "probe_gap_rtt = 17",
+                "stale_ms = 0", "t_from_rtt = 1", "probe_gap = 1"):
+        e = _err(BASE + "[tcp_side]\n" + bad + "\n")
+        assert e.key == "tcp_side." + bad.split()[0] and e.line == 4, (bad, e)
+    assert ("tcp_side", "cwnd_rtt_gain") in config.RESTART_ONLY

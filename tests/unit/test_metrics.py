@@ -297,7 +297,7 @@ def test_docs_list_every_metric():
 _PROMQL_WORDS = {"sum", "max", "min", "avg", "count", "by", "without", "rate", "irate",
                  "increase", "histogram_quantile", "clamp_min", "label_values", "le",
                  "instance", "algorithm", "peer", "interface", "slot", "layer", "cause",
-                 "path_id", "hop", "and", "or", "unless", "on", "ignoring"}
+                 "path_id", "hop", "mode", "and", "or", "unless", "on", "ignoring"}
 
 
 def _exprs(dash: dict) -> list[str]:
@@ -333,7 +333,10 @@ def test_dashboard_refers_only_to_exported_metrics():
             used.add(tok)
     # the panels the issue asks for
     for needed in ("hpccd_utilization_ratio", "hpccd_int_hop_queue_bytes", "hpccd_window_bytes",
-                   "hpccd_flow_completion_seconds_bucket"):
+                   "hpccd_flow_completion_seconds_bucket",
+                   # the TCP side's probe engine (issue 19): every one of its families
+                   *(n + "_bucket" if n.endswith("_seconds") else n
+                     for n in metrics.TCP_SIDE_ONLY)):
         assert needed in used
 
 

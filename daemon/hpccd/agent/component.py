@@ -28,6 +28,10 @@ Lifecycle, all calls from the daemon's main thread:
    everything.
 3. ``poll(now)`` every ``poll_interval`` seconds (None: never) — read
    fast-path state in batches, publish to ``ctx.flows``.  Must not block.
+   It may return a longer delay, in seconds, until its next poll (a
+   component with nothing to publish backs off, so that an idle daemon's
+   cost does not grow with time: :func:`idle_backoff`); a control command
+   the component answers brings its next poll back to ``poll_interval``.
 4. ``check_config(new)`` then ``apply_config(new)`` on a reload (SIGHUP or
    ``hpccctl set``): ``check_config`` raises (ConfigError or ValueError,
    with a message naming the key) to refuse; the core then keeps the old
@@ -111,6 +115,18 @@ class DaemonContext:
     bpf_dir: "pathlib.Path | None" = None   # daemon.bpf_dir as found (daemon.find_bpf_dir)
 
 
+# The longest an idle component waits between polls, seconds.
+IDLE_POLL_S = 1.0
+
+
+def idle_backoff(previous: float | None, interval: float, busy: bool) -> float | None:
+    """The delay a poll() returns: None (``interval``) while busy; while
+    idle, twice the previous delay, from ``interval`` up to IDLE_POLL_S."""
+    if busy:
+        return None
+    return min(2 * (previous or interval), max(IDLE_POLL_S, interval))
+
+
 class Component:
     """Base class of a flow-manager component (see the module docstring)."""
 
@@ -130,8 +146,8 @@ class Component:
     def start(self) -> None:
         raise NotImplementedError
 
-    def poll(self, now: float) -> None:
-        pass
+    def poll(self, now: float) -> float | None:
+        return None
 
     def check_config(self, new: "Config") -> None:
         pass

@@ -72,7 +72,7 @@ IFNAME = re.compile(r"[^\s/:]{1,15}")
 
 _TOP = ("daemon", "interfaces", "transport", "probes", "algorithm", "hpcc", "dctcp", "ldcp",
         "dcqcn", "timely",
-        "peers", "metrics", "limits")
+        "peers", "metrics", "limits", "tcp_side")
 _DAEMON = ("log_level", "control_socket", "metrics_address", "bpf_dir", "components")
 _IFACE = ("name", "xdp_mode", "queues", "cpus", "tc_tracker")
 _TRANSPORT = ("udp_port", "probe_dscp", "integrity_key_file", "frame_bytes", "ack_every",
@@ -85,6 +85,7 @@ _PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp
          "timely")
 _METRICS = ("top_flows", "int_hop_series")
 _LIMITS = ("max_flows", "umem_bytes")
+_TCP_SIDE = ("t_from_rtt", "t_rtt_factor", "probe_gap_rtt", "cwnd_rtt_gain", "stale_ms")
 
 # Keys that need a restart: compiled into the BPF programs (port, DSCP,
 # flags), bound at start (interfaces, sockets, UMEM) or choosing code.
@@ -95,6 +96,7 @@ RESTART_ONLY: tuple[tuple, ...] = (
     ("probes", "reflect"), ("probes", "reflect_rate"), ("probes", "reflect_burst"),
     ("limits", "umem_bytes"), ("transport", "ack_every"),
     ("transport", "rx_notify"),
+    *(("tcp_side", k) for k in _TCP_SIDE),
 )
 
 
@@ -109,6 +111,23 @@ class Interface:
     queues: tuple[int, ...]     # rx queues the native transport binds AF_XDP sockets on
     tc_tracker: bool            # attach tc_tracker on egress (kernel TCP flows)
     cpus: tuple[int, ...] = ()  # the CPU of each queue's engine thread; (): any
+
+
+@dataclasses.dataclass(frozen=True)
+class TcpSideOptions:
+    """[tcp_side]: the TCP-side probe engine's options (hpccd.tcp_side.engine.TcpSide,
+    docs/tcp-side.md)."""
+    t_from_rtt: bool = True         # each flow's T from its measured RTTs ([HPCC] 5.1)
+    t_rtt_factor: float = 1.25      # T = factor x max(hpcc.T_ns, least probe RTT, least srtt)
+    probe_gap_rtt: float = 1.0      # next probe not sooner than this x the flow's srtt
+    cwnd_rtt_gain: float = 1.5      # cwnd = W + R x min(srtt - probe RTT, T) x this; 0: cwnd = W
+    stale_ms: int = 100             # the CC falls back to Reno on a W or heartbeat this old
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of TcpSide."""
+        return {"t_from_rtt": self.t_from_rtt, "t_rtt_factor": self.t_rtt_factor,
+                "probe_gap_rtt": self.probe_gap_rtt, "cwnd_rtt_gain": self.cwnd_rtt_gain,
+                "stale_ns": self.stale_ms * 1_000_000}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +186,7 @@ class Config:
     int_hop_series: int
     max_flows: int
     umem_bytes: int
+    tcp_side_opts: TcpSideOptions = TcpSideOptions()
 
     # ---- policy ----
 
@@ -407,6 +427,15 @@ class _Validator(Validator):
         m = self.keys(doc.get("metrics", {}), ("metrics",), _METRICS)
         top = self.int_(m, ("metrics",), "top_flows", 0, lo=0, hi=TOP_FLOWS_MAX)
         hop_series = self.int_(m, ("metrics",), "int_hop_series", 64, lo=0, hi=4096)
+        ts = self.keys(doc.get("tcp_side", {}), ("tcp_side",), _TCP_SIDE)
+        p = ("tcp_side",)
+        d = TcpSideOptions()
+        tcp_opts = TcpSideOptions(
+            t_from_rtt=self.bool_(ts, p, "t_from_rtt", d.t_from_rtt),
+            t_rtt_factor=self.float_(ts, p, "t_rtt_factor", d.t_rtt_factor, lo=1.0, hi=16.0),
+            probe_gap_rtt=self.float_(ts, p, "probe_gap_rtt", d.probe_gap_rtt, lo=0.0, hi=16.0),
+            cwnd_rtt_gain=self.float_(ts, p, "cwnd_rtt_gain", d.cwnd_rtt_gain, lo=0.0, hi=16.0),
+            stale_ms=self.int_(ts, p, "stale_ms", d.stale_ms, lo=1, hi=60_000))
         lim = self.keys(doc.get("limits", {}), ("limits",), _LIMITS)
         max_flows = self.int_(lim, ("limits",), "max_flows", 4096, lo=1, hi=1 << 20)
         umem = self.int_(lim, ("limits",), "umem_bytes", 16 << 20, lo=2 * frame, hi=1 << 34)
@@ -428,7 +457,7 @@ class _Validator(Validator):
                      tcp_side=tcp_side, reflect=reflect, reflect_rate=reflect_rate,
                      reflect_burst=reflect_burst, default_algorithm=default,
                      params=params, peers=peers, top_flows=top, int_hop_series=hop_series,
-                     max_flows=max_flows, umem_bytes=umem)
+                     max_flows=max_flows, umem_bytes=umem, tcp_side_opts=tcp_opts)
         self.check_policies(cfg, doc)
         return cfg
 

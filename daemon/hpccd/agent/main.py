@@ -24,7 +24,9 @@ Start-up, in order (any failure undoes what was done and exits non-zero):
 
 Running: one thread runs a selector loop over the control socket and a
 self-pipe the signal handlers write to (they only set flags); it polls the
-components, refreshes the interfaces' addresses, sends WATCHDOG=1 at half
+components (each at its own interval, less often while it is idle: the
+idle daemon's cost does not grow with time), re-reads the interfaces'
+addresses when netlink announces a change, sends WATCHDOG=1 at half
 of WatchdogSec while every component is healthy.  The exporter's HTTP
 server has its own thread and reads the flow table and the BPF maps.
 
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import errno
 import logging
 import os
@@ -74,7 +77,13 @@ log = logging.getLogger("hpccd")
 XDP_PROG = "hpccd_xdp_host"
 TC_PROG = "hpccd_tc_tracker"
 TC_HANDLE, TC_PRIO = 1, 1
-ADDR_REFRESH_S = 2.0
+# The interfaces' IPv4 addresses are re-read when the kernel announces a
+# change (netlink RTMGRP_IPV4_IFADDR), and every ADDR_REFRESH_S in case an
+# announcement was lost (a full socket buffer); every ADDR_POLL_S without
+# the netlink socket.
+ADDR_REFRESH_S = 60.0
+ADDR_POLL_S = 2.0
+_RTMGRP_IPV4_IFADDR = 0x10
 EXIT_CONFIG = 2
 EXIT_NO_INTERFACE = 3       # a configured interface does not exist: not retried either
 BPF_OBJECTS = ("xdp_host.bpf.o", "tc_tracker.bpf.o")
@@ -180,6 +189,8 @@ class Daemon:
         self._wake_r = self._wake_w = -1
         self._next_poll: dict[str, float] = {}
         self._next_addr = 0.0
+        self._addr_every = ADDR_POLL_S          # ADDR_REFRESH_S once netlink tells
+        self._addr_nl: socket.socket | None = None
         self._claimed: list[int] = []       # ifindexes of our owner records
 
     # ---- start ----
@@ -317,6 +328,11 @@ class Daemon:
         if self.control is not None:
             self.control.close()
             self.control = None
+        if self._addr_nl is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(self._addr_nl)
+            self._addr_nl.close()
+            self._addr_nl = None
         for name, att in list(self.interfaces.items()):
             problems += self._detach(att)
             del self.interfaces[name]
@@ -360,6 +376,17 @@ class Daemon:
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         self.sel.register(self._wake_r, selectors.EVENT_READ, self._drain_wake)
+        try:
+            nl = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_NONBLOCK
+                               | socket.SOCK_CLOEXEC, socket.NETLINK_ROUTE)
+            nl.bind((0, _RTMGRP_IPV4_IFADDR))
+        except OSError as e:
+            log.warning("no netlink address announcements (%s): addresses re-read every "
+                        "%.0f s", e, ADDR_POLL_S)
+        else:
+            self._addr_nl = nl
+            self._addr_every = ADDR_REFRESH_S
+            self.sel.register(nl, selectors.EVENT_READ, self._addr_changed)
 
         def on_term(signum, frame):
             self._term = True
@@ -370,6 +397,17 @@ class Daemon:
         signal.signal(signal.SIGTERM, on_term)
         signal.signal(signal.SIGINT, on_term)
         signal.signal(signal.SIGHUP, on_hup)
+
+    def _addr_changed(self, mask: int) -> None:
+        """An IPv4 address was added or removed somewhere: re-read ours."""
+        try:
+            while self._addr_nl.recv(65536):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:                     # ENOBUFS: announcements lost, re-read anyway
+            pass
+        self._next_addr = 0.0
 
     def _drain_wake(self, mask: int) -> None:
         try:
@@ -398,13 +436,17 @@ class Daemon:
             now = time.monotonic()
             for name, comp in self.components.items():
                 if comp.poll_interval is not None and now >= self._next_poll[name]:
-                    self._next_poll[name] = now + comp.poll_interval
+                    nxt = None
                     try:
-                        comp.poll(now)
+                        nxt = comp.poll(now)
                     except Exception:
                         log.exception("component %s: poll failed", name)
+                    # an idle component asks for its next poll later: the
+                    # daemon's cost grows with its flows, not with time
+                    self._next_poll[name] = now + (comp.poll_interval if nxt is None
+                                                   else max(comp.poll_interval, float(nxt)))
             if now >= self._next_addr:
-                self._next_addr = now + ADDR_REFRESH_S
+                self._next_addr = now + self._addr_every
                 self._refresh_addresses()
             wd = self.notifier.watchdog_due(now)
             if wd is not None and wd <= 0 and self._healthy():
@@ -504,6 +546,11 @@ class Daemon:
                     raise ControlError(f"{cmd}: no running component answers it (the "
                                        f"transport component answers send and transfer)")
                 out = comp.control(cmd, args)
+                # what the command started is published at the component's
+                # own pace, not at an idle component's (poll's return)
+                if comp.poll_interval is not None:
+                    self._next_poll[comp.name] = min(self._next_poll[comp.name],
+                                                     time.monotonic() + comp.poll_interval)
             else:
                 out = fn(args)
         except Exception:

@@ -94,7 +94,7 @@ log = logging.getLogger("hpccd.tcp_side.engine")
 # (hpccd.bpf.abi.check_format): the header stays the one definition.
 
 KEY_FMT = check_format("=4s4sHHB3x", "hpccd_flow_key")          # network order fields
-WIN_FMT = check_format("=QQQQ", "hpccd_tcp_win")
+WIN_FMT = check_format("=QQQQQ", "hpccd_tcp_win")
 CFG_FMT = check_format("=QQQQ", "hpccd_tcp_cc_cfg")
 CST_FMT = check_format("=QQQIIIIIIII", "hpccd_tcp_cc_state")
 DCTCP_ST_FMT = check_format("=QQQQIIIIII", "hpccd_tcp_dctcp_state")
@@ -109,10 +109,19 @@ TRACKER_MAPS = ("hpccd_tcp_flows", "hpccd_tcp_park", "hpccd_tcp_wake")
 XDP_MAPS = ("hpccd_telem", "hpccd_telem_rb")
 
 HPCC_COUNTERS = ("used_hpcc", "used_winit", "fb_stale", "fb_no_entry", "fb_no_daemon",
-                 "init", "release", "enter_fallback", "leave_fallback", "loss", "state_fail")
+                 "init", "release", "enter_fallback", "leave_fallback", "loss", "state_fail",
+                 "w_only")
 DCTCP_COUNTERS = ("init", "no_ecn", "ack", "ack_ece", "window", "ecn_reduction",
                   "loss_recovery", "loss_rto", "ce_change", "ce_flush")
 MODES = {0: "none", 1: "hpcc", 2: "winit", 3: "fallback"}   # enum hpccd_tcp_cc_mode
+# The shared maps whose layout a joining owner must share: value size, and
+# entries where they are fixed (counter slots; 0: any).
+_LAYOUTS = {"hpccd_tcp_win": (struct.calcsize(WIN_FMT), 0),
+            "hpccd_tcp_cfg": (struct.calcsize(CFG_FMT), 0),
+            "hpccd_tcp_cst": (struct.calcsize(CST_FMT), 0),
+            "hpccd_tcpc_cnt": (struct.calcsize(COUNTER_FMT), len(HPCC_COUNTERS)),
+            "hpccd_dctcp_st": (struct.calcsize(DCTCP_ST_FMT), 0),
+            "hpccd_dctcp_cnt": (struct.calcsize(COUNTER_FMT), len(DCTCP_COUNTERS))}
 
 # The two congestion controls: object file, struct_ops map, congestion control name.
 CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
@@ -120,6 +129,8 @@ CC_NAMES = {"hpcc": ("tcp_hpcc.bpf.o", "hpccd_tcp_hpcc"),
 LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 
 PROBE_DSCP_DEFAULT = _abi.HPCCD_PROBE_DSCP_DEFAULT      # include/hpccd/wire.h
+# cwnd = W + R x min(srtt - probe RTT, T) x this, R = W / T paced (engine.c, cwnd_for)
+CWND_RTT_GAIN_DEFAULT = 1.5
 INT_ROOM_DEFAULT = 5
 _IPPROTO_TCP = 6
 
@@ -419,6 +430,15 @@ class TcpCc:
                     raise TcpSideError(f"the shared {n!r} registration: map id {map_id} is "
                                        f"{h.name!r}, not {m!r}")
                 self._maps[(n, m)] = h
+                want = _LAYOUTS.get(m)
+                if want is not None and (h.value_size, h.max_entries if want[1] else 0) != \
+                        (want[0], want[1]):
+                    self._close_handles(unregister=False)
+                    raise TcpSideError(
+                        f"the registered {n!r} is another build of hpccd (its map {m} holds "
+                        f"{h.max_entries} x {h.value_size} bytes, this one's "
+                        f"{want[1] or h.max_entries} x {want[0]}): stop the daemons of the "
+                        f"other build first (struct_ops congestion controls are host-wide)")
 
     def map(self, cc_name: str, map_name: str) -> bpf.Map:
         if cc_name in self.objs:
@@ -513,6 +533,9 @@ class FlowView:
     chain_rtt_ns: int            # probes per RTT = chain_rtt_ns / chain_interval_ns
     chain_interval_ns: int
     last_update_ns: int
+    cwnd_bytes: int              # the cwnd written with W: W + R x host_ns x cwnd_rtt_gain
+    qdelay_ns: int               # queueing delay of the last response's INT, all hops
+    host_ns: int                 # the kernel's srtt less the probe RTT: the hosts' share
     path_id: int
     hops: bytes                  # the last response's hop records (wire order)
     hops_prev: bytes             # the response's before, same path (b"" if none)
@@ -528,7 +551,8 @@ def _view(o) -> FlowView:
                     o.T_ns, o.W_max, o.T_changes, o.probes_sent, o.probes_answered,
                     o.probes_lost, o.late_responses,
                     o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
-                    o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.path_id,
+                    o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.cwnd_bytes,
+                    o.qdelay_ns, o.host_ns, o.path_id,
                     bytes(_tffi.buffer(o.hops, 8 * o.nhop)),
                     bytes(_tffi.buffer(o.hops_prev, 8 * o.nhop_prev)))
 
@@ -540,7 +564,7 @@ STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "sen
          "windows_written", "flows_started", "flows_ended", "flows_refused", "not_hpcc", "wakeups",
          "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",
          "heartbeats", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
-         "chain_interval_ns", "chain_n", "flows")
+         "chain_interval_ns", "chain_n", "send_calls", "send_ns", "flows")
 
 
 class TcpSide:
@@ -571,7 +595,8 @@ class TcpSide:
                  t_rtt_factor: float = 1.25,
                  probe_timeout_min_s: float = 0.001, probe_timeout_max_s: float = 0.2,
                  heartbeat_s: float = 0.01, sweep_s: float = 0.1, max_flows: int = 4096,
-                 probe_gap_rtt: float = 1.0, nice: int = -10, lock_wait_s: float = 0.0):
+                 probe_gap_rtt: float = 1.0, cwnd_rtt_gain: float = CWND_RTT_GAIN_DEFAULT,
+                 nice: int = -10, lock_wait_s: float = 0.0):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -604,6 +629,9 @@ class TcpSide:
         if not 0 <= probe_gap_rtt <= 16:
             raise ValueError(f"probe_gap_rtt must be within [0, 16] (RTTs), got {probe_gap_rtt}")
         self.probe_gap_rtt = float(probe_gap_rtt)
+        if not 0 <= cwnd_rtt_gain <= 16:
+            raise ValueError(f"cwnd_rtt_gain must be within [0, 16], got {cwnd_rtt_gain}")
+        self.cwnd_rtt_gain = float(cwnd_rtt_gain)
         self.lock_wait_s = lock_wait_s
         # on_int(path_id, hop index, 8-byte hop record): called by
         # publish_int() with the last response of each flow updated since
@@ -635,6 +663,7 @@ class TcpSide:
         c.max_flows = self.max_flows
         c.t_from_rtt, c.t_rtt_factor = int(self.t_from_rtt), self.t_rtt_factor
         c.probe_gap_rtt = self.probe_gap_rtt
+        c.cwnd_rtt_gain = self.cwnd_rtt_gain
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 
@@ -786,7 +815,9 @@ class TcpSide:
         return out
 
     def status(self) -> dict[str, Any]:
-        flows = [{"flow": str(v.key), "W_bytes": v.W, "U": v.U, "T_us": v.T_ns / 1e3,
+        flows = [{"flow": str(v.key), "W_bytes": v.W, "cwnd_bytes": v.cwnd_bytes, "U": v.U,
+                  "rate_bps": v.rate_bps, "T_us": v.T_ns / 1e3,
+                  "qdelay_us": v.qdelay_ns / 1e3, "host_us": v.host_ns / 1e3,
                   "probes_sent": v.probes_sent, "probes_answered": v.probes_answered,
                   "probes_lost": v.probes_lost, "probe_rtt_us": v.probe_rtt_ns / 1e3,
                   "probe_rtt_min_us": v.probe_rtt_min_ns / 1e3, "srtt_us": v.srtt_us,
@@ -823,27 +854,35 @@ if _Component is not None:
             if ifc is None:
                 raise TcpSideError("tcp_side needs an interface with tc_tracker = true")
             params = dict(getattr(self.ctx.config, "params", {}).get("hpcc", {}))
+            opts = getattr(self.ctx.config, "tcp_side_opts", None)     # [tcp_side]
             self.side = TcpSide({n: ifc.tc_map(n) for n in TRACKER_MAPS},
                                 {n: ifc.xdp_map(n) for n in XDP_MAPS},
                                 hpcc_params=params, netns=self.ctx.netns,
                                 cc_obj_dir=getattr(self.ctx, "bpf_dir", None),
                                 probe_dscp=getattr(self.ctx.config, "probe_dscp",
-                                                   PROBE_DSCP_DEFAULT))
+                                                   PROBE_DSCP_DEFAULT),
+                                **(opts.kwargs() if opts is not None else {}))
             self.side.on_int = self.ctx.flows.observe_hop
             self.side.start()
             self.side.start_thread()
 
-        def poll(self, now: float) -> None:
+        def poll(self, now: float) -> float | None:
             """Publish the kernel TCP flows TcpSide runs (the daemon's flow
             table: hpccctl flows, the metrics): new ones added, their W, R,
-            U, RTTs and probe counters updated, ended ones finished."""
+            U, RTTs and probe counters updated, ended ones finished.  With
+            no flow, polled less and less often, up to once a second
+            (hpccd.agent.component.idle_backoff): a new flow appears in the table
+            within that, while the engine probes it from its first segment."""
             side = getattr(self, "side", None)
             if side is None:
-                return
+                return None
+            from ..agent.component import idle_backoff
             from ..agent.flows import FlowLimitError
 
             ids = self.__dict__.setdefault("_ids", {})
             live = side.flows
+            self._idle = idle_backoff(getattr(self, "_idle", None), self.poll_interval,
+                                      bool(live or ids))
             side.publish_int(live.values())
             for raw, fs in live.items():
                 fid = ids.get(raw)
@@ -866,6 +905,7 @@ if _Component is not None:
                     probes_lost=fs.probes_lost)
             for raw in [r for r in ids if r not in live]:      # ended: the engine let go
                 self.ctx.flows.finish(ids.pop(raw), completed=True)
+            return self._idle
 
         def probe_metrics(self) -> dict[str, Any] | None:
             """The probe engine's figures for the metrics (hpccd.agent.metrics):

@@ -51,7 +51,7 @@ from typing import Any
 
 from . import engine as tp_mod
 from ..core import algorithms, cc
-from ..agent.component import Component, ComponentError
+from ..agent.component import Component, ComponentError, idle_backoff
 from ..agent.control import ControlError
 from ..agent.flows import FlowLimitError
 
@@ -93,6 +93,7 @@ class _Engine:
         self.iface, self.ifindex, self.queue, self.tp = iface, ifindex, queue, tp
         self.drops: dict[str, int] = dict.fromkeys([*ENGINE_DROPS, "malformed"], 0)
         self.receivers: dict[tuple[str, int], int] = {}     # (saddr, flow_id) -> table id
+        self.frames = (-1, -1)           # rx_frames, tx_frames at the last poll
 
     @property
     def name(self) -> str:
@@ -185,11 +186,19 @@ class TransportComponent(Component):
 
     # ---- publishing ----
 
-    def poll(self, now: float) -> None:
+    def poll(self, now: float) -> float | None:
+        """Publish the engines' and flows' state.  Idle (no sender flow,
+        no receiver flow and no frame moved since the last poll) it asks to
+        be polled less and less often, up to once a second
+        (hpccd.agent.component.idle_backoff): an idle daemon's cost does not grow
+        with time."""
+        busy = bool(self.senders)
         for e in self.engines:
-            self._poll_engine(e)
+            busy |= self._poll_engine(e)
         for s in list(self.senders.values()):
             self._poll_sender(s)
+        self._idle = idle_backoff(getattr(self, "_idle", None), self.poll_interval, busy)
+        return self._idle
 
     def _drop(self, store: dict[str, int], key: str, cause: str, total: int) -> None:
         d = total - store[key]
@@ -197,11 +206,16 @@ class TransportComponent(Component):
             self.ctx.flows.drop("transport", cause, d)
         store[key] = total
 
-    def _poll_engine(self, e: _Engine) -> None:
+    def _poll_engine(self, e: _Engine) -> bool:
+        """Returns whether the engine is busy: frames moved since the last
+        poll, or receiver flows it still holds."""
         st = e.tp.stats()
         for k, cause in ENGINE_DROPS.items():
             self._drop(e.drops, k, cause, st[k])
         self._drop(e.drops, "malformed", "malformed", sum(st["by_class"].values()))
+        frames, e.frames = e.frames, (st["rx_frames"], st["tx_frames"])
+        if frames == e.frames and not e.receivers:
+            return False                 # no frame since: no receiver flow to read
         cfg = self.ctx.config
         done = []
         for r in e.tp.rx_flows():
@@ -239,6 +253,7 @@ class TransportComponent(Component):
             e.tp.rx_reap()
             for k in done:
                 e.receivers.pop(k, None)
+        return True
 
     def _observe_int(self, fid: int, st: dict[str, Any]) -> None:
         """The last INT the flow's HPCC core took (a sender's INT-echo ACK or

@@ -155,21 +155,6 @@ static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
 	return total;
 }
 
-/* Adaptive interrupt moderation: moderate only a stream of frames, that is
- * a batch of several, or frames again within twice the moderation time
- * of the last ones; a lone frame after a quiet spell (a request, the first
- * answer of a round trip) is served and the engine waits on the ring, so
- * that what follows it at once (the answer after its ACK) is not held for
- * coalesce_ns.  A NIC's adaptive moderation (rx-usecs by packet rate) does
- * the same (docs/transport.md "Latency"). */
-static int coalesce_now(struct hpccd_tp *t, uint32_t got, uint64_t now)
-{
-	uint64_t since = now - t->rx_seen_ns;
-
-	t->rx_seen_ns = now;
-	return got > 1 || since <= 2 * t->cfg.coalesce_ns;
-}
-
 void *tp__main(void *arg)
 {
 	struct hpccd_tp *t = arg;
@@ -185,7 +170,7 @@ void *tp__main(void *arg)
 	while (!__atomic_load_n(&t->stop_flag, __ATOMIC_ACQUIRE)) {
 		uint64_t now = now_ns(), dl;
 		uint32_t got;
-		int more = 0, rc, kick, stream;
+		int more = 0, rc, kick;
 		struct timespec ts;
 
 		pthread_mutex_lock(&t->lock);
@@ -218,14 +203,12 @@ void *tp__main(void *arg)
 				cpu_relax();
 			continue;
 		}
-		stream = got && coalesce_now(t, got, now);
-		if (stream && t->cfg.coalesce_ns && dl > now) {
-			/* Frames come one after the other: more are on their
-			 * way.  Instead of one wakeup per frame, sleep
-			 * coalesce_ns (at most until the next deadline) and
-			 * take them as a batch -- interrupt moderation, as a
-			 * NIC does.  Only the eventfd (stop, the API) can cut
-			 * it short. */
+		if (got && t->cfg.coalesce_ns && dl > now) {
+			/* Frames came: more are on their way.  Instead of one
+			 * wakeup per frame, sleep coalesce_ns (at most until the
+			 * next deadline) and take them as a batch -- interrupt
+			 * moderation, as a NIC does.  Only the stop eventfd can
+			 * cut it short. */
 			uint64_t d = dl - now < t->cfg.coalesce_ns ? dl - now : t->cfg.coalesce_ns;
 
 			ts.tv_sec = 0;

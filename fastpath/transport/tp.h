@@ -386,7 +386,6 @@ struct hpccd_tp {
 	 * time and may send that much early, so that packets leave at their
 	 * send times on average instead of always one timer latency late */
 	uint64_t wake_late_ns;
-	uint64_t rx_seen_ns;             /* when the loop last found frames (loop.c) */
 };
 
 static inline uint64_t now_ns(void)

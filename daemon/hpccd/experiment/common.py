@@ -8,7 +8,7 @@ from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
 from .native import NativeFlow, NativeSink
 from .report import progress
 
-__all__ = ["Skip", "UsageError", "open_flow", "open_sink", "native_engines", "base_rtt",
+__all__ = ["Skip", "UsageError", "parse_shares", "open_flow", "open_sink", "native_engines", "base_rtt",
            "dumbbell", "star", "run_each", "verdict_lines"]
 
 
@@ -19,6 +19,27 @@ class Skip(Exception):
 class UsageError(ValueError):
     """The experiment's parameters cannot be used (found before any lab is
     built); ``hpccctl experiment`` prints the message and exits 2."""
+
+
+def parse_shares(text: str | float, option: str, ok, bounds: str, what: str) -> list[float]:
+    """"0.3,0.5" -> [0.3, 0.5], each number once, in the order given; a
+    number that is not one, or for which ok(x) is false, is refused naming
+    `option` and `bounds` ("no <what> (<bounds>)")."""
+    out: list[float] = []
+    for item in str(text).split(","):
+        if not item.strip():
+            continue
+        try:
+            x = float(item)
+        except ValueError:
+            raise UsageError(f"{option} {text!r}: {item.strip()!r} is not a number") from None
+        if not ok(x):
+            raise UsageError(f"{option} {text!r}: {item.strip()} is no {what} ({bounds})")
+        if x not in out:
+            out.append(x)
+    if not out:
+        raise UsageError(f"{option}: no {what} given")
+    return out
 
 
 def open_sink(lab, algo: Algo, node: str, port: int):

@@ -77,7 +77,7 @@ from typing import Any
 from ..lab.netns import htb_burst_bytes
 from . import loaded_rtt, measure, native, workload
 from .algos import Algo
-from .common import Skip, UsageError, base_rtt, dumbbell, native_engines, run_each, \
+from .common import Skip, UsageError, base_rtt, dumbbell, native_engines, parse_shares, run_each, \
     verdict_lines
 from .kernel_cc import KernelCc
 from .kernel_tcp import AlgoUnavailable, check_available
@@ -116,22 +116,8 @@ def topology(p: dict[str, Any]) -> str:
 
 def parse_loads(text: str | float) -> list[float]:
     """"0.3,0.5" -> [0.3, 0.5]; each a share of the link rate in (0, 1)."""
-    out = []
-    for item in str(text).split(","):
-        if not item.strip():
-            continue
-        try:
-            x = float(item)
-        except ValueError:
-            raise UsageError(f"--loads {text!r}: {item.strip()!r} is not a number") from None
-        if not 0 < x < 1:
-            raise UsageError(f"--loads {text!r}: {item.strip()} is no share of the link rate "
-                             f"(0 < load < 1; 30% is 0.3)")
-        if x not in out:
-            out.append(x)
-    if not out:
-        raise UsageError("--loads: no load given")
-    return out
+    return parse_shares(text, "--loads", lambda x: 0 < x < 1,
+                        "0 < load < 1; 30% is 0.3", "share of the link rate")
 
 
 def wire_bytes(size: int, kind: str, mtu: int) -> int:

@@ -32,7 +32,7 @@ from typing import Any
 
 from . import loaded_rtt, measure, native
 from .algos import Algo
-from .common import Skip, UsageError, dumbbell, native_engines
+from .common import Skip, UsageError, dumbbell, native_engines, parse_shares
 from .report import Results, progress, pyplot, table
 
 NAME = "gbn-vs-sr"
@@ -52,22 +52,8 @@ def topology(p: dict[str, Any]) -> str:
 
 def parse_losses(text: str | float) -> list[float]:
     """"0,0.001,0.01" -> [0.0, 0.001, 0.01]; each a probability in [0, 0.5]."""
-    out = []
-    for item in str(text).split(","):
-        if not item.strip():
-            continue
-        try:
-            x = float(item)
-        except ValueError:
-            raise UsageError(f"--losses {text!r}: {item.strip()!r} is not a number") from None
-        if not 0 <= x <= 0.5:
-            raise UsageError(f"--losses {text!r}: {item.strip()} is no loss probability "
-                             f"(0 <= p <= 0.5; 1 % is 0.01)")
-        if x not in out:
-            out.append(x)
-    if not out:
-        raise UsageError("--losses: no loss rate given")
-    return out
+    return parse_shares(text, "--losses", lambda x: 0 <= x <= 0.5,
+                        "0 <= p <= 0.5; 1 % is 0.01", "loss probability")
 
 
 class LinkLoss:

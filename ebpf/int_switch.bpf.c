@@ -620,7 +620,7 @@ int int_sw_depart(struct __sk_buff *skb)
 	__u64 key, w = 0, tx, ql, bytes = skb->len;
 	__u32 port, want;
 	void *end;
-	int kind, ck = HPCCD_CSUM_NONE, r;
+	int kind, ck = HPCCD_CSUM_NONE, r, parsed;
 
 	key = skb_key(bpf_cast_to_kern_ctx(skb));
 	e = bpf_map_lookup_elem(&hpccd_sw_dep, &key);
@@ -653,9 +653,13 @@ int int_sw_depart(struct __sk_buff *skb)
 		 * (a PROBE_RESP reflected with XDP_TX carries the records as
 		 * they were, so the stale entry's record matches): rewriting
 		 * it would break the answer's tag.  Answers have COLLECT
-		 * cleared. */
-		if (hpccd__parse(&c, p.l4_end, &v) == HPCCD_E_OK && v.int_hdr &&
-		    (v.int_flags & HPCCD_INT_F_COLLECT)) {
+		 * cleared; such an entry is not counted (its record was
+		 * taken before this hook, by XDP, and counted there if the
+		 * lab's hook rewrote it). */
+		parsed = hpccd__parse(&c, p.l4_end, &v) == HPCCD_E_OK && v.int_hdr;
+		if (parsed && !(v.int_flags & HPCCD_INT_F_COLLECT))
+			return HPCCD_TC_ACT_UNSPEC;
+		if (parsed) {
 			if (!checksum_partial(skb)) {
 				if (kind == PKT_TCP_PROBE) {
 					struct tcphdr *th = p.l4;

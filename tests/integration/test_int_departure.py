@@ -471,3 +471,35 @@ def test_probes_answered_by_an_engine_carry_the_departure(chain):
           f"{statistics.median(lags) / 1000:.1f} us, max {max(lags) / 1000:.1f} us; busy "
           f"departures {statistics.median(busy) / 1000:.1f} us apart "
           f"(transmission {PROBE_TX_S * 1e6:.1f} us)")
+
+
+def test_an_experiments_native_flow_departs_on_its_last_hop(chain):
+    """The experiments' engines (hpccd.experiment.native.Engines) fill the
+    hook of each host's xdp_host when they attach it: an HPCC flow from h1
+    to h2 through the 10 Mbit/s port gets every DATA record of s1:p2
+    rewritten at departure in h2's XDP (none left at enqueue), and arrives
+    whole (the engine verifies each DATA's UDP checksum, which the rewrite
+    patched)."""
+    from hpccd.experiment import native
+
+    sw = chain.int_switch
+    sw.configure("s1", 2, ecn=None)
+    with native.Engines(chain) as engines:
+        # T above this chain's RTT: 10 Mbit/s x 5 ms is a window of 6,250 bytes
+        # (the lab's 300 us would make W_max smaller than W_min at 10 Mbit/s)
+        engines.set_T(5_000_000)
+        rx = engines.get("h2")
+        tx = engines.get("h1")
+        c0 = sw.counters("s1", 2)
+        f = tx.open_flow(chain.address("h2"), 300_000,
+                         **native.flow_kwargs("hpcc", engines.link_bps("h1"), engines.hpcc))
+        r = f.wait(timeout=30)
+        got = rx.wait_rx_flow(f.flow_id, timeout=10)
+        c1 = sw.counters("s1", 2)
+        rs = rx.stats()
+    d = _delta(c0, c1)
+    assert got.bytes == 300_000 and r.state == "done"
+    assert d["int_stamped"] > 300_000 // 1500, d            # the DATA, and any probes
+    assert d["int_departed"] == d["int_stamped"], d
+    assert d["int_dep_no_deq"] == 0 and d["int_dep_mismatch"] == 0, d
+    assert rs["bad_csum"] == 0, rs

@@ -104,7 +104,8 @@ def main() -> int:
                 o.map("hpccd_addrs").update(socket.inet_aton(DST), 1)
             sw = bpf.BpfObject.open(bpf.object_path("int_switch")).load()
             objs["switch"] = sw
-            hook = int_switch._Hook.make(objs["lab"].program("hpccd_xdp_host").id, sw, 2,
+            hook = int_switch._Hook.make(objs["lab"].program("hpccd_xdp_host").id,
+                                         {n: sw.map(n) for n in int_switch.HOOK_SW_MAPS}, 2,
                                          "bench")
             try:
                 fr = frames()

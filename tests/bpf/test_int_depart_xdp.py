@@ -70,7 +70,8 @@ class Rig:
         self.hook = None
 
     def fill(self):
-        self.hook = int_switch._Hook.make(self.prog.id, self.sw, PORT, "test")
+        self.hook = int_switch._Hook.make(
+            self.prog.id, {n: self.sw.map(n) for n in int_switch.HOOK_SW_MAPS}, PORT, "test")
 
     def empty(self):
         if self.hook is not None:
@@ -272,4 +273,4 @@ def test_a_program_without_the_hook_is_refused(rig):
         o.load()
         p = o.program(o.program_names()[0])
         with pytest.raises(ValueError, match="has no lab hook"):
-            int_switch._Hook.make(p.id, rig.sw, PORT, "h9:eth0")
+            int_switch._Hook.make(p.id, {}, PORT, "h9:eth0")

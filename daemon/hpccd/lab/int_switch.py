@@ -71,7 +71,8 @@ HOOK_MAPS = ("hpccd_lab_hook", "hpccd_lab_in")      # xdp_host's, reused
 HOOK_SW_MAPS = ("hpccd_sw_cnt", "hpccd_sw_depw")    # the switch's, reused
 PIN_ROOT = bpf.BPFFS + "/hpccd-lab"
 # Pinned map file names (in pin_dir(lab, switch)) -> map names in the object.
-PINNED = {"ports": "hpccd_sw_ports", "counters": "hpccd_sw_cnt", "samples": "hpccd_sw_qsamp"}
+PINNED = {"ports": "hpccd_sw_ports", "counters": "hpccd_sw_cnt", "samples": "hpccd_sw_qsamp",
+          "departures": "hpccd_sw_depw"}
 DEQ_LINK_PIN = "dequeue"             # the tracepoint's link, pinned beside the maps
 DEFAULT_SAMPLE_NS = 100_000          # the sampler's interval per port (docs/lab.md)
 
@@ -303,8 +304,9 @@ class IntSwitch:
         if old is not None and old.prog.id == prog_id:
             return
         self.unhook_host(host)
-        self._hooks[host] = _Hook.make(prog_id, self.objs[sp.switch.name], sp.port.number,
-                                       f"{host}:{HOST_IFNAME}")
+        obj = self.objs[sp.switch.name]
+        self._hooks[host] = _Hook.make(prog_id, {n: obj.map(n) for n in HOOK_SW_MAPS},
+                                       sp.port.number, f"{host}:{HOST_IFNAME}")
 
     def unhook_host(self, host: str) -> None:
         """Empty the hook hook_host() filled (if its program is still there)."""
@@ -336,7 +338,8 @@ class _Hook:
         self.prog, self.hook, self.obj = prog, hook, obj
 
     @classmethod
-    def make(cls, prog_id: int, switch_obj: bpf.BpfObject, port: int, where: str) -> "_Hook":
+    def make(cls, prog_id: int, sw_maps: dict[str, bpf.Map], port: int, where: str) -> "_Hook":
+        """`sw_maps`: the switch's HOOK_SW_MAPS by name (its object's, or its pins)."""
         prog = bpf.Program.from_id(prog_id)
         maps: dict[str, bpf.Map] = {}
         obj = None
@@ -356,7 +359,7 @@ class _Hook:
             for n in HOOK_MAPS:
                 obj.reuse_map(n, maps[n])
             for n in HOOK_SW_MAPS:
-                obj.reuse_map(n, switch_obj.map(n))
+                obj.reuse_map(n, sw_maps[n])
             obj.load()
             hook = maps.pop("hpccd_lab_hook")
             # the way back first: the lab's program never finds it empty
@@ -372,14 +375,96 @@ class _Hook:
             for m in maps.values():
                 m.close()
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> None:
+        """Empty the hook (unless `keep`: then it stays filled for as long as
+        the program's owner holds its map) and let go of everything."""
         try:
-            self.hook.delete(lib.HPCCD_LAB_HOOK_PROG)
-            self.hook.delete(lib.HPCCD_LAB_HOOK_BACK)
+            if not keep:
+                self.hook.delete(lib.HPCCD_LAB_HOOK_PROG)
+                self.hook.delete(lib.HPCCD_LAB_HOOK_BACK)
         finally:
             self.hook.close()
             self.obj.close()
             self.prog.close()
+
+
+def _host_port(lab: str, host: str) -> tuple[str, int]:
+    """(switch, port number) of the link into `host` of lab `lab` (its state file)."""
+    from .netns import LabError, load_state
+    from .topology import Topology
+
+    st = load_state(lab)
+    if not st.get("int_switch"):
+        raise LabError(f"lab {lab!r} has no INT switch (built with --no-int)")
+    topo = Topology.loads(st["topology_text"])
+    if host not in topo.hosts:
+        raise LabError(f"lab {lab!r} has no host {host!r} (hosts: {', '.join(topo.hosts)})")
+    for sw in topo.switches.values():
+        for port in sw.ports:
+            if port.peer == host:
+                return sw.name, port.number
+    raise LabError(f"lab {lab!r}: no switch port leads to host {host!r}")
+
+
+def hook_pinned(lab: str, host: str, on: bool = True) -> int:
+    """From any process (``hpccctl lab hook``): fill the hook of the XDP
+    program now on `host`'s eth0 with the departure stamp of the last hop,
+    from the maps the lab pinned, and leave it filled (the program's owner,
+    e.g. the daemon, keeps its map and so the hook); or, `on` False, empty
+    it.  Returns the XDP program's id."""
+    from .netns import HOST_IFNAME, LabError, netns_name
+
+    switch, port = _host_port(lab, host)
+    with bpf.in_netns(netns_name(lab, host)):
+        prog_id = bpf.xdp_query(HOST_IFNAME)
+    if prog_id is None:
+        raise LabError(f"no XDP program on {host}:{HOST_IFNAME} (start hpccd there first)")
+    if not on:
+        with bpf.Program.from_id(prog_id) as prog:
+            for mid in prog.map_ids():
+                with bpf.Map.from_id(mid) as m:
+                    if m.name == "hpccd_lab_hook":
+                        m.delete(lib.HPCCD_LAB_HOOK_PROG)
+                        m.delete(lib.HPCCD_LAB_HOOK_BACK)
+                        return prog_id
+        raise LabError(f"the XDP program on {host}:{HOST_IFNAME} (id {prog_id}) has no lab hook")
+    d = pin_dir(lab, switch)
+    maps = {}
+    try:
+        for fname, mname in PINNED.items():
+            if mname in HOOK_SW_MAPS:
+                path = os.path.join(d, fname)
+                if not os.path.exists(path):
+                    raise LabError(f"lab {lab!r}: {path} is missing (a lab built before the "
+                                   f"hook existed? rebuild it)")
+                maps[mname] = bpf.Map.from_pinned(path)
+        try:
+            _Hook.make(prog_id, maps, port, f"{host}:{HOST_IFNAME}").close(keep=True)
+        except ValueError as e:
+            raise LabError(str(e)) from None
+    finally:
+        for m in maps.values():
+            m.close()
+    return prog_id
+
+
+def cli(args) -> int:
+    """``hpccctl lab hook NAME HOST [--off]``."""
+    import sys
+
+    from ..cli.errors import not_root
+    from .netns import LabError
+
+    if not_root("hpccctl lab hook", "BPF and network namespaces"):
+        return 2
+    try:
+        prog_id = hook_pinned(args.name, args.host, on=not args.off)
+    except (LabError, OSError) as e:
+        print(f"hpccctl lab hook: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.name}: {args.host}'s XDP program (id {prog_id}): the last hop's departure "
+          f"stamp {'removed from' if args.off else 'in'} its hook")
+    return 0
 
 
 # ---- from any process, through the pins ---------------------------------------------------

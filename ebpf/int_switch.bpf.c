@@ -86,12 +86,20 @@
  *    entry (its packet dropped by the bfifo, its address reused) changes
  *    nothing.  Marking and fast start stay decisions on the queue the
  *    packet finds on arrival, as a switch's WRED does.
- *  - Where the far end cannot see the packet the enqueue record stays:
- *    an XDP program at the far end that takes the packet (xdp_host sends
- *    hpccd packets to AF_XDP and answers PROBEs with XDP_TX) runs before
- *    tc ingress.  The counters tell: per port, INT_STAMPED minus
- *    INT_DEPARTED, INT_DEP_NO_DEQ and INT_DEP_MISMATCH are the records the
- *    far end never saw (dropped in the queue, or taken by XDP).
+ *  - The last hop into a host that runs xdp_host: its XDP takes hpccd
+ *    packets (to AF_XDP, or a PROBE answered with XDP_TX) before tc
+ *    ingress, and XDP cannot reach the sk_buff.  On such a port (flag
+ *    HPCCD_SW_F_DEPART_XDP, set by the lab when the far end is a host) the
+ *    tracepoint also files the departure by the record's word and the port
+ *    (hpccd_sw_depw), and the lab's program in xdp_host's hook
+ *    (int_depart_xdp.bpf.c) rewrites the record there by the same rules.
+ *    A record that program rewrote and XDP then passed to the stack is
+ *    recognised here (it is the entry's departure word) and neither
+ *    rewritten nor counted again.  Without the hook filled the enqueue
+ *    record stays; the counters tell: per port, INT_STAMPED minus
+ *    INT_DEPARTED, INT_DEP_NO_DEQ and INT_DEP_MISMATCH are the records no
+ *    far end saw (dropped in the queue, or taken by an XDP program whose
+ *    hook is empty).
  *  - HPCC-rxRate ports (HPCCD_SW_F_RX_BYTES) keep the enqueue record: their
  *    txBytes field is the bytes that ARRIVED, counted at arrival.
  *  - txBytes is the qdisc's bstats.bytes: for HTB (and TBF) the ROOT

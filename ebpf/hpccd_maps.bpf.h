@@ -224,19 +224,6 @@ struct {
 	__type(value, struct hpccd_sw_state);
 } hpccd_sw_state SEC(".maps");
 
-/* Records waiting for their packet's departure (struct hpccd_sw_dep), by
- * the kernel address of the packet's sk_buff (the same object from the
- * switch's tc egress to the far end's tc ingress).  LRU: an entry whose
- * packet never reaches the far end (dropped by the bfifo, taken by an XDP
- * program before tc ingress) is evicted by newer ones.  Only stamped
- * packets (hpccd packets with COLLECT, TCP-side probes) have one: 16384 is
- * more than the lab's buffers (1 MB a port) hold of them at once. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, HPCCD_SW_DEP_ENTRIES);
-	__type(key, __u64);
-	__type(value, struct hpccd_sw_dep);
-} hpccd_sw_dep SEC(".maps");
 #endif /* HPCCD_MAPS_SWITCH */
 
 /* The switch's maps that the lab's program in a host's xdp_host hook
@@ -255,6 +242,20 @@ struct {
 	__type(value, struct hpccd_counter);
 } hpccd_sw_cnt SEC(".maps");
 
+/* Records waiting for their packet's departure (struct hpccd_sw_dep), by
+ * the kernel address of the packet's sk_buff (the same object from the
+ * switch's tc egress to the far end's tc ingress).  LRU: an entry whose
+ * packet never reaches the far end (dropped by the bfifo, taken by an XDP
+ * program before tc ingress) is evicted by newer ones.  Only stamped
+ * packets (hpccd packets with COLLECT, TCP-side probes) have one: 16384 is
+ * more than the lab's buffers (1 MB a port) hold of them at once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HPCCD_SW_DEP_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct hpccd_sw_dep);
+} hpccd_sw_dep SEC(".maps");
+
 /* Departures of records on ports whose far end is a host
  * (HPCCD_SW_F_DEPART_XDP), by hop word and port (struct
  * hpccd_sw_depw_key): filed by the tracepoint qdisc_dequeue, taken by the
@@ -265,7 +266,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, HPCCD_SW_DEP_ENTRIES);
 	__type(key, struct hpccd_sw_depw_key);
-	__type(value, struct hpccd_sw_dep);
+	__type(value, struct hpccd_sw_depw_val);
 } hpccd_sw_depw SEC(".maps");
 #endif
 

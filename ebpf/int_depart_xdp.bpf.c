@@ -32,10 +32,13 @@
  *    skb's state), which are left alone as int_sw_depart leaves them.
  *
  * Counted in the switch's hpccd_sw_cnt under the port's number.  The lab
- * loads this object once per host with the switch's hpccd_sw_cnt and
- * hpccd_sw_depw and the host's xdp_host's hpccd_lab_hook and hpccd_lab_in
- * (the loader reuses them: this object creates no map of its own).  The
- * entry is deleted whenever it is found.
+ * loads this object once per host with the switch's hpccd_sw_cnt,
+ * hpccd_sw_depw and hpccd_sw_dep and the host's xdp_host's hpccd_lab_hook
+ * and hpccd_lab_in (the loader reuses them: this object creates no map of
+ * its own).  The entry is deleted whenever it is found, and with it the
+ * same packet's entry by sk_buff (struct hpccd_sw_depw_val): the packet
+ * will not reach tc ingress under it, and a later packet given that
+ * address must not find it there.
  *
  * Why by word and not by sk_buff: XDP gets an xdp_buff; in generic mode
  * the sk_buff is not reachable from it, and native XDP on a veth may have
@@ -83,7 +86,9 @@ static __always_inline void depart(struct xdp_md *ctx)
 				  .beyond = bytes > (__u64)linear ? (__u32)(bytes - linear) : 0 };
 	struct hpccd_int_hop_wire *hop;
 	struct hpccd_sw_depw_key key = {};
-	struct hpccd_sw_dep d, *e;
+	struct hpccd_sw_depw_val *e;
+	struct hpccd_sw_dep d, *sd;
+	__u64 skb;
 	struct hpccd_view v;
 	struct ethhdr *eth;
 	struct iphdr *iph;
@@ -136,8 +141,15 @@ static __always_inline void depart(struct xdp_md *ctx)
 	e = bpf_map_lookup_elem(&hpccd_sw_depw, &key);
 	if (!e)
 		return;       /* not a record of this host's switch port */
-	d = *e;
+	d = e->dep;
+	skb = e->skb;
 	bpf_map_delete_elem(&hpccd_sw_depw, &key);
+	/* The same packet's entry by sk_buff: tc ingress will not see the
+	 * packet (or not under that address), so it goes now, unless a newer
+	 * packet has the address already. */
+	sd = bpf_map_lookup_elem(&hpccd_sw_dep, &skb);
+	if (sd && sd->hop == d.hop && sd->port == d.port)
+		bpf_map_delete_elem(&hpccd_sw_dep, &skb);
 	if (d.idx != idx) {
 		count(HPCCD_SW_INT_DEP_MISMATCH, bytes);
 		return;

@@ -595,8 +595,9 @@ int BPF_PROG(hpccd_int_deq, struct Qdisc *q, const struct netdev_queue *txq, int
 			if (d->flags & HPCCD_SW_DEP_F_WORD) {
 				/* the far end is a host whose XDP may take it */
 				struct hpccd_sw_depw_key wk = { .hop = d->hop, .port = d->port };
+				struct hpccd_sw_depw_val wv = { .dep = *d, .skb = key };
 
-				bpf_map_update_elem(&hpccd_sw_depw, &wk, d, BPF_ANY);
+				bpf_map_update_elem(&hpccd_sw_depw, &wk, &wv, BPF_ANY);
 			}
 		}
 		after += len[i];

@@ -377,9 +377,21 @@ struct hpccd_sw_depw_key {
 	__u32 pad;
 };
 
+/* Value of hpccd_sw_depw: the departure, and the key of the same packet's
+ * entry in hpccd_sw_dep (its sk_buff's address), which the lab's program
+ * deletes once it has rewritten the record: XDP took the packet, tc
+ * ingress will not consume that entry, and a later packet given the same
+ * address (generic XDP may copy a packet into a new sk_buff) must not meet
+ * it there. */
+struct hpccd_sw_depw_val {
+	struct hpccd_sw_dep dep;
+	__u64 skb;                /* hpccd_sw_dep key of this packet */
+};
+
 #ifndef HPCCD_CFFI_CDEF
 _Static_assert(sizeof(struct hpccd_sw_dep) == 40, "departure entry layout");
 _Static_assert(sizeof(struct hpccd_sw_depw_key) == 16, "departure-by-word key layout");
+_Static_assert(sizeof(struct hpccd_sw_depw_val) == 48, "departure-by-word value layout");
 _Static_assert(sizeof(struct hpccd_sw_port) == 40, "switch port config layout");
 _Static_assert(sizeof(struct hpccd_sw_sample) == 48, "queue sample layout");
 #endif

@@ -11,7 +11,8 @@ Invariants protected:
   = bytes left behind / 80 (saturated); the other records, nHop, pathID
   and the rest of the packet untouched; the UDP (and TCP-side probe)
   checksum still valid; counted int_departed under the port; the entry
-  deleted (a second copy of the packet is left alone);
+  deleted, and the same packet's entry by sk_buff with it (a second copy of
+  the packet is left alone);
 - xdp_host's verdict is unchanged by the hook (the packet comes back into
   xdp_host and is steered as before: PASS_NO_XSK here, counted once);
 - an entry without a dequeue: record kept, int_dep_no_deq; an entry of
@@ -84,17 +85,25 @@ class Rig:
         self.sw.close()
 
     def file(self, word: int, idx: int, *, port: int = PORT, deq_ns: int = 0,
-             tx_bytes: int = 0, backlog: int = 0) -> None:
+             tx_bytes: int = 0, backlog: int = 0, skb: int = 0xFFFF888000001000) -> None:
         """A departure as the tracepoint files it."""
-        d = ffi.new("struct hpccd_sw_dep *")
+        v = ffi.new("struct hpccd_sw_depw_val *")
+        d = ffi.addressof(v, "dep")
         d.hop, d.deq_ns, d.tx_bytes, d.backlog = word, deq_ns, tx_bytes, backlog
         d.port, d.idx, d.flags, d.ifindex = port, idx, lib.HPCCD_SW_DEP_F_WORD, 7
+        v.skb = skb
         k = ffi.new("struct hpccd_sw_depw_key *")
         k.hop, k.port = word, port
-        self.sw.map("hpccd_sw_depw").update(ffi.buffer(k)[:], ffi.buffer(d)[:])
+        self.sw.map("hpccd_sw_depw").update(ffi.buffer(k)[:], ffi.buffer(v)[:])
+        # the same packet's entry by sk_buff, as tc egress made it
+        self.sw.map("hpccd_sw_dep").update(skb, ffi.buffer(ffi.addressof(v, "dep"))[:])
 
     def pending(self) -> int:
+        """Departures filed by word, not yet taken."""
         return sum(1 for _ in self.sw.map("hpccd_sw_depw").keys())
+
+    def waiting(self) -> int:
+        return sum(1 for _ in self.sw.map("hpccd_sw_dep").keys())
 
     def counters(self) -> dict[str, int]:
         return {k: v[0] for k, v in int_switch._sum_counters(self.sw.map("hpccd_sw_cnt"),
@@ -189,6 +198,7 @@ def test_the_last_record_is_rewritten_with_the_departure(rig):
     rec = 14 + 20 + 8 + 4 + 8
     assert set(diff) <= set(range(rec, rec + 8)) | {14 + 20 + 6, 14 + 20 + 7}, diff
     assert rig.pending() == 0
+    assert rig.waiting() == 0        # the entry by sk_buff went with it
     # a second copy of the same packet finds no entry: untouched, uncounted
     c1 = rig.counters()
     rc, again = rig.run(f)

@@ -277,6 +277,7 @@ def test_without_departure_the_record_is_the_arrival(chain):
 # IntSwitch.hook_host() fills (docs/lab.md "The last hop into a host").
 
 PROBE_SPORT = 40002
+ATTEMPTS = 3
 PROBE_FRAME = 14 + 20 + 8 + 4 + 5 * 8 + 32 + 8      # 126 bytes on the wire
 PROBE_TX_S = PROBE_FRAME * 8 / RATE_BPS              # 100.8 us
 
@@ -288,16 +289,16 @@ def _xdp_counts(m) -> list[int]:
 
 
 @contextlib.contextmanager
-def xdp_host_on(lab, host: str):
-    """xdp_host on `host`'s eth0 as the daemon loads it (skb mode, the host's
-    address in hpccd_addrs) but no AF_XDP socket: the hpccd packets it would
-    steer go on to the kernel stack (HPCCD_XDP_PASS_NO_XSK), where the
-    test's UDP socket receives them."""
+def xdp_host_on(lab, host: str, mode: str = "skb"):
+    """xdp_host on `host`'s eth0 as the daemon loads it (in `mode`: the
+    daemon's "auto" is skb on a veth; the host's address in hpccd_addrs) but
+    no AF_XDP socket: the hpccd packets it would steer go on to the kernel
+    stack (HPCCD_XDP_PASS_NO_XSK), where the test's UDP socket receives them."""
     o = bpf.BpfObject.open(bpf.object_path("xdp_host")).load()
     try:
         o.map("hpccd_addrs").update(socket.inet_aton(lab.address(host)), 1)
         with bpf.in_netns(lab.netns(host)):
-            bpf.xdp_attach(HOST_IFNAME, o.program("hpccd_xdp_host"), mode="skb")
+            bpf.xdp_attach(HOST_IFNAME, o.program("hpccd_xdp_host"), mode=mode)
         try:
             yield o
         finally:
@@ -320,19 +321,35 @@ def without_tc_departure(lab, host: str):
                           "ingress", DEPART_HANDLE, DEPART_PRIO, name_prefix=DEPART_PROG)
 
 
+def _forget_waiting(lab) -> None:
+    """Remove s1's entries by sk_buff that no far end consumed (packets an
+    unhooked xdp_host took, with tc's program off): a later packet given
+    the same address would meet one at tc ingress and be counted as a
+    mismatch, as a bfifo drop's entry is (docs/lab.md).  The next burst's
+    counts are then its own."""
+    m = lab.int_switch.objs["s1"].map("hpccd_sw_dep")
+    for k in list(m.keys()):
+        m.delete(k)
+
+
 def _delta(c0, c1) -> dict[str, int]:
     return {k: c1[k][0] - c0[k][0] for k in c1}
 
 
-def test_the_last_hop_into_xdp_host_departs_through_its_hook(chain):
-    """The DATA burst into a host whose xdp_host has the lab's hook filled,
-    with the tc departure program removed there: the same departure
-    invariants as above, so the records were rewritten in XDP; then with
-    both (the packets XDP passes on also reach tc ingress): counted once."""
+@pytest.mark.parametrize("mode", ["skb", "native"])
+def test_the_last_hop_into_xdp_host_departs_through_its_hook(chain, mode):
+    """The DATA burst into a host whose xdp_host (generic or native XDP:
+    native on a veth hands the program a frame of its own, no sk_buff) has
+    the lab's hook filled, with the tc departure program removed there: the
+    same departure invariants as above, so the records were rewritten in
+    XDP; then with both (the packets XDP passes on also reach tc ingress):
+    counted once; then without the hook: the arrival records."""
     sw = chain.int_switch
     sw.configure("s1", 2, ecn=Ecn(K, K, 1.0))
-    with xdp_host_on(chain, "h2") as xo:
+    with xdp_host_on(chain, "h2", mode) as xo, contextlib.ExitStack() as undo:
         cnt = xo.map("hpccd_xdp_cnt")
+        undo.callback(_forget_waiting, chain)
+        undo.callback(sw.unhook_host, "h2")
         with without_tc_departure(chain, "h2"):
             sw.hook_host("h2")
             c0, x0 = sw.counters("s1", 2), _xdp_counts(cnt)
@@ -357,7 +374,7 @@ def test_the_last_hop_into_xdp_host_departs_through_its_hook(chain):
         assert d["int_stamped"] == len(rs) and d["int_departed"] == 0, d
         ms = _whole(rs)
         assert ms[0] == 0 and max(ms) >= 4 and all(m <= k for k, m in enumerate(ms)), ms
-    print(f"\nlast hop through xdp_host's hook: dequeue -> receive timestamp on h2 median "
+    print(f"\nlast hop through xdp_host's hook ({mode}): dequeue -> receive timestamp on h2 median "
           f"{statistics.median(lags) / 1000:.1f} us, max {max(lags) / 1000:.1f} us; busy "
           f"departures {statistics.median(busy) / 1000:.1f} us apart")
 
@@ -430,23 +447,32 @@ def test_probes_answered_by_an_engine_carry_the_departure(chain):
     sw = chain.int_switch
     sw.configure("s1", 2, ecn=None)
     key = os.urandom(16)
+
+    def queued_burst() -> tuple[list[dict], dict[str, int]]:
+        # The probes queue only when Python sends them faster than the port
+        # drains them (100.8 us each): on the shared machine a send loop is
+        # sometimes slower (gaps of 100-400 us seen at load 4.4), so up to
+        # ATTEMPTS bursts, the first that queued is checked.
+        for _ in range(ATTEMPTS):
+            c0 = sw.counters("s1", 2)
+            rs = probe_burst(chain, key)
+            c1 = sw.counters("s1", 2)
+            if max(r["m"] for r in rs) >= 4:
+                break
+        return rs, _delta(c0, c1)
+
     with Transport(HOST_IFNAME, netns=chain.netns("h2"), tag_key=key) as tp:
         sw.hook_host("h2")
-        c0 = sw.counters("s1", 2)
-        rs = probe_burst(chain, key)
-        c1 = sw.counters("s1", 2)
+        rs, d = queued_burst()
         sw.unhook_host("h2")
-        p0 = sw.counters("s1", 2)
-        plain = probe_burst(chain, key)
-        p1 = sw.counters("s1", 2)
+        plain, dp = queued_burst()
         xc = tp.xdp_counters()
     n = len(rs)
     assert xc[lib.HPCCD_XDP_TX_PROBE_RESP_UDP] >= 2 * n, xc
-    d = _delta(c0, c1)
     assert d["int_stamped"] == n and d["int_departed"] == n, d
     assert d["int_dep_no_deq"] == 0 and d["int_dep_mismatch"] == 0, d
     ms = [r["m"] for r in rs]
-    assert max(ms) >= 4, ms
+    assert max(ms) >= 4, (ms, [rs[k]["sent"] - rs[k - 1]["sent"] for k in range(1, n)])
     for k in range(n):
         assert ms[k] <= n - 1 - k, (k, ms)
         if k:
@@ -460,8 +486,7 @@ def test_probes_answered_by_an_engine_carry_the_departure(chain):
     assert len(busy) >= 4
     assert abs(statistics.median(busy) - PROBE_TX_S * 1e9) <= 0.25 * PROBE_TX_S * 1e9, busy
 
-    d = _delta(p0, p1)
-    assert d["int_stamped"] == n and d["int_departed"] == 0, d
+    assert dp["int_stamped"] == n and dp["int_departed"] == 0, dp
     ahead = [r["m"] for r in plain]
     assert ahead[0] == 0 and max(ahead) >= 4, ahead
     assert all(m <= k for k, m in enumerate(ahead)), ahead

@@ -68,11 +68,11 @@ DEPART_HANDLE, DEPART_PRIO = 1, 1
 HOOK_OBJECT = "int_depart_xdp"       # the lab's program for xdp_host's hook
 HOOK_PROG = "int_sw_dep_xdp"
 HOOK_MAPS = ("hpccd_lab_hook", "hpccd_lab_in")      # xdp_host's, reused
-HOOK_SW_MAPS = ("hpccd_sw_cnt", "hpccd_sw_depw")    # the switch's, reused
+HOOK_SW_MAPS = ("hpccd_sw_cnt", "hpccd_sw_depw", "hpccd_sw_dep")   # the switch's, reused
 PIN_ROOT = bpf.BPFFS + "/hpccd-lab"
 # Pinned map file names (in pin_dir(lab, switch)) -> map names in the object.
 PINNED = {"ports": "hpccd_sw_ports", "counters": "hpccd_sw_cnt", "samples": "hpccd_sw_qsamp",
-          "departures": "hpccd_sw_depw"}
+          "departures": "hpccd_sw_depw", "waiting": "hpccd_sw_dep"}
 DEQ_LINK_PIN = "dequeue"             # the tracepoint's link, pinned beside the maps
 DEFAULT_SAMPLE_NS = 100_000          # the sampler's interval per port (docs/lab.md)
 

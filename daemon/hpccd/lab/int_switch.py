@@ -455,7 +455,7 @@ def cli(args) -> int:
     from ..cli.errors import not_root
     from .netns import LabError
 
-    if not_root("hpccctl lab hook", "BPF and network namespaces"):
+    if not_root("hpccctl lab hook", "network namespaces"):
         return 2
     try:
         prog_id = hook_pinned(args.name, args.host, on=not args.off)

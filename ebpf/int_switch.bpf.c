@@ -486,11 +486,16 @@ static __always_inline void sample(__u32 port, __u32 ifindex, const struct qview
 	st = bpf_map_lookup_elem(&hpccd_sw_state, &port);
 	if (!st)
 		return;
-	/* Unlocked test first: the common case (not due) takes no lock. */
-	if (now - st->last_sample_ns < hpccd_cfg_sample_ns)
+	/* Unlocked test first: the common case (not due) takes no lock.
+	 * Signed: `now` is read before the lock, so another CPU may have
+	 * taken a later sample meanwhile (now < last_sample_ns); unsigned,
+	 * that difference wrapped and the older sample went out after the
+	 * newer one (seen once the lab spread a port's arrivals over both
+	 * CPUs). */
+	if ((__s64)(now - st->last_sample_ns) < (__s64)hpccd_cfg_sample_ns)
 		return;
 	bpf_spin_lock(&st->lock);
-	if (now - st->last_sample_ns >= hpccd_cfg_sample_ns) {
+	if ((__s64)(now - st->last_sample_ns) >= (__s64)hpccd_cfg_sample_ns) {
 		st->last_sample_ns = now;
 		due = 1;
 	}

@@ -50,7 +50,8 @@ from typing import Iterator
 
 import pytest
 
-from hpccd.lab.netns import NETNS_DIR, netns_inode, pids_in_netns
+from hpccd.lab.names import NETNS_DIR
+from hpccd.lab.namespaces import netns_inode, pids_in_netns
 
 NS_PREFIX = "hpccdt-"
 # Names of this session's namespaces start with NS_PREFIX + SESSION_TOKEN:

@@ -109,7 +109,7 @@ from conftest import _created, _remove_netns, list_test_netns, new_lab_name  # n
 from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 from hpccd.lab import p4runtime_gen as gen  # noqa: E402
-from hpccd.lab.netns import netns_inode, pids_in_netns  # noqa: E402
+from hpccd.lab.namespaces import netns_inode, pids_in_netns  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402
 from hpccd.core.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
 

@@ -74,7 +74,7 @@ import threading
 import time
 from typing import Any
 
-from ..lab.netns import htb_burst_bytes
+from ..lab.queues import htb_burst_bytes
 from . import loaded_rtt, measure, native, workload
 from .algos import Algo
 from .common import Skip, UsageError, base_rtt, dumbbell, native_engines, parse_shares, run_each, \

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from ..lab.netns import htb_burst_bytes
+from ..lab.queues import htb_burst_bytes
 from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc

@@ -8,7 +8,7 @@ A benchmark, not a test: it prints figures and fails only when it cannot
 produce them.  Needs root, iperf3, and the BPF objects (`make bpf`, run
 here, a no-op when they are up to date).
 
-Lab: two network namespaces joined by a veth (built with pyroute2, names
+Lab: two network namespaces joined by a veth (hpccd.lab.namespaces.veth_pair, names
 ``hpccdb-`` plus a random suffix, 10.198.0.1/24 and 10.198.0.2/24 inside
 them only), an iperf3 server in b, the client in a (a sends).  Each round
 runs iperf3 for --seconds in every mode, in alternating order (ABBA), so
@@ -76,8 +76,8 @@ class Lab:
         tag = secrets.token_hex(3)
         self.a, self.b = f"{NS_PREFIX}{tag}-a", f"{NS_PREFIX}{tag}-b"
         self.va, self.vb = f"hpccdb{tag}a", f"hpccdb{tag}b"
-        self.made: list[str] = []
-        self.procs: list[subprocess.Popen] = []
+        self.stack = contextlib.ExitStack()
+        self.pair = None                # hpccd.lab.namespaces.VethPair, once built
         self.objs = []
         self.xdp: dict[str, object] = {}
         self.tc = None
@@ -86,26 +86,17 @@ class Lab:
 
     # -- namespaces
     def build(self) -> None:
-        from pyroute2 import NetNS, netns
+        from hpccd.lab.namespaces import veth_pair
 
-        for name in (self.a, self.b):
-            netns.create(name)
-            self.made.append(name)
-        with NetNS(self.a, flags=0) as ns:
-            ns.link("add", ifname=self.va, kind="veth",
-                    peer={"ifname": self.vb, "net_ns_fd": self.b})
-        for name, ifname, ip in ((self.a, self.va, IP_A), (self.b, self.vb, IP_B)):
-            with NetNS(name, flags=0) as ns:
-                idx = ns.link_lookup(ifname=ifname)[0]
-                ns.addr("add", index=idx, address=ip, prefixlen=PREFIXLEN)
-                ns.link("set", index=idx, state="up")
-                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+        self.pair = self.stack.enter_context(
+            veth_pair(self.a, self.b, self.va, self.vb, IP_A, IP_B, PREFIXLEN))
+
+    @property
+    def procs(self) -> list[subprocess.Popen]:
+        return self.pair.procs
 
     def popen(self, ns: str, argv: list[str], **kw) -> subprocess.Popen:
-        p = subprocess.Popen(["ip", "netns", "exec", ns, *argv], start_new_session=True,
-                             stdin=subprocess.DEVNULL, **kw)
-        self.procs.append(p)
-        return p
+        return self.pair.popen(ns, argv, **kw)
 
     # -- programs
     def load(self) -> None:
@@ -195,36 +186,18 @@ class Lab:
 
     # -- clean-up
     def close(self) -> None:
-        from pyroute2 import netns
-
-        errors = []
-        for p in self.procs:
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
-                p.wait(timeout=5)
-        if self.made:
+        if self.pair is not None:
+            self.pair.stop_procs()
             with contextlib.suppress(Exception):
                 self.set_mode("none")
         for o in self.objs:
             o.close()
         if self.tmp is not None:
             self.tmp.cleanup()
-        for name in self.made:
-            try:
-                netns.remove(name)
-            except Exception as e:
-                errors.append(f"{name}: {e!r}")
-        left = [n for n in self.made if os.path.exists(f"/run/netns/{n}")]
-        if errors or left:
-            log(f"clean-up incomplete: {errors} {left}")
-        self.made = [n for n in left]
+        try:
+            self.stack.close()          # the namespaces, checked gone (veth_pair)
+        except Exception as e:
+            log(f"clean-up incomplete: {e}")
 
 
 def iperf(lab: Lab, seconds: float, streams: int) -> float:

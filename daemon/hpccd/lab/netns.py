@@ -74,7 +74,6 @@ import dataclasses
 import json
 import os
 import secrets
-import signal
 import socket as _socket
 import subprocess
 import time
@@ -82,7 +81,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from . import build, reach, teardown
 from .names import NETNS_DIR, STATE_DIR, LabError, netns_name, port_ifname, state_path
-from .namespaces import in_netns, lookup
+from .namespaces import in_netns, lookup, popen_in, stop_processes
 from .offloads import OFFLOAD_MODES
 from .state import status
 from .topology import LAB_NAME, Port, Switch, Topology
@@ -324,12 +323,9 @@ class Lab:
     # ---- processes ----
 
     def popen(self, node: str, argv: list[str], **kw) -> subprocess.Popen:
-        """Start `argv` in `node`'s namespace (``ip netns exec``: it also
-        mounts the namespace's /sys); terminated by down() if still running.
-        Its own session, so that a Ctrl-C of the caller does not reach it."""
-        kw.setdefault("stdin", subprocess.DEVNULL)
-        p = subprocess.Popen(["ip", "netns", "exec", self.netns(node), *argv],
-                             start_new_session=True, **kw)
+        """Start `argv` in `node`'s namespace (namespaces.popen_in: ``ip netns
+        exec``, its own session); terminated by down() if still running."""
+        p = popen_in(self.netns(node), argv, **kw)
         self._procs.append(p)
         return p
 
@@ -377,21 +373,7 @@ class Lab:
         self._socks.clear()
 
     def _stop_procs(self) -> None:
-        for p in self._procs:
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGTERM)
-        for p in self._procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=5)
-            for f in (p.stdin, p.stdout, p.stderr):
-                if f is not None:
-                    f.close()
-        self._procs.clear()
+        stop_processes(self._procs)
 
     # ---- down ----
 

@@ -48,22 +48,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench_report import busy_share, machine_cpu, machine_line, machine_s  # noqa: E402
+
 HPCCCTL = [str(ROOT / ".venv" / "bin" / "python"), "-m", "hpccd.cli.main"]
-
-
-def machine_cpu() -> tuple[int, int]:
-    a = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    return sum(a) - a[3] - a[4], sum(a)
-
-
-def busy(m0, m1) -> float:
-    return (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
-
-
-def machine_s(m0, m1) -> float:
-    """CPU-seconds the whole machine was busy between two machine_cpu()
-    readings: every thread and every softirq, wherever it ran."""
-    return (m1[0] - m0[0]) / os.sysconf("SC_CLK_TCK")
 
 
 def set_rps(pair, on: bool) -> None:
@@ -111,7 +98,7 @@ def run_transport(tx, rx, peer: str, nbytes: int, algo: str) -> dict:
     return {"goodput_bps": res.goodput_bps, "pps": res.stats["pkts"] / res.fct_s,
             "mtu": res.stats["mss"] + res.stats["hdr_bytes"] - 14,
             "retx": res.stats["retx_pkts"], "drops": rx_drops(s0_rx, rx.stats()),
-            "cpu_s_per_gb": (c1 - c0) / (nbytes / 1e9), "busy": busy(m0, m1),
+            "cpu_s_per_gb": (c1 - c0) / (nbytes / 1e9), "busy": busy_share(m0, m1),
             "machine_s_per_gb": machine_s(m0, m1) / (nbytes / 1e9)}
 
 
@@ -144,7 +131,7 @@ def run_cli(pair, nbytes: int, algo: str, settings: dict, xdp_mode: str) -> dict
     return {"goodput_bps": s["goodput_bps"], "pps": s["packets"] / s["fct_s"], "mtu": s["mtu"],
             "retx": s["retx_packets"], "drops": r["drops"],
             "cpu_s_per_gb": (s["engine_cpu_s"] + r["engine_cpu_s"]) / (nbytes / 1e9),
-            "busy": busy(m0, m1)}
+            "busy": busy_share(m0, m1)}
 
 
 def run_iperf3(pair, seconds: float) -> dict:
@@ -166,7 +153,7 @@ def run_iperf3(pair, seconds: float) -> dict:
     cpu_s = (cpu.get("host_total", 0) + cpu.get("remote_total", 0)) / 100 * secs
     gb = bps * secs / 8 / 1e9
     return {"goodput_bps": bps, "cpu_s_per_gb": cpu_s / gb if gb else None,
-            "retx": end.get("sum_sent", {}).get("retransmits"), "busy": busy(m0, m1),
+            "retx": end.get("sum_sent", {}).get("retransmits"), "busy": busy_share(m0, m1),
             "machine_s_per_gb": machine_s(m0, m1) / gb if gb else None}
 
 
@@ -180,7 +167,7 @@ def run_raw(txr, rxr, peer: str, frames: int, mtu: int) -> dict:
     r1 = rxr.stats()
     return {"pps": frames / dt, "received": r1["rx_frames"] - r0["rx_frames"],
             "goodput_bps": (r1["rx_frames"] - r0["rx_frames"]) * mtu * 8 / dt,
-            "drops": rx_drops(r0, r1), "busy": busy(m0, machine_cpu())}
+            "drops": rx_drops(r0, r1), "busy": busy_share(m0, machine_cpu())}
 
 
 def set_mtu(pair, mtu: int) -> None:
@@ -237,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = daemon_defaults()
     kinds = ["transport", "iperf3", "raw"] + ([] if args.no_cli else ["cli"])
     blocks = []
+    if not args.json:
+        print(machine_line(), flush=True)
     with netns_pair_ctx() as pair:
         set_rps(pair, args.rps)
         pin = {"rx": {"cpu": 1}, "tx": {"cpu": 0}} if args.rps else {"rx": {}, "tx": {}}

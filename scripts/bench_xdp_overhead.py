@@ -52,6 +52,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
 
+from bench_report import machine_line, table  # noqa: E402
+
 NS_PREFIX = "hpccdb-"
 MODES = ("none", "all", "xdp", "tc", "pass", "frags", "all-skb")
 REFERENCE_XDP = """
@@ -295,32 +297,22 @@ def main() -> int:
     finally:
         lab.close()
 
-    cpu = "?"
-    with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    print(f"kernel {os.uname().release}, {os.cpu_count()} CPUs ({cpu}), veth, MTU 1500, "
+    print(f"{machine_line()}; veth, MTU 1500, "
           f"iperf3 -t {args.seconds:g} -P {args.streams}, {args.rounds} rounds (ABBA order)")
     print("TSO on a's veth: " + ", ".join(f"{m} {'on' if tso[m] else 'off'}" for m in modes))
-    head = "| round | " + " | ".join(f"{m} Gbit/s" for m in modes) + \
-        " | ratio all/none |" + "".join(f" ratio {m}/none |" for m in modes
-                                         if m not in ("none", "all"))
-    print(head)
-    print("|" + "---:|" * (head.count("|") - 1))
+    others = [m for m in modes if m not in ("none", "all")]
     ratios = {m: [] for m in modes if m != "none"}
+    out = []
     for i, g in enumerate(rows, 1):
         for m in ratios:
             ratios[m].append(g[m] / g["none"])
-        print(f"| {i} | " + " | ".join(f"{g[m]:.2f}" for m in modes) +
-              f" | {g['all'] / g['none']:.3f} |" +
-              "".join(f" {g[m] / g['none']:.3f} |" for m in modes if m not in ("none", "all")))
-    print("| median | " + " | ".join(f"{statistics.median(g[m] for g in rows):.2f}"
-                                     for m in modes) +
-          f" | **{statistics.median(ratios['all']):.3f}** |" +
-          "".join(f" {statistics.median(ratios[m]):.3f} |" for m in modes
-                  if m not in ("none", "all")))
+        out.append([i] + [f"{g[m]:.2f}" for m in modes] + [f"{g['all'] / g['none']:.3f}"]
+                   + [f"{g[m] / g['none']:.3f}" for m in others])
+    out.append(["median"] + [f"{statistics.median(g[m] for g in rows):.2f}" for m in modes]
+               + [f"**{statistics.median(ratios['all']):.3f}**"]
+               + [f"{statistics.median(ratios[m]):.3f}" for m in others])
+    print(table(["round"] + [f"{m} Gbit/s" for m in modes] + ["ratio all/none"]
+                + [f"ratio {m}/none" for m in others], out))
     print(f"median ratio all/none: {statistics.median(ratios['all']):.3f}")
     print("frames counted by the programs over the run: " +
           ", ".join(f"{k} {v}" for k, v in counted.items()))

@@ -77,8 +77,8 @@ from typing import Any
 from ..lab.queues import htb_burst_bytes
 from . import loaded_rtt, measure, native, workload
 from .algos import Algo
-from .common import Skip, UsageError, base_rtt, dumbbell, native_engines, parse_shares, run_each, \
-    verdict_lines
+from .common import (Skip, UsageError, base_rtt, dumbbell, native_engines, parse_shares,
+                     run_each, verdict_lines, with_defaults)
 from .kernel_cc import KernelCc
 from .kernel_tcp import AlgoUnavailable, check_available
 from .report import Results, progress, pyplot, table
@@ -523,13 +523,13 @@ def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
 
 # ---- report ----------------------------------------------------------------------------
 
-RUN_COLUMNS = [("algo", "algo"), ("flows", "flows"), ("done", "done"),
-               ("rx_checked", "checked at receiver"),
-               ("offered_pct", "offered %"), ("port_pct", "port load %"),
-               ("lag_p99_ms", "lag p99 ms"), ("base_rtt_us", "base RTT us"),
-               ("idle_min_us", "idle min us"), ("idle_p50_us", "idle p50 us"),
-               ("q_p50_kb", "q p50 KB"), ("q_p95_kb", "q p95 KB"), ("q_p99_kb", "q p99 KB"),
-               ("below_1", "slowdown<1"), ("queue_bound", "link-bound")]
+COLUMNS = [("algo", "algo"), ("flows", "flows"), ("done", "done"),
+           ("rx_checked", "checked at receiver"),
+           ("offered_pct", "offered %"), ("port_pct", "port load %"),
+           ("lag_p99_ms", "lag p99 ms"), ("base_rtt_us", "base RTT us"),
+           ("idle_min_us", "idle min us"), ("idle_p50_us", "idle p50 us"),
+           ("q_p50_kb", "q p50 KB"), ("q_p95_kb", "q p95 KB"), ("q_p99_kb", "q p99 KB"),
+           ("below_1", "slowdown<1"), ("queue_bound", "link-bound")]
 BUCKET_COLUMNS = [("algo", "algo"), ("bucket", "size"), ("n", "n"), ("p50", "slowdown p50"),
                   ("p95", "p95"), ("p99", "p99"), ("min", "min"), ("below_1", "<1")]
 
@@ -653,7 +653,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
                      f"{inc['flows_each']} flows of {_bytes(inc['size'])} at once toward one "
                      f"receiver, from the {n} senders in turn ([HPCC] section 5.3 scaled to "
                      f"the lab's hosts)")
-        text += "\n" + table(mine, RUN_COLUMNS)
+        text += "\n" + table(mine, COLUMNS)
         if inc:
             text += "\n" + table([{"algo": r["algo"], **r["incast"],
                                    "fct_p50_ms": r["incast"]["fct_p50_s"] * 1e3,
@@ -682,7 +682,7 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
-    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p = with_defaults(DEFAULTS, params)
     loads = parse_loads(p["loads"])
     try:
         edges = workload.parse_buckets(p["buckets"])

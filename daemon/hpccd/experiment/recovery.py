@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import struct
-import sys
 import threading
 import time
 from typing import Any
 
+from ..lab.loss import LinkLoss
 from . import loaded_rtt, measure, native
 from .algos import Algo
 from .common import Skip, UsageError, dumbbell, native_engines, parse_shares, with_defaults
@@ -42,7 +41,6 @@ RECOVERIES = ("sr", "gbn")
 DEFAULTS = {"flows": 2, "size": 4_000_000, "rate_mbps": 1000, "buffer_bytes": 1_000_000,
             "bottleneck_buffer_bytes": 64_000, "k_bytes": 30_000, "losses": "0,0.001,0.01",
             "timeout": 60.0}
-LOSS_TC = (2, 2)      # lab_loss's tc ingress filter (handle, priority): after the lab's own
 
 
 def topology(p: dict[str, Any]) -> str:
@@ -56,50 +54,6 @@ def parse_losses(text: str | float) -> list[float]:
     """"0,0.001,0.01" -> [0.0, 0.001, 0.01]; each a probability in [0, 0.5]."""
     return parse_shares(text, "--losses", lambda x: 0 <= x <= 0.5,
                         "0 <= p <= 0.5; 1 % is 0.01", "loss probability")
-
-
-class LinkLoss:
-    """Random loss `p` on tc ingress of both ends of the s1 - s2 link (one
-    lab_loss object per switch: its maps are not per interface); removed by
-    close()."""
-
-    def __init__(self, lab, p: float):
-        from ..bpf import loader as bpf
-        self.lab, self.objs = lab, []
-        try:
-            for sw, peer in (("s2", "s1"), ("s1", "s2")):
-                port = next(pt.number for pt in lab.topology.switches[sw].ports
-                            if pt.peer == peer)
-                obj = bpf.BpfObject.open(bpf.object_path("lab_loss"))
-                self.objs.append((sw, f"p{port}", obj, False))
-                obj.load()
-                obj.map("hpccd_loss_cfg").update(0, struct.pack("<II", min(int(p * 2 ** 32),
-                                                                          2 ** 32 - 1), 0))
-                with bpf.in_netns(lab.netns(sw)):
-                    bpf.tc_attach(f"p{port}", obj.program("hpccd_lab_loss"), "ingress",
-                                  *LOSS_TC)
-                self.objs[-1] = (sw, f"p{port}", obj, True)
-        except BaseException:
-            self.close()
-            raise
-
-    def dropped(self) -> int:
-        n = 0
-        for _, _, obj, _ in self.objs:
-            n += sum(int.from_bytes(v[:8], sys.byteorder)
-                     for v in obj.map("hpccd_loss_cnt").lookup(1))
-        return n
-
-    def close(self) -> None:
-        from ..bpf import loader as bpf
-        objs, self.objs = self.objs, []
-        for sw, port, obj, attached in objs:
-            try:
-                if attached:
-                    with bpf.in_netns(self.lab.netns(sw)):
-                        bpf.tc_detach(port, "ingress", *LOSS_TC)
-            finally:
-                obj.close()
 
 
 def _host_drops(tp) -> int:

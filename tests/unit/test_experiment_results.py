@@ -94,3 +94,30 @@ def test_summary_written_and_read_back(tmp_path):
     res3 = Results(str(tmp_path), "txrate")
     res3.summary("t", Summary("txrate", {}, []))
     assert "skipped" not in json.load(open(os.path.join(res3.dir, "summary.json")))
+
+
+def test_fct_row_json_nests_buckets_and_incasts_as_before():
+    from hpccd.experiment import fct
+
+    b = fct.Bucket(bucket="<=3K", n=9, flows=10, p50=1.5, p95=3.0, p99=4.0, min=0.9,
+                   below_1=1)
+    row = fct.FctRow(
+        algo="hpcc", workload="websearch", load=0.3, run="hpcc websearch 30%", t0_ns=0,
+        link_bps=10**9, flows=10, done=9, failed=1, rx_checked=9, errors=["flow 3: reset"],
+        offered_load=0.3, port_load=0.31, lag_p50_s=1e-4, lag_p99_s=2e-3, base_rtt_s=5e-5,
+        base_idle_s=6e-5, base_from_run=True, idle_fct_p50_s=7e-5, udp_rtt_s=4e-5,
+        bucket_bytes=12500, q_p50=0.0, q_p95=1000.0, q_p99=2000.0, q_max=3000.0, below_1=1,
+        slowdown_min=0.9, capped=0, buckets=[b], cpu_busy=0.7, queue_bound=True,
+        verdict="link-bound", flow_records=[{"flow": 0}], samples=[], grid=[])
+    d = row.as_dict()
+    assert d["buckets"] == [{"bucket": "<=3K", "n": 9, "flows": 10, "p50": 1.5, "p95": 3.0,
+                             "p99": 4.0, "min": 0.9, "below_1": 1}]
+    assert d["incast"] is None                    # written as null, as before
+    assert "flow_records" not in d and "grid" not in d
+    assert (d["offered_pct"], d["port_pct"], d["lag_p99_ms"], d["q_p95_kb"]) == \
+        (30.0, 31.0, 2.0, 1.0)
+    assert d["base_rtt_us"] == pytest.approx(50.0) and d["idle_min_us"] == pytest.approx(60.0)
+    inc = fct.IncastStats(events=2, flows_each=8, size=500_000, flows=16, done=16,
+                          fct_p50_s=0.01, fct_max_s=0.02, slowdown_p95=3.0)
+    row.incast = inc
+    assert row.as_dict()["incast"]["flows_each"] == 8

@@ -66,6 +66,7 @@ from hpccd.transport.engine import Transport, TransportError, pattern_crc32  # n
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
 from hpccd.lab.loss import GILBERT_ELLIOTT, LinkLoss  # noqa: E402
+from lab_hpccd import prog_gone  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
@@ -478,20 +479,6 @@ def proc_pid(proc) -> int:
     return proc.pid
 
 
-def _prog_gone(prog_id: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            bpf.Program.from_id(prog_id).close()
-        except bpf.BpfError as e:
-            if e.errno == errno.ENOENT:
-                return True
-            raise
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-
-
 def test_sender_daemon_sigkill_and_restart_keeps_kernel_traffic(dumbbell):
     from hpccd.tcp_side.engine import LOCK_FILE
 
@@ -536,7 +523,7 @@ def test_sender_daemon_sigkill_and_restart_keeps_kernel_traffic(dumbbell):
         second = _attached(dumbbell)
         assert second["xdp"] is not None and second["xdp"] != first["xdp"]
         assert len(second["tc"]) == 1 and second["tc"] != first["tc"]
-        assert _prog_gone(first["xdp"]) and _prog_gone(first["tc"][0])
+        assert prog_gone(first["xdp"]) and prog_gone(first["tc"][0])
         assert _available_cc().count("hpcc") == 1
         assert "removed what a previous daemon left" in logs[-1].read_text()
         dumbbell.ping("h1", "r1")
@@ -545,7 +532,7 @@ def test_sender_daemon_sigkill_and_restart_keeps_kernel_traffic(dumbbell):
         p2.send_signal(signal.SIGTERM)
         assert p2.wait(30) == 0, logs[-1].read_text()
         assert _attached(dumbbell) == {"xdp": None, "tc": []}
-        assert _prog_gone(second["xdp"])
+        assert prog_gone(second["xdp"])
         assert "hpcc" not in _available_cc()
         dumbbell.ping("h1", "r1")
         time.sleep(0.3)

@@ -113,13 +113,16 @@ def star(name: str, subnet: str, switch_id: int, hosts: list[str], rate_mbps: in
 
 
 def line(name: str, subnet: str, switch_id: int, rate_mbps: int, buffer_bytes: int,
-         bottleneck_mbps: int, bottleneck_buffer_bytes: int | None = None) -> str:
+         bottleneck_mbps: int, bottleneck_buffer_bytes: int | None = None,
+         ecn: str = "") -> str:
     """h1 - s1 - h2, the links at `rate_mbps` but s1 -> h2, the bottleneck,
     at `bottleneck_mbps` (its buffer `bottleneck_buffer_bytes`, default the
-    others'): one queue, at s1's port toward h2."""
+    others'): one queue, at s1's port toward h2.  `ecn`: s1's ``ecn = {...}``
+    line (docs/topology.md), none by default."""
     lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
              "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
-             "[[switches]]", 'name = "s1"', f"id = {switch_id:#05x}", "",
+             "[[switches]]", 'name = "s1"', f"id = {switch_id:#05x}", *([ecn] if ecn else []),
+             "",
              "[[hosts]]", 'name = "h1"', "[[hosts]]", 'name = "h2"', "",
              "[[links]]", 'endpoints = ["h1", "s1"]',
              "[[links]]", 'endpoints = ["s1", "h2"]', f"rate_mbps = {bottleneck_mbps}",

@@ -2,7 +2,7 @@
 """Request/response latency of the native transport against kernel UDP on the
 same veth, in one run (issue 14, item 7; docs/transport.md "Latency").
 
-Two namespaces joined by one veth (tests/conftest.py netns_pair_ctx), xdp_host
+Two namespaces joined by one veth (hpccd.lab.namespaces.veth_pair), xdp_host
 on both ends.  A request is a flow of --size bytes from a to b; b's engine
 answers it with a flow of as many bytes (Transport(responder=True), the echo
 responder in the engine); the round trip is from the request's open to the
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import secrets
 import statistics
 import subprocess
 import sys
@@ -34,7 +35,6 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from bench_report import busy_share, machine_cpu, machine_line, table  # noqa: E402
 from hpccd.experiment.measure import percentile  # noqa: E402
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bench_latency: needs root (namespaces, XDP, AF_XDP)", file=sys.stderr)
         return 2
-    from conftest import netns_pair_ctx
+    from hpccd.lab.namespaces import pair_names, veth_pair
 
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "udp_pingpong")
@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         xsk = os.path.join(tmp, "xsk_pingpong")
         subprocess.run(["gcc", "-O2", "-o", xsk, str(ROOT / "scripts" / "xsk_pingpong.c"),
                         "-lxdp", "-lbpf"], check=True)
-        with netns_pair_ctx() as pair:
+        with veth_pair(*pair_names("hpccdb", secrets.token_hex(3)), "10.199.0.1",
+                   "10.199.0.2") as pair:
             rows = []
             for name, fn in (
                     ("kernel UDP", lambda: run_udp(pair, exe, args.size, args.count)),

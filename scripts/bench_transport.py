@@ -3,8 +3,8 @@
 side by side with kernel TCP (iperf3) and with the raw ceiling of AF_XDP on the
 same veth, in the same run (issue 14's figures; docs/transport.md "Benchmark").
 
-Two namespaces joined by one veth (tests/conftest.py netns_pair_ctx: removed
-whatever happens), no qdisc limit, xdp_host attached (generic mode) on both
+Two namespaces joined by one veth (hpccd.lab.namespaces.veth_pair, names
+``hpccdb-``: removed whatever happens), no qdisc limit, xdp_host attached (generic mode) on both
 ends for the whole run, so that iperf3 crosses exactly what the transport's
 packets cross.  For each veth MTU of --mtus (default 65535, 9000, then 1500), --reps
 rounds, each round running, one after the other:
@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import pathlib
+import secrets
 import statistics
 import subprocess
 import sys
@@ -46,7 +47,6 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from bench_report import busy_share, machine_cpu, machine_line, machine_s  # noqa: E402
 
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_transport: needs root (namespaces, XDP, AF_XDP)", file=sys.stderr)
         return 2
 
-    from conftest import netns_pair_ctx
+    from hpccd.lab.namespaces import pair_names, veth_pair
     from hpccd.transport.engine import Transport
 
     settings = daemon_defaults()
@@ -226,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     blocks = []
     if not args.json:
         print(machine_line(), flush=True)
-    with netns_pair_ctx() as pair:
+    with veth_pair(*pair_names("hpccdb", secrets.token_hex(3)), "10.199.0.1",
+                   "10.199.0.2") as pair:
         set_rps(pair, args.rps)
         pin = {"rx": {"cpu": 1}, "tx": {"cpu": 0}} if args.rps else {"rx": {}, "tx": {}}
         for mtu in (int(m) for m in args.mtus.split(",")):

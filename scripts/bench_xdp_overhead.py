@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "daemon"))
 
 from bench_report import machine_line, table  # noqa: E402
 
-NS_PREFIX = "hpccdb-"
+NS_PREFIX = "hpccdb"
 MODES = ("none", "all", "xdp", "tc", "pass", "frags", "all-skb")
 REFERENCE_XDP = """
 #include "vmlinux.h"
@@ -75,9 +75,9 @@ class Lab:
     """Namespace pair, iperf3 server, loaded programs; close() undoes all of it."""
 
     def __init__(self):
-        tag = secrets.token_hex(3)
-        self.a, self.b = f"{NS_PREFIX}{tag}-a", f"{NS_PREFIX}{tag}-b"
-        self.va, self.vb = f"hpccdb{tag}a", f"hpccdb{tag}b"
+        from hpccd.lab.namespaces import pair_names
+
+        self.a, self.b, self.va, self.vb = pair_names(NS_PREFIX, secrets.token_hex(3))
         self.stack = contextlib.ExitStack()
         self.pair = None                # hpccd.lab.namespaces.VethPair, once built
         self.objs = []

@@ -48,7 +48,7 @@ from typing import Iterator
 import pytest
 
 from hpccd.lab.names import NETNS_DIR
-from hpccd.lab.namespaces import VethPair, remove_netns, veth_pair
+from hpccd.lab.namespaces import VethPair, pair_names, remove_netns, veth_pair
 
 NS_PREFIX = "hpccdt-"
 # Names of this session's namespaces start with NS_PREFIX + SESSION_TOKEN:
@@ -94,10 +94,9 @@ def netns_pair_ctx(ip_a: str = "10.199.0.1", ip_b: str = "10.199.0.2",
         tag = f"{SESSION_TOKEN}{next(_serial) % 256:02x}"
         if f"{NS_PREFIX}{tag}-a" not in existing and f"{NS_PREFIX}{tag}-b" not in existing:
             break
-    a, b = f"{NS_PREFIX}{tag}-a", f"{NS_PREFIX}{tag}-b"
+    a, b, va, vb = pair_names(NS_PREFIX.rstrip("-"), tag)
     _created.update((a, b))
-    with veth_pair(a, b, f"hpccdt{tag}a", f"hpccdt{tag}b", ip_a, ip_b, prefixlen,
-                   queues) as p:
+    with veth_pair(a, b, va, vb, ip_a, ip_b, prefixlen, queues) as p:
         yield p
 
 

@@ -181,6 +181,17 @@ class VethPair:
         stop_processes(self.procs)
 
 
+def pair_names(prefix: str, tag: str) -> tuple[str, str, str, str]:
+    """(a, b, va, vb) of a pair: namespaces ``<prefix>-<tag>-a`` / ``-b``,
+    veth ends ``<prefix><tag>a`` / ``b`` (at most 15 characters: a 6-letter
+    prefix and a 6-digit tag fit).  The tests' pairs are ``hpccdt``, the
+    benchmarks' ``hpccdb``: a test session's leak check tells them apart."""
+    va = f"{prefix}{tag}a"
+    if len(va) > 15:
+        raise ValueError(f"veth name {va!r}: longer than the kernel's 15 characters")
+    return f"{prefix}-{tag}-a", f"{prefix}-{tag}-b", va, f"{prefix}{tag}b"
+
+
 @contextlib.contextmanager
 def veth_pair(a: str, b: str, va: str, vb: str, ip_a: str, ip_b: str, prefixlen: int = 24,
               queues: int = 1) -> Iterator[VethPair]:

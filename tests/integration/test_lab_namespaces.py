@@ -26,17 +26,16 @@ from pyroute2 import NetNS  # noqa: E402
 from conftest import NS_PREFIX, SESSION_TOKEN, _created  # noqa: E402
 from hpccd.lab import namespaces  # noqa: E402
 from hpccd.lab.names import NETNS_DIR, LabError  # noqa: E402
-from hpccd.lab.namespaces import (in_netns, netns_inode, pids_in_netns, popen_in,  # noqa: E402
-                                  stop_processes, veth_pair)
+from hpccd.lab.namespaces import (in_netns, netns_inode, pair_names,  # noqa: E402
+                                  pids_in_netns, popen_in, stop_processes, veth_pair)
 
 IP_A, IP_B = "10.197.0.1", "10.197.0.2"
 
 
 def _names() -> tuple[str, str, str, str]:
-    tag = f"{SESSION_TOKEN}{secrets.token_hex(1)}"
-    a, b = f"{NS_PREFIX}{tag}-a", f"{NS_PREFIX}{tag}-b"
+    a, b, va, vb = pair_names(NS_PREFIX.rstrip("-"), f"{SESSION_TOKEN}{secrets.token_hex(1)}")
     _created.update((a, b))                         # under the session's leak check
-    return a, b, f"hpccdt{tag}a", f"hpccdt{tag}b"
+    return a, b, va, vb
 
 
 def _exists(name: str) -> bool:
@@ -92,7 +91,7 @@ def test_processes_are_stopped_with_the_pair():
     assert not _exists(a) and not _exists(b)
 
 
-def test_a_failure_half_way_leaves_nothing(monkeypatch):
+def test_a_failure_half_way_leaves_nothing():
     """The veth cannot be made (its name is too long for the kernel): both
     namespaces made before it are removed, and the error is the kernel's."""
     a, b, va, _ = _names()
@@ -120,6 +119,13 @@ def test_a_namespace_still_held_is_reported_after_clean_up():
     finally:
         stop_processes(outside)
     assert outside == []
+
+
+def test_pair_names_fit_the_kernel():
+    assert pair_names("hpccdb", "0a1b2c") == ("hpccdb-0a1b2c-a", "hpccdb-0a1b2c-b",
+                                              "hpccdb0a1b2ca", "hpccdb0a1b2cb")
+    with pytest.raises(ValueError, match="15 characters"):
+        pair_names("hpccdbench", "0a1b2c")
 
 
 def test_remove_netns_of_a_missing_namespace_is_fine():

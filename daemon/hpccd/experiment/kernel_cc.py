@@ -15,7 +15,9 @@ the lab for one algorithm's run:
   receivers, keeps the responses on the senders) on every host, the tc
   tracker on each sender, and one TcpSide per sender probing its flows once
   per RTT and writing their windows (T as the native flows', above the
-  lab's loaded RTT); everything detached after the run.  Native transport
+  lab's loaded RTT), with the senders' GSO trains capped at
+  TCP_HPCC_GSO_MAX_SEGS for the run (hpccd.tcp_side.trains); everything
+  detached and restored after the run.  Native transport
   engines, which attach their own xdp_host, are closed first (they are
   made again when a native algorithm runs next).
 """
@@ -28,6 +30,12 @@ from typing import Iterator
 from .algos import Algo
 from .common import Skip
 from .native import hpcc_params
+
+# tcp-hpcc senders' largest GSO train, segments (hpccd.tcp_side.trains:
+# measured in the lab, 1 Gbit/s, T 125 us: 2 segments keep the probes' U
+# within 0.8-1.1 and the queue p99 at one train; the lab's 8 made U swing
+# 0.01-5 and the queue p99 12-200 KB; 1 made the senders CPU-bound)
+TCP_HPCC_GSO_MAX_SEGS = 2
 
 __all__ = ["KernelCc"]
 
@@ -126,7 +134,8 @@ class KernelCc:
                 line = self.lab.topology.links[self.lab.topology.hosts[h].link].rate_bps
                 side = TcpSide(t, xdp[h],
                                hpcc_params={**self._hpcc(), "line_rate_bps": line},
-                               netns=self.lab.netns(h), tcp_cc=self.cc)
+                               netns=self.lab.netns(h), tcp_cc=self.cc,
+                               gso_max_segs=TCP_HPCC_GSO_MAX_SEGS, gso_dev="eth0")
                 side.start()
                 sides.append(side)
                 side.start_thread()

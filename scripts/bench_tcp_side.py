@@ -33,6 +33,8 @@ Printed:
   hpcc with the interface left at the lab's cap (8 segments); every row
   prints the mean skb h1 sent (its eth0's tx bytes per packet: one GSO
   train per packet on veth) and the other ccs run with the lab's cap;
+- hpcc-h4: hpcc with host_cap_t = 4 (the hosts' share of the RTT counted
+  up to 4 T in cwnd instead of T), interleaved in the same run;
 - the load average before and after: the two cores are shared.
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
@@ -54,8 +56,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 nan = float("nan")
 # The rows of the table and the kernel CC each runs under.
 KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc",
-             "hpcc-nocap": "hpcc"}
-HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap")
+             "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc"}
+HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 def thread_cpu_s(tid: int) -> float:
@@ -230,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="configured T (default: 1.5 x the idle ICMP RTT, at least 100 us); "
                          "each flow's T is then fixed from its RTTs (--no-t-from-rtt: not)")
     ap.add_argument("--no-t-from-rtt", action="store_true")
+    ap.add_argument("--host-cap-t", type=float, default=None,
+                    help="TcpSide's host_cap_t for the hpcc rows (default its own; hpcc-h4: 4)")
     ap.add_argument("--gso-segs", type=int, default=2,
                     help="TcpSide's gso_max_segs for the hpcc and hpcc-w rows (h1's trains; "
                          "0: the lab's); hpcc-nocap: always the lab's")
@@ -276,7 +280,11 @@ def main(argv: list[str] | None = None) -> int:
                     params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000,
                               "mtu_bytes": 1500, "eta": 0.95, "max_stage": 5,
                               "N_flows": a.hpcc_N or n}
-                    g = {"cwnd_rtt_gain": 0.0} if cc == "hpcc-w" else gain
+                    g = {"cwnd_rtt_gain": 0.0} if cc == "hpcc-w" else dict(gain)
+                    if cc == "hpcc-h4":
+                        g["host_cap_t"] = 4.0
+                    elif a.host_cap_t is not None:
+                        g["host_cap_t"] = a.host_cap_t
                     segs = 0 if cc == "hpcc-nocap" else a.gso_segs
                     sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
                                     netns=lab.netns("h1"), tcp_cc=cc_obj,
@@ -299,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"base RTT (ICMP, idle) {base / 1e3:.0f} us, BDP {bdp / 1e3:.1f} KB, "
                           f"configured T {T / 1e3:.0f} us, per-flow T from RTTs: "
                           f"{not a.no_t_from_rtt}, HPCC N: {a.hpcc_N or 'the flows'}, "
-                          f"cwnd_rtt_gain {side.cwnd_rtt_gain}, h1's gso_max_segs: the lab's "
+                          f"cwnd_rtt_gain {side.cwnd_rtt_gain}, host_cap_t {side.host_cap_t}, h1's gso_max_segs: the lab's "
                           f"{lab_segs}, hpcc's and hpcc-w's {a.gso_segs or lab_segs}")
                     ccs = a.ccs.split(",")
                     nflows = [int(x) for x in a.flows.split(",")]

@@ -132,6 +132,8 @@ LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 PROBE_DSCP_DEFAULT = _abi.HPCCD_PROBE_DSCP_DEFAULT      # include/hpccd/wire.h
 # cwnd = W + R x min(srtt - probe RTT, T) x this, R = W / T paced (engine.c, cwnd_for)
 CWND_RTT_GAIN_DEFAULT = 1.5
+# ... with the hosts' share (srtt - probe RTT) counted at most this x the flow's T
+HOST_CAP_T_DEFAULT = 1.0
 INT_ROOM_DEFAULT = 5
 _IPPROTO_TCP = 6
 
@@ -601,7 +603,8 @@ class TcpSide:
                  heartbeat_s: float = 0.01, sweep_s: float = 0.1, max_flows: int = 4096,
                  probe_gap_rtt: float = 1.0, cwnd_rtt_gain: float = CWND_RTT_GAIN_DEFAULT,
                  nice: int = -10, lock_wait_s: float = 0.0,
-                 gso_max_segs: int = 0, gso_dev: str | None = None):
+                 gso_max_segs: int = 0, gso_dev: str | None = None,
+                 host_cap_t: float = HOST_CAP_T_DEFAULT):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -637,6 +640,9 @@ class TcpSide:
         if not 0 <= cwnd_rtt_gain <= 16:
             raise ValueError(f"cwnd_rtt_gain must be within [0, 16], got {cwnd_rtt_gain}")
         self.cwnd_rtt_gain = float(cwnd_rtt_gain)
+        if not 0 <= host_cap_t <= 64:
+            raise ValueError(f"host_cap_t must be within [0, 64] (T), got {host_cap_t}")
+        self.host_cap_t = float(host_cap_t)
         self.lock_wait_s = lock_wait_s
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
@@ -672,6 +678,7 @@ class TcpSide:
         c.t_from_rtt, c.t_rtt_factor = int(self.t_from_rtt), self.t_rtt_factor
         c.probe_gap_rtt = self.probe_gap_rtt
         c.cwnd_rtt_gain = self.cwnd_rtt_gain
+        c.host_cap_t = self.host_cap_t
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 

@@ -591,7 +591,9 @@ class TcpSide:
     TcpSide makes and owns one.  ``gso_max_segs`` (0: leave it): the
     largest GSO train of the flows leaving by ``gso_dev`` (in ``netns``),
     set from start() to stop() (hpccd.tcp_side.trains: the CC cannot
-    lower it, and trains as large as the lab's make the INT's U swing)."""
+    lower it, and trains as large as the lab's make the INT's U swing).
+    ``host_cap_t``: the hosts' share of a flow's RTT counts in its cwnd at
+    most this x its T (engine.c, cwnd_for)."""
 
     def __init__(self, tracker: Any, xdp: Any, *,
                  hpcc_params: Mapping[str, Any], netns: str | None = None,

@@ -35,6 +35,8 @@ Printed:
   train per packet on veth) and the other ccs run with the lab's cap;
 - hpcc-h4: hpcc with host_cap_t = 4 (the hosts' share of the RTT counted
   up to 4 T in cwnd instead of T), interleaved in the same run;
+- hpcc-p15: hpcc with path_rate_gain = 1.5 (R up to 1.5 x the path's slowest
+  link instead of 1 x);
 - the load average before and after: the two cores are shared.
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
@@ -56,8 +58,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 nan = float("nan")
 # The rows of the table and the kernel CC each runs under.
 KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc",
-             "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc"}
-HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4")
+             "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc", "hpcc-p15": "hpcc"}
+HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 def thread_cpu_s(tid: int) -> float:
@@ -283,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                     g = {"cwnd_rtt_gain": 0.0} if cc == "hpcc-w" else dict(gain)
                     if cc == "hpcc-h4":
                         g["host_cap_t"] = 4.0
+                    elif cc == "hpcc-p15":
+                        g["path_rate_gain"] = 1.5
                     elif a.host_cap_t is not None:
                         g["host_cap_t"] = a.host_cap_t
                     segs = 0 if cc == "hpcc-nocap" else a.gso_segs

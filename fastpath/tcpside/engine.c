@@ -474,7 +474,7 @@ static double pace_bps(const struct hpccd_tcpp *e, const struct flow *f)
 	if (e->c.cwnd_rtt_gain <= 0)
 		return r;
 	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++) {
-		b = (double)s->L[i].bw_bps;
+		b = (double)s->L[i].bw_bps * e->c.path_rate_gain;
 		if (b > 0 && b < r)
 			r = b;
 	}
@@ -799,7 +799,8 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	    c->timeout_min_ns > c->timeout_max_ns || (c->t_from_rtt && c->t_rtt_factor < 1.0) ||
 	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16) ||
 	    !(c->cwnd_rtt_gain >= 0 && c->cwnd_rtt_gain <= 16) ||
-	    !(c->host_cap_t >= 0 && c->host_cap_t <= 64))
+	    !(c->host_cap_t >= 0 && c->host_cap_t <= 64) ||
+	    !(c->path_rate_gain >= 0.1 && c->path_rate_gain <= 4))
 		return -EINVAL;
 	if (hpccd_hpcc_init(&probe, &c->hpcc, HPCCD_ALGO_HPCC, &why))
 		return -EINVAL;

@@ -68,6 +68,8 @@ struct hpccd_tcpp_config {
 	double host_cap_t;        /* the hosts' share in that cwnd counts at most this x the
 				   * flow's T (0..64; 1: the cap measured safe with 8-segment
 				   * trains on a loaded host, docs/tcp-side.md) */
+	double path_rate_gain;    /* R at most this x the slowest link of the path (0.1..4;
+				   * 1: the link's rate) */
 	uint8_t probe_dscp;
 	uint8_t room;             /* INT hop records reserved in a probe */
 	uint8_t pad[6];

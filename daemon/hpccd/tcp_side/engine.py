@@ -134,6 +134,8 @@ PROBE_DSCP_DEFAULT = _abi.HPCCD_PROBE_DSCP_DEFAULT      # include/hpccd/wire.h
 CWND_RTT_GAIN_DEFAULT = 1.5
 # ... with the hosts' share (srtt - probe RTT) counted at most this x the flow's T
 HOST_CAP_T_DEFAULT = 1.0
+# R at most this x the slowest link of the path the INT describes
+PATH_RATE_GAIN_DEFAULT = 1.0
 INT_ROOM_DEFAULT = 5
 _IPPROTO_TCP = 6
 
@@ -593,7 +595,8 @@ class TcpSide:
     set from start() to stop() (hpccd.tcp_side.trains: the CC cannot
     lower it, and trains as large as the lab's make the INT's U swing).
     ``host_cap_t``: the hosts' share of a flow's RTT counts in its cwnd at
-    most this x its T (engine.c, cwnd_for)."""
+    most this x its T (engine.c, cwnd_for).  ``path_rate_gain``: the pacing
+    rate R at most this x the slowest link of the path (engine.c, pace_bps)."""
 
     def __init__(self, tracker: Any, xdp: Any, *,
                  hpcc_params: Mapping[str, Any], netns: str | None = None,
@@ -606,7 +609,8 @@ class TcpSide:
                  probe_gap_rtt: float = 1.0, cwnd_rtt_gain: float = CWND_RTT_GAIN_DEFAULT,
                  nice: int = -10, lock_wait_s: float = 0.0,
                  gso_max_segs: int = 0, gso_dev: str | None = None,
-                 host_cap_t: float = HOST_CAP_T_DEFAULT):
+                 host_cap_t: float = HOST_CAP_T_DEFAULT,
+                 path_rate_gain: float = PATH_RATE_GAIN_DEFAULT):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -645,6 +649,9 @@ class TcpSide:
         if not 0 <= host_cap_t <= 64:
             raise ValueError(f"host_cap_t must be within [0, 64] (T), got {host_cap_t}")
         self.host_cap_t = float(host_cap_t)
+        if not 0.1 <= path_rate_gain <= 4:
+            raise ValueError(f"path_rate_gain must be within [0.1, 4], got {path_rate_gain}")
+        self.path_rate_gain = float(path_rate_gain)
         self.lock_wait_s = lock_wait_s
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
@@ -681,6 +688,7 @@ class TcpSide:
         c.probe_gap_rtt = self.probe_gap_rtt
         c.cwnd_rtt_gain = self.cwnd_rtt_gain
         c.host_cap_t = self.host_cap_t
+        c.path_rate_gain = self.path_rate_gain
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 

@@ -311,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"base RTT (ICMP, idle) {base / 1e3:.0f} us, BDP {bdp / 1e3:.1f} KB, "
                           f"configured T {T / 1e3:.0f} us, per-flow T from RTTs: "
                           f"{not a.no_t_from_rtt}, HPCC N: {a.hpcc_N or 'the flows'}, "
-                          f"cwnd_rtt_gain {side.cwnd_rtt_gain}, host_cap_t {side.host_cap_t}, h1's gso_max_segs: the lab's "
+                          f"cwnd_rtt_gain {side.cwnd_rtt_gain}, host_cap_t {side.host_cap_t}, "
+                          f"path_rate_gain {side.path_rate_gain}, h1's gso_max_segs: the lab's "
                           f"{lab_segs}, hpcc's and hpcc-w's {a.gso_segs or lab_segs}")
                     ccs = a.ccs.split(",")
                     nflows = [int(x) for x in a.flows.split(",")]

@@ -62,6 +62,9 @@ KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "
 HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
+from bench_report import loadavg, machine_line, median, table  # noqa: E402
+from hpccd.experiment.measure import jain  # noqa: E402
+
 def thread_cpu_s(tid: int) -> float:
     """CPU time of one thread of this process, seconds: the scheduler's
     run time in ns (/proc/.../schedstat), not utime + stime, whose tick
@@ -115,15 +118,6 @@ def daemon_idle(seconds: float) -> int:
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return 0
-
-
-def loadavg() -> str:
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def jain(xs: list[float]) -> float:
-    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if xs and any(xs) else float("nan")
 
 
 def idle(side, seconds: float) -> dict:
@@ -257,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     from hpccd.lab.topology import Topology
     tl.LINK_BPS = 1_000_000_000                     # the CHAIN topology's bottleneck
 
-    print(f"load average before: {loadavg()}")
+    print(machine_line())
     cc_obj = ts.TcpCc(tl.BUILT)
     try:
         cc_obj.start(wait_s=tl.LOCK_WAIT_S)
@@ -356,21 +350,21 @@ def main(argv: list[str] | None = None) -> int:
                                       f"({r['q99'] / bdp:.2f} BDP), Jain {r['jain']:.3f}, "
                                       f"retx {r['retx']}{extra}", flush=True)
                     print(f"\nmedians of {a.reps} (load average after: {loadavg()})")
-                    print(f"{'cc':>10} {'flows':>5} {'util':>6} {'q50 KB':>7} {'q99 KB':>7} "
-                          f"{'q99 BDP':>7} {'Jain':>6} {'skb KB':>6} {'engine CPU/flow':>15} "
-                          f"{'probes/RTT':>10} {'us/probe':>8} {'send us':>7}")
+                    out = []
                     for (cc, n), rs in res.items():
                         def med(k):
-                            return statistics.median(x[k] for x in rs)
+                            return median(rs, k)
                         h = cc in HPCC_ROWS
-                        cpu = f"{med('engine_cpu_per_s') / n:.1%}" if h else ""
-                        ppr = f"{med('probes_per_rtt'):.2f}" if h else ""
-                        upp = f"{med('us_per_probe'):.0f}" if h else ""
-                        spp = f"{med('send_us_per_probe'):.0f}" if h else ""
-                        print(f"{cc:>10} {n:>5} {med('util'):>6.3f} {med('q50') / 1e3:>7.1f} "
-                              f"{med('q99') / 1e3:>7.1f} {med('q99') / bdp:>7.2f} "
-                              f"{med('jain'):>6.3f} {med('skb_KB'):>6.1f} {cpu:>15} {ppr:>10} "
-                              f"{upp:>8} {spp:>7}")
+                        out.append([cc, n, f"{med('util'):.3f}", f"{med('q50') / 1e3:.1f}",
+                                    f"{med('q99') / 1e3:.1f}", f"{med('q99') / bdp:.2f}",
+                                    f"{med('jain'):.3f}", f"{med('skb_KB'):.1f}",
+                                    f"{med('engine_cpu_per_s') / n:.1%}" if h else "",
+                                    f"{med('probes_per_rtt'):.2f}" if h else "",
+                                    f"{med('us_per_probe'):.0f}" if h else "",
+                                    f"{med('send_us_per_probe'):.0f}" if h else ""])
+                    print(table(["cc", "flows", "util", "q50 KB", "q99 KB", "q99 BDP", "Jain",
+                                 "skb KB", "engine CPU/flow", "probes/RTT", "us/probe",
+                                 "send us"], out))
                 finally:
                     side.stop()
             finally:

@@ -58,6 +58,7 @@ from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.tcp_side import engine as tcp_side  # noqa: E402
 from hpccd.tcp_side.engine import (CFG_FMT, CST_FMT, DCTCP_ST_FMT, WIN_FMT, TcpCc, TcpSide,
                                    flow_key, read_counters)
+from hpccd.experiment.common import line  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -399,32 +400,9 @@ def test_dctcp_without_ecn_hands_over_to_reno(tcp_cc, netns_pair):
 
 K_BYTES = 30_000
 BUFFER = 500_000
-CHAIN = f"""
-[lab]
-name = "tcpcc"
-subnet = "10.118.0.0/16"
-
-[defaults]
-rate_mbps = 2000
-buffer_bytes = 1000000
-
-[[switches]]
-name = "s1"
-id = 0x0A1
-ecn = {{ kmin_bytes = {K_BYTES}, kmax_bytes = {K_BYTES}, pmax = 1.0 }}
-
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["s1", "h2"]
-rate_mbps = 1000
-buffer_bytes = {BUFFER}
-"""
+# h1 - s1 - h2, 2 Gbit/s but s1 -> h2 at 1 Gbit/s with BUFFER, DCTCP marking at K on s1
+CHAIN = line("tcpcc", "10.118.0.0/16", 0x0A1, 2000, 1_000_000, 1000, BUFFER,
+             ecn=f"ecn = {{ kmin_bytes = {K_BYTES}, kmax_bytes = {K_BYTES}, pmax = 1.0 }}")
 BOTTLENECK = ("s1", 2)                    # s1:p2 -> h2
 SECONDS = 5
 WARMUP_S = 1.0

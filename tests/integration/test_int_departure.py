@@ -65,7 +65,7 @@ from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
 from hpccd.lab.int_switch import DEPART_HANDLE, DEPART_PRIO, DEPART_PROG  # noqa: E402
-from hpccd.lab.netns import HOST_IFNAME  # noqa: E402
+from hpccd.lab.names import HOST_IFNAME  # noqa: E402
 from hpccd.lab.topology import Ecn, Topology  # noqa: E402
 from hpccd._bpf import lib  # noqa: E402
 

@@ -46,7 +46,7 @@ def _cmd_decode(args: argparse.Namespace) -> int:
 
 
 def _cmd_lab(args: argparse.Namespace) -> int:
-    from ..lab import netns as lab
+    from ..lab import cli as lab_cli
 
     if args.lab_cmd == "prometheus":
         from ..lab import metrics as lab_metrics
@@ -56,7 +56,7 @@ def _cmd_lab(args: argparse.Namespace) -> int:
         from ..lab import int_switch
 
         return int_switch.cli(args)
-    return lab.cli(args)
+    return lab_cli.cli(args)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -207,7 +207,7 @@ class IntSwitch:
 
     def __call__(self, sp) -> None:
         """Attach to one port (hpccd.lab.netns.SwitchPort); runs in its namespace."""
-        from .netns import HOST_IFNAME, netns_name, port_ifname
+        from .names import HOST_IFNAME, netns_name, port_ifname
 
         self.lab = sp.lab
         obj = self.objs.get(sp.switch.name)
@@ -293,7 +293,7 @@ class IntSwitch:
         one loaded xdp_host.  A host without an XDP program needs no hook
         (tc ingress sees its packets); one whose program has no hook is
         refused (ValueError).  Undone by unhook_host() and close()."""
-        from .netns import HOST_IFNAME, netns_name
+        from .names import HOST_IFNAME, netns_name
 
         sp = self.host_port(host)
         with bpf.in_netns(netns_name(sp.lab, host)):
@@ -390,7 +390,8 @@ class _Hook:
 
 def _host_port(lab: str, host: str) -> tuple[str, int]:
     """(switch, port number) of the link into `host` of lab `lab` (its state file)."""
-    from .netns import LabError, load_state
+    from .names import LabError
+    from .state import load_state
     from .topology import Topology
 
     st = load_state(lab)
@@ -412,7 +413,7 @@ def hook_pinned(lab: str, host: str, on: bool = True) -> int:
     from the maps the lab pinned, and leave it filled (the program's owner,
     e.g. the daemon, keeps its map and so the hook); or, `on` False, empty
     it.  Returns the XDP program's id."""
-    from .netns import HOST_IFNAME, LabError, netns_name
+    from .names import HOST_IFNAME, LabError, netns_name
 
     switch, port = _host_port(lab, host)
     with bpf.in_netns(netns_name(lab, host)):
@@ -453,7 +454,7 @@ def cli(args) -> int:
     import sys
 
     from ..cli.errors import not_root
-    from .netns import LabError
+    from .names import LabError
 
     if not_root("hpccctl lab hook", "network namespaces"):
         return 2

@@ -317,6 +317,21 @@ int hpccd_bpf_prog_info(int fd, struct hpccd_bpf_prog_info *out)
 	return 0;
 }
 
+int hpccd_bpf_prog_map_ids(int fd, uint32_t *ids, uint32_t max)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int err;
+
+	memset(&info, 0, sizeof(info));
+	info.nr_map_ids = max;
+	info.map_ids = (__u64)(unsigned long)ids;
+	err = bpf_obj_get_info_by_fd(fd, &info, &len);
+	if (err)
+		return err;
+	return (int)info.nr_map_ids;
+}
+
 static int map_is_percpu(__u32 type)
 {
 	switch (type) {
@@ -621,6 +636,11 @@ int hpccd_bpf_program_attach(const struct bpf_program *prog, struct bpf_link **o
 	capture_end();
 	*out = link;
 	return err;
+}
+
+int hpccd_bpf_map_reuse_fd(struct bpf_map *map, int fd)
+{
+	return bpf_map__reuse_fd(map, fd);
 }
 
 int hpccd_bpf_link_fd(const struct bpf_link *link)

@@ -134,6 +134,9 @@ struct hpccd_bpf_map_info {
 };
 
 int hpccd_bpf_prog_info(int fd, struct hpccd_bpf_prog_info *out);
+/* Ids of the maps program fd uses, at most max of them into ids: their
+ * number (which may exceed max), or -errno. */
+int hpccd_bpf_prog_map_ids(int fd, uint32_t *ids, uint32_t max);
 int hpccd_bpf_map_info(int fd, struct hpccd_bpf_map_info *out);
 int hpccd_bpf_prog_fd_by_id(uint32_t id);              /* new fd, or -errno */
 int hpccd_bpf_map_fd_by_id(uint32_t id);               /* new fd, or -errno */
@@ -212,6 +215,9 @@ int hpccd_bpf_tc_query(int ifindex, int direction, uint32_t handle, uint32_t pri
  * bpf_program__attach(). */
 int hpccd_bpf_program_attach(const struct bpf_program *prog, struct bpf_link **out,
 			     struct hpccd_bpf_log *log);
+/* Before load: use the existing map fd instead of creating the map
+ * (bpf_map__reuse_fd): two objects share it. */
+int hpccd_bpf_map_reuse_fd(struct bpf_map *map, int fd);
 /* Register a loaded struct_ops map (e.g. a TCP congestion control). */
 int hpccd_bpf_struct_ops_attach(const struct bpf_map *map, struct bpf_link **out,
 				struct hpccd_bpf_log *log);

@@ -45,6 +45,9 @@
 #ifndef HPCCD_LOCAL_ADDRS_MAX
 #define HPCCD_LOCAL_ADDRS_MAX 16   /* IPv4 addresses of this host */
 #endif
+#ifndef HPCCD_SW_DEP_ENTRIES
+#define HPCCD_SW_DEP_ENTRIES 16384 /* lab switch: records waiting for departure (LRU) */
+#endif
 #ifndef HPCCD_PROBE_SOURCES_MAX
 #define HPCCD_PROBE_SOURCES_MAX 8192 /* probe sources rate-limited at once (LRU) */
 #endif
@@ -124,6 +127,26 @@ struct {
 } hpccd_addrs SEC(".maps");
 #endif /* HPCCD_MAPS_XDP */
 
+#if defined(HPCCD_MAPS_XDP) || defined(HPCCD_MAPS_SW_DEPART)
+/* The lab's hook (xdp_host.bpf.c lab_hook(), docs/lab.md "The last hop
+ * into a host"): empty unless the lab fills it; slot HPCCD_LAB_HOOK_PROG
+ * the lab's program, HPCCD_LAB_HOOK_BACK xdp_host itself. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, HPCCD_LAB_HOOK_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} hpccd_lab_hook SEC(".maps");
+
+/* Per CPU: 1 while a packet goes from the lab's program back into xdp_host. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} hpccd_lab_in SEC(".maps");
+#endif
+
 /* ---- maps of the tc egress tracker --------------------------------------- */
 
 #ifdef HPCCD_MAPS_TC
@@ -193,14 +216,6 @@ struct {
 	__type(value, struct hpccd_sw_port);
 } hpccd_sw_ports SEC(".maps");
 
-/* Per-CPU counters, slot port * HPCCD_SW_COUNTERS + enum hpccd_sw_counter. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, HPCCD_SW_PORTS_MAX * HPCCD_SW_COUNTERS);
-	__type(key, __u32);
-	__type(value, struct hpccd_counter);
-} hpccd_sw_cnt SEC(".maps");
-
 /* Sampler state by port number. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -209,6 +224,24 @@ struct {
 	__type(value, struct hpccd_sw_state);
 } hpccd_sw_state SEC(".maps");
 
+#endif /* HPCCD_MAPS_SWITCH */
+
+/* The switch's maps that the lab's program in a host's xdp_host hook
+ * (int_depart_xdp.bpf.c, HPCCD_MAPS_SW_DEPART) shares with the switch of
+ * that host's last hop (the loader reuses the switch's maps). */
+#if defined(HPCCD_MAPS_SWITCH) || defined(HPCCD_MAPS_SW_DEPART)
+#if defined(HPCCD_MAPS_SW_DEPART) && !defined(HPCCD_MAPS_XDP) && !defined(HPCCD_MAPS_SWITCH)
+/* UDP port of the native transport, host order (as in the XDP group). */
+const volatile __u16 hpccd_cfg_udp_port = HPCCD_UDP_PORT_DEFAULT;
+#endif
+/* Per-CPU counters, slot port * HPCCD_SW_COUNTERS + enum hpccd_sw_counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HPCCD_SW_PORTS_MAX * HPCCD_SW_COUNTERS);
+	__type(key, __u32);
+	__type(value, struct hpccd_counter);
+} hpccd_sw_cnt SEC(".maps");
+
 /* Records waiting for their packet's departure (struct hpccd_sw_dep), by
  * the kernel address of the packet's sk_buff (the same object from the
  * switch's tc egress to the far end's tc ingress).  LRU: an entry whose
@@ -216,15 +249,28 @@ struct {
  * program before tc ingress) is evicted by newer ones.  Only stamped
  * packets (hpccd packets with COLLECT, TCP-side probes) have one: 16384 is
  * more than the lab's buffers (1 MB a port) hold of them at once. */
-#ifndef HPCCD_SW_DEP_ENTRIES
-#define HPCCD_SW_DEP_ENTRIES 16384
-#endif
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, HPCCD_SW_DEP_ENTRIES);
 	__type(key, __u64);
 	__type(value, struct hpccd_sw_dep);
 } hpccd_sw_dep SEC(".maps");
+
+/* Departures of records on ports whose far end is a host
+ * (HPCCD_SW_F_DEPART_XDP), by hop word and port (struct
+ * hpccd_sw_depw_key): filed by the tracepoint qdisc_dequeue, taken by the
+ * lab's program in the host's xdp_host hook.  LRU for the same reason as
+ * hpccd_sw_dep (an entry whose packet the host's tc ingress consumed
+ * instead, or that the bfifo dropped, ages out). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, HPCCD_SW_DEP_ENTRIES);
+	__type(key, struct hpccd_sw_depw_key);
+	__type(value, struct hpccd_sw_depw_val);
+} hpccd_sw_depw SEC(".maps");
+#endif
+
+#ifdef HPCCD_MAPS_SWITCH
 
 /* Queue samples (struct hpccd_sw_sample) for the experiment runner. */
 struct {

@@ -86,12 +86,20 @@
  *    entry (its packet dropped by the bfifo, its address reused) changes
  *    nothing.  Marking and fast start stay decisions on the queue the
  *    packet finds on arrival, as a switch's WRED does.
- *  - Where the far end cannot see the packet the enqueue record stays:
- *    an XDP program at the far end that takes the packet (xdp_host sends
- *    hpccd packets to AF_XDP and answers PROBEs with XDP_TX) runs before
- *    tc ingress.  The counters tell: per port, INT_STAMPED minus
- *    INT_DEPARTED, INT_DEP_NO_DEQ and INT_DEP_MISMATCH are the records the
- *    far end never saw (dropped in the queue, or taken by XDP).
+ *  - The last hop into a host that runs xdp_host: its XDP takes hpccd
+ *    packets (to AF_XDP, or a PROBE answered with XDP_TX) before tc
+ *    ingress, and XDP cannot reach the sk_buff.  On such a port (flag
+ *    HPCCD_SW_F_DEPART_XDP, set by the lab when the far end is a host) the
+ *    tracepoint also files the departure by the record's word and the port
+ *    (hpccd_sw_depw), and the lab's program in xdp_host's hook
+ *    (int_depart_xdp.bpf.c) rewrites the record there by the same rules.
+ *    A record that program rewrote and XDP then passed to the stack is
+ *    recognised here (it is the entry's departure word) and neither
+ *    rewritten nor counted again.  Without the hook filled the enqueue
+ *    record stays; the counters tell: per port, INT_STAMPED minus
+ *    INT_DEPARTED, INT_DEP_NO_DEQ and INT_DEP_MISMATCH are the records no
+ *    far end saw (dropped in the queue, or taken by an XDP program whose
+ *    hook is empty).
  *  - HPCC-rxRate ports (HPCCD_SW_F_RX_BYTES) keep the enqueue record: their
  *    txBytes field is the bytes that ARRIVED, counted at arrival.
  *  - txBytes is the qdisc's bstats.bytes: for HTB (and TBF) the ROOT
@@ -478,11 +486,16 @@ static __always_inline void sample(__u32 port, __u32 ifindex, const struct qview
 	st = bpf_map_lookup_elem(&hpccd_sw_state, &port);
 	if (!st)
 		return;
-	/* Unlocked test first: the common case (not due) takes no lock. */
-	if (now - st->last_sample_ns < hpccd_cfg_sample_ns)
+	/* Unlocked test first: the common case (not due) takes no lock.
+	 * Signed: `now` is read before the lock, so another CPU may have
+	 * taken a later sample meanwhile (now < last_sample_ns); unsigned,
+	 * that difference wrapped and the older sample went out after the
+	 * newer one (seen once the lab spread a port's arrivals over both
+	 * CPUs). */
+	if ((__s64)(now - st->last_sample_ns) < (__s64)hpccd_cfg_sample_ns)
 		return;
 	bpf_spin_lock(&st->lock);
-	if (now - st->last_sample_ns >= hpccd_cfg_sample_ns) {
+	if ((__s64)(now - st->last_sample_ns) >= (__s64)hpccd_cfg_sample_ns) {
 		st->last_sample_ns = now;
 		due = 1;
 	}
@@ -518,7 +531,7 @@ static __always_inline __u64 skb_key(void *kskb)
 
 /* tc egress: the record just written at enqueue waits for its departure. */
 static __always_inline void depart_expect(struct __sk_buff *skb, __u64 word, __u32 idx,
-					  __u32 ifindex, __u32 port)
+					  __u32 ifindex, __u32 port, __u32 flags)
 {
 	struct hpccd_sw_dep d = {};
 	__u64 key = skb_key(bpf_cast_to_kern_ctx(skb));
@@ -527,6 +540,7 @@ static __always_inline void depart_expect(struct __sk_buff *skb, __u64 word, __u
 	d.ifindex = ifindex;
 	d.port = (__u16)port;
 	d.idx = (__u8)idx;
+	d.flags = (flags & HPCCD_SW_F_DEPART_XDP) ? HPCCD_SW_DEP_F_WORD : 0;
 	bpf_map_update_elem(&hpccd_sw_dep, &key, &d, BPF_ANY);
 }
 
@@ -583,6 +597,13 @@ int BPF_PROG(hpccd_int_deq, struct Qdisc *q, const struct netdev_queue *txq, int
 			d->backlog = backlog + (__u32)after;
 			d->tx_bytes = tx - after;
 			d->deq_ns = now;
+			if (d->flags & HPCCD_SW_DEP_F_WORD) {
+				/* the far end is a host whose XDP may take it */
+				struct hpccd_sw_depw_key wk = { .hop = d->hop, .port = d->port };
+				struct hpccd_sw_depw_val wv = { .dep = *d, .skb = key };
+
+				bpf_map_update_elem(&hpccd_sw_depw, &wk, &wv, BPF_ANY);
+			}
 		}
 		after += len[i];
 	}
@@ -610,10 +631,10 @@ int int_sw_depart(struct __sk_buff *skb)
 	struct hpccd_view v;
 	struct pkt p;
 	__be16 *csum = NULL;
-	__u64 key, w, tx, ql, bytes = skb->len;
+	__u64 key, w = 0, tx, ql, bytes = skb->len;
 	__u32 port, want;
 	void *end;
-	int kind, ck = HPCCD_CSUM_NONE, r;
+	int kind, ck = HPCCD_CSUM_NONE, r, parsed;
 
 	key = skb_key(bpf_cast_to_kern_ctx(skb));
 	e = bpf_map_lookup_elem(&hpccd_sw_dep, &key);
@@ -646,9 +667,13 @@ int int_sw_depart(struct __sk_buff *skb)
 		 * (a PROBE_RESP reflected with XDP_TX carries the records as
 		 * they were, so the stale entry's record matches): rewriting
 		 * it would break the answer's tag.  Answers have COLLECT
-		 * cleared. */
-		if (hpccd__parse(&c, p.l4_end, &v) == HPCCD_E_OK && v.int_hdr &&
-		    (v.int_flags & HPCCD_INT_F_COLLECT)) {
+		 * cleared; such an entry is not counted (its record was
+		 * taken before this hook, by XDP, and counted there if the
+		 * lab's hook rewrote it). */
+		parsed = hpccd__parse(&c, p.l4_end, &v) == HPCCD_E_OK && v.int_hdr;
+		if (parsed && !(v.int_flags & HPCCD_INT_F_COLLECT))
+			return HPCCD_TC_ACT_UNSPEC;
+		if (parsed) {
 			if (!checksum_partial(skb)) {
 				if (kind == PKT_TCP_PROBE) {
 					struct tcphdr *th = p.l4;
@@ -682,6 +707,14 @@ int int_sw_depart(struct __sk_buff *skb)
 		}
 	}
 out:
+	/* Already rewritten by the lab's program in the host's xdp_host hook
+	 * (int_depart_xdp.bpf.c), which then passed the packet on: counted
+	 * there. */
+	if (r == 1 && d.deq_ns && (d.flags & HPCCD_SW_DEP_F_WORD) &&
+	    hpccd__restamp_hop(v.int_hdr, end, d.idx, bpf_htonl((__u32)(w >> 32)),
+			       bpf_htonl((__u32)w), bpf_htonl((__u32)(w >> 32)),
+			       bpf_htonl((__u32)w), NULL, HPCCD_CSUM_NONE) == 0)
+		return HPCCD_TC_ACT_UNSPEC;
 	if (r != 0)
 		count(port, HPCCD_SW_INT_DEP_MISMATCH, 1, bytes);
 	else
@@ -795,7 +828,7 @@ int hpccd_int_sw(struct __sk_buff *skb)
 			count(port, HPCCD_SW_NO_QSTATS, segs, bytes);
 		if (ev == HPCCD_SW_INT_STAMPED && !qv.percpu && (flags & HPCCD_SW_F_DEPART) &&
 		    !(flags & HPCCD_SW_F_RX_BYTES))
-			depart_expect(skb, word, idx, ifindex, port);
+			depart_expect(skb, word, idx, ifindex, port, flags);
 	}
 
 forward:

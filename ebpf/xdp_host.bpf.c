@@ -386,6 +386,34 @@ static __always_inline __u32 store_telem(struct iphdr *iph, struct tcphdr *th,
 	return HPCCD_XDP_TCP_RESP_STORED;
 }
 
+/* The lab's hook (docs/lab.md "The last hop into a host"), reached by each
+ * valid hpccd packet to this host that carries records with COLLECT set,
+ * before it is answered, consumed or steered.  Without the lab, a tail call
+ * into the empty slot HPCCD_LAB_HOOK_PROG of hpccd_lab_hook, which falls
+ * through (one per-CPU array read and one failed tail call: the benchmark
+ * scripts/bench_xdp_hook.py measures it).  The lab puts its program
+ * (ebpf/int_depart_xdp.bpf.c) in that slot and this program in slot
+ * HPCCD_LAB_HOOK_BACK: the lab's program rewrites the last hop's record,
+ * sets hpccd_lab_in and tail-calls this program again, which finds the
+ * flag, clears it and carries on.  A tail call, not an extension
+ * (freplace) of a global function: this machine's kernel refuses every
+ * program that attaches to another BPF program or a kernel function
+ * through a trampoline (freplace, fentry: EPERM), and a tail call leaves
+ * xdp_host's instructions as they are. */
+static __always_inline void lab_hook(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	__u32 *back = bpf_map_lookup_elem(&hpccd_lab_in, &zero);
+
+	if (!back)
+		return;
+	if (*back) {           /* back from the lab's program: done */
+		*back = 0;
+		return;
+	}
+	bpf_tail_call(ctx, &hpccd_lab_hook, HPCCD_LAB_HOOK_PROG);
+}
+
 /* xdp.frags: the program takes multi-buffer frames (a device whose MTU is
  * larger than a page, in native mode; multi-buffer skbs in generic mode
  * without linearising them).  Every header it reads is in the linear part
@@ -460,6 +488,11 @@ int hpccd_xdp_host(struct xdp_md *ctx)
 	daddr = iph->daddr;
 	if (!bpf_map_lookup_elem(&hpccd_addrs, &daddr))
 		return verdict(HPCCD_XDP_PASS_NOT_LOCAL, bytes, XDP_PASS);
+
+#ifndef HPCCD_NO_LAB_HOOK      /* defined only by the hook's benchmark */
+	if (v.int_hdr && (v.int_flags & HPCCD_INT_F_COLLECT) && v.nhop)
+		lab_hook(ctx);
+#endif
 
 	/* (c) PROBE: answered here.  TCP-side probes never reach the stack,
 	 * answered or not; native ones go to userspace when XDP does not

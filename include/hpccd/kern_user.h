@@ -249,6 +249,11 @@ _Static_assert(sizeof(struct hpccd_counter) == 16, "counter slot layout");
 					 * when the packet leaves the queue ([HPCC]
 					 * section 4.1): tracepoint qdisc_dequeue +
 					 * tc ingress of the link's far end (int_sw_depart) */
+#define HPCCD_SW_F_DEPART_XDP     0x100 /* with DEPART, on a port whose far end is a host:
+					 * the departure state is also kept by hop word
+					 * (hpccd_sw_depw), for the lab's hook in the
+					 * host's xdp_host (int_sw_dep_xdp), which takes
+					 * hpccd packets before tc ingress sees them */
 #define HPCCD_SW_F_FS_MASK        (HPCCD_SW_F_FS_HPCCD | HPCCD_SW_F_FS_DSCP | HPCCD_SW_F_FS_ALL)
 
 /* Value of the hash hpccd_sw_ports (key: __u32 ifindex of the port, in the
@@ -345,11 +350,48 @@ struct hpccd_sw_dep {
 	__u32 ifindex;            /* the egress port, in the switch's namespace */
 	__u16 port;               /* its port number (counter slots) */
 	__u8 idx;                 /* index of the record among the hops */
-	__u8 pad[5];
+	__u8 flags;               /* HPCCD_SW_DEP_F_* */
+	__u8 pad[4];
+};
+
+/* hpccd_sw_dep.flags */
+#define HPCCD_SW_DEP_F_WORD 0x1   /* the port has HPCCD_SW_F_DEPART_XDP: the
+				   * dequeue also files the entry in hpccd_sw_depw */
+
+/* Slots of xdp_host's prog array hpccd_lab_hook (the lab's hook, empty
+ * without the lab): the lab's program, and xdp_host itself to go back to. */
+#define HPCCD_LAB_HOOK_PROG  0
+#define HPCCD_LAB_HOOK_BACK  1
+#define HPCCD_LAB_HOOK_SLOTS 2
+
+/* Key of the LRU hash hpccd_sw_depw (value: struct hpccd_sw_dep): the
+ * departures of the records on a port whose far end is a host, by the hop
+ * word written at enqueue and the port's number.  The host's XDP program
+ * sees an xdp_buff, not the sk_buff (in native mode there may be none),
+ * so the record itself is the key: the tracepoint qdisc_dequeue files the
+ * entry, the lab's program in the hook of the host's xdp_host
+ * (ebpf/int_depart_xdp.bpf.c) finds it from the packet's last record. */
+struct hpccd_sw_depw_key {
+	__u64 hop;                /* the hop word written at enqueue, host order */
+	__u32 port;               /* the switch port's number */
+	__u32 pad;
+};
+
+/* Value of hpccd_sw_depw: the departure, and the key of the same packet's
+ * entry in hpccd_sw_dep (its sk_buff's address), which the lab's program
+ * deletes once it has rewritten the record: XDP took the packet, tc
+ * ingress will not consume that entry, and a later packet given the same
+ * address (generic XDP may copy a packet into a new sk_buff) must not meet
+ * it there. */
+struct hpccd_sw_depw_val {
+	struct hpccd_sw_dep dep;
+	__u64 skb;                /* hpccd_sw_dep key of this packet */
 };
 
 #ifndef HPCCD_CFFI_CDEF
 _Static_assert(sizeof(struct hpccd_sw_dep) == 40, "departure entry layout");
+_Static_assert(sizeof(struct hpccd_sw_depw_key) == 16, "departure-by-word key layout");
+_Static_assert(sizeof(struct hpccd_sw_depw_val) == 48, "departure-by-word value layout");
 _Static_assert(sizeof(struct hpccd_sw_port) == 40, "switch port config layout");
 _Static_assert(sizeof(struct hpccd_sw_sample) == 48, "queue sample layout");
 #endif

@@ -226,6 +226,7 @@ def test_lab_and_experiment_not_root_say_root():
     wording (hpccd.cli.errors.not_root), with exit status 2."""
     for argv, prog in ((["lab", "status"], "hpccctl lab"),
                        (["lab", "prometheus", "nolab"], "hpccctl lab prometheus"),
+                       (["lab", "hook", "nolab", "h1"], "hpccctl lab hook"),
                        (["experiment", "incast"], "hpccctl experiment")):
         r = run([*NOBODY, HPCCCTL, *argv])
         assert r.returncode == 2, (argv, r.stderr)

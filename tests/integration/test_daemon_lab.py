@@ -258,6 +258,44 @@ def test_native_flows_through_the_daemon(dlab, algo):
         assert _sum(s2, "hpccd_notify_sent_total") > 10
 
 
+def test_hpccctl_lab_hook_gives_the_daemons_last_hop_its_departure(dlab):
+    """``hpccctl lab hook NAME h2`` (another process than the one that built
+    the lab, through its pins) fills the hook of h2's daemon's xdp_host: the
+    DATA of an Rx-HPCC flow (INT in every DATA) into h2's daemon get the
+    bottleneck port's record rewritten at departure, in XDP (the daemon
+    takes them before tc ingress); ``--off`` empties it and the records stay
+    the enqueue ones, as without the lab's hook.  The daemon is not
+    restarted or reconfigured for either."""
+    sw = dlab.int_switch
+
+    def hook(*extra: str) -> None:
+        r = subprocess.run([HPCCCTL, "lab", "hook", dlab.name, "h2", *extra],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+
+    hook()
+    try:
+        c0 = sw.counters(*BOTTLENECK)
+        _send_through_daemon(dlab, "rx-hpcc", 5_000_000)
+        c1 = sw.counters(*BOTTLENECK)
+    finally:
+        hook("--off")
+    d = {k: c1[k][0] - c0[k][0] for k in c1}
+    assert d["int_stamped"] > 5_000_000 // 1500, d
+    assert d["int_dep_mismatch"] == 0, d
+    # all of them (the lab's Known limits allow a rare no-dequeue record)
+    assert d["int_departed"] + d["int_dep_no_deq"] == d["int_stamped"], d
+    assert d["int_departed"] >= 0.999 * d["int_stamped"], d
+    c0 = sw.counters(*BOTTLENECK)
+    _send_through_daemon(dlab, "rx-hpcc", 2_000_000)
+    c1 = sw.counters(*BOTTLENECK)
+    d = {k: c1[k][0] - c0[k][0] for k in c1}
+    assert d["int_stamped"] > 2_000_000 // 1500 and d["int_departed"] == 0, d
+    r = subprocess.run([HPCCCTL, "lab", "hook", dlab.name, "nohost"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1 and "no host 'nohost'" in r.stderr and "Traceback" not in r.stderr
+
+
 def _forged_ack(flow_id: int) -> bytes:
     """An ACK with an Rx-HPCC window of 1000 bytes and a trailer whose tag is zero."""
     int_hdr = bytes([0xC1, 0x00, 0x00, 0x00])

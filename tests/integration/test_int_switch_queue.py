@@ -128,6 +128,9 @@ TOPOLOGY = line("intsw", "10.113.0.0/16", SWITCH_ID, 2000, 1_000_000, 1000)
 F_INT, F_ECN, F_FS_DSCP, F_SAMPLE, F_DEPART = (lib.HPCCD_SW_F_INT, lib.HPCCD_SW_F_ECN,
                                                lib.HPCCD_SW_F_FS_DSCP, lib.HPCCD_SW_F_SAMPLE,
                                                lib.HPCCD_SW_F_DEPART)
+# s1:p2's far end is a host: the departure is also kept by hop word there,
+# for the lab's hook in the host's xdp_host (docs/lab.md)
+F_DEPART_XDP = lib.HPCCD_SW_F_DEPART_XDP
 
 
 def _port_flags(lab) -> int:
@@ -348,7 +351,7 @@ def run_flow(lab, *, tos: int, duration: float = 3.0, warmup: float = 1.0,
 def int_run(chain):
     """INT and the sampler only (no marking, no drops)."""
     chain.hook.configure("s1", 2, ecn=None)
-    assert _port_flags(chain) == F_INT | F_DEPART | F_SAMPLE
+    assert _port_flags(chain) == F_INT | F_DEPART | F_DEPART_XDP | F_SAMPLE
     return run_flow(chain, tos=ECT0)
 
 

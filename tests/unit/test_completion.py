@@ -15,7 +15,7 @@ import pytest
 
 CASES = [
     (["hpccctl", "la"], {"lab"}),
-    (["hpccctl", "lab", ""], {"up", "down", "status", "prometheus"}),
+    (["hpccctl", "lab", ""], {"up", "down", "status", "prometheus", "hook"}),
     (["hpccctl", "lab", "up", "--n"], {"--name", "--no-int"}),
     (["hpccctl", "send", "10.0.0.1", "--by"], {"--bytes"}),
     (["hpccctl", "--json", "status", "--so"], {"--socket"}),

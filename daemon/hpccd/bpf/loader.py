@@ -267,6 +267,17 @@ class Program(_FdHandle):
         _check(rc, f"test run of program {self._name} ({len(data)} bytes in)")
         return retval[0], bytes(out[:n[0]]), dur[0]
 
+    def map_ids(self) -> list[int]:
+        """Ids of the maps the program uses (open one with Map.from_id)."""
+        n = 16
+        while True:
+            ids = ffi.new("uint32_t[]", n)
+            got = _check(lib.hpccd_bpf_prog_map_ids(self.fd, ids, n),
+                         f"map ids of program {self._name}")
+            if got <= n:
+                return list(ids[0:got])
+            n = got
+
     def pin(self, path: str) -> None:
         _check(lib.hpccd_bpf_obj_pin(self.fd, os.fsencode(path)),
                f"pin program {self._name} at {path}")
@@ -679,6 +690,14 @@ class BpfObject:
         link = Link(out[0], name)
         self._links.append(link)
         return link
+
+    def reuse_map(self, name: str, m: "Map") -> None:
+        """Before load: map `name` of this object is the existing map `m`
+        (another object's, or a pinned one) instead of a new one."""
+        what = f"{self.path}: map {name!r} as the existing map {m.name!r}"
+        if self.loaded:
+            _check(-errno.EBUSY, f"{what}: the object is loaded already")
+        _check(lib.hpccd_bpf_map_reuse_fd(self._map_ptr(name), m.fd), what)
 
     def close(self) -> None:
         if self._ptr is None:

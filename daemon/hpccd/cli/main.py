@@ -52,6 +52,10 @@ def _cmd_lab(args: argparse.Namespace) -> int:
         from ..lab import metrics as lab_metrics
 
         return lab_metrics.cli(args)
+    if args.lab_cmd == "hook":
+        from ..lab import int_switch
+
+        return int_switch.cli(args)
     return lab_cli.cli(args)
 
 
@@ -136,6 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--interval", default="5s", help="scrape interval (default 5s)")
     lp.add_argument("--out", metavar="FILE", help="write the configuration to FILE "
                                                   "instead of standard output")
+    lh = lsub.add_parser("hook", help="the last hop's departure stamp in the hook of a host's "
+                                      "xdp_host (the daemon's, an engine's)",
+                         description="Fill the lab's hook of the XDP program now on HOST's eth0 "
+                                     "(hpccd's xdp_host) so that the last hop into HOST "
+                                     "records the switch port at the packet's departure "
+                                     "(docs/lab.md \"The last hop into a host\"); again after "
+                                     "the daemon restarts. --off empties it.")
+    lh.add_argument("name", metavar="NAME", help="lab name")
+    lh.add_argument("host", metavar="HOST", help="a host of the lab")
+    lh.add_argument("--off", action="store_true", help="empty the hook instead")
     lab.set_defaults(func=_cmd_lab)
     # send PEER --bytes N --algo A, recv: the native transport (hpccd.transport.cli)
     from ..transport import cli as transfer_cli

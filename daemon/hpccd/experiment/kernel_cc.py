@@ -29,7 +29,7 @@ from typing import Iterator
 
 from .algos import Algo
 from .common import Skip
-from .native import hpcc_params
+from .native import hook_last_hop, hpcc_params
 
 __all__ = ["KernelCc"]
 
@@ -121,6 +121,7 @@ class KernelCc:
                 with bpf.in_netns(self.lab.netns(h)):
                     bpf.xdp_attach("eth0", o.program("hpccd_xdp_host"), mode="skb")
                 attached.append((h, "xdp"))
+                hook_last_hop(self.lab, h)
                 xdp[h] = o
             for h in senders:
                 t = bpf.BpfObject.open(bpf.object_path("tc_tracker"))
@@ -141,7 +142,11 @@ class KernelCc:
         finally:
             for s in sides:
                 s.stop()
+            sw = getattr(self.lab, "int_switch", None)
             for h, what in attached:
+                if what == "xdp" and sw is not None:
+                    with contextlib.suppress(OSError):      # the others still go
+                        sw.unhook_host(h)
                 with bpf.in_netns(self.lab.netns(h)):
                     if what == "xdp":
                         bpf.xdp_detach("eth0")

@@ -121,6 +121,16 @@ def hpcc_line(hpcc: dict[str, Any], line_bps: int | None = None,
             f"maxStage {hpcc.get('max_stage', 5)}, T = {T / 1000:g} us, {w_ai}{swept}")
 
 
+def hook_last_hop(lab, host: str) -> None:
+    """The departure stamp on the last hop into `host`, whose xdp_host takes
+    hpccd packets before the lab's tc ingress sees them (docs/lab.md "The
+    last hop into a host"): filled in the hook of the XDP program just
+    attached there, when the lab has an INT switch."""
+    sw = getattr(lab, "int_switch", None)
+    if sw is not None:
+        sw.hook_host(host)
+
+
 class Engines:
     """Transport engines of a lab's hosts, made on demand; ``lab.native``
     while the block runs.  `n_flows`: HPCC's N (:func:`hpcc_params`; None:
@@ -149,6 +159,7 @@ class Engines:
                            tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line},
                            cnp_ns=baselines.cnp_ns())
             self.tps[host] = tp
+            hook_last_hop(self.lab, host)
         return tp
 
     def set_T(self, T_ns: int) -> None:
@@ -165,8 +176,11 @@ class Engines:
         """Close every engine made so far (XDP detached); later get()s make
         new ones."""
         errors = []
+        sw = getattr(self.lab, "int_switch", None)
         for host, tp in self.tps.items():
             try:
+                if sw is not None:
+                    sw.unhook_host(host)
                 tp.close()
             except Exception as e:          # the others still close
                 errors.append(f"{host}: {e}")

@@ -16,6 +16,12 @@ unique only within a namespace), with three programs:
   prefix on purpose: a daemon starting in a host namespace removes tc
   programs with that prefix from its interfaces as its own stale ones.
 
+On the last hop into a host that runs xdp_host (the daemon, a transport
+engine), xdp_host takes hpccd packets before tc ingress; there the
+departure comes through xdp_host's hook instead: ``hook_host(host)`` puts
+``int_sw_dep_xdp`` (ebpf/int_depart_xdp.bpf.c) into the hook of the XDP
+program on the host's ``eth0`` (docs/lab.md "The last hop into a host").
+
 What the programs do is in ebpf/int_switch.bpf.c and docs/lab.md; this
 module only decides what each port's ``struct hpccd_sw_port`` says, from
 the topology:
@@ -59,9 +65,14 @@ PROG = "hpccd_int_sw"
 DEQ_PROG = "hpccd_int_deq"           # tp_btf/qdisc_dequeue
 DEPART_PROG = "int_sw_depart"        # tc ingress of each link's far end
 DEPART_HANDLE, DEPART_PRIO = 1, 1
+HOOK_OBJECT = "int_depart_xdp"       # the lab's program for xdp_host's hook
+HOOK_PROG = "int_sw_dep_xdp"
+HOOK_MAPS = ("hpccd_lab_hook", "hpccd_lab_in")      # xdp_host's, reused
+HOOK_SW_MAPS = ("hpccd_sw_cnt", "hpccd_sw_depw", "hpccd_sw_dep")   # the switch's, reused
 PIN_ROOT = bpf.BPFFS + "/hpccd-lab"
 # Pinned map file names (in pin_dir(lab, switch)) -> map names in the object.
-PINNED = {"ports": "hpccd_sw_ports", "counters": "hpccd_sw_cnt", "samples": "hpccd_sw_qsamp"}
+PINNED = {"ports": "hpccd_sw_ports", "counters": "hpccd_sw_cnt", "samples": "hpccd_sw_qsamp",
+          "departures": "hpccd_sw_depw", "waiting": "hpccd_sw_dep"}
 DEQ_LINK_PIN = "dequeue"             # the tracepoint's link, pinned beside the maps
 DEFAULT_SAMPLE_NS = 100_000          # the sampler's interval per port (docs/lab.md)
 
@@ -191,6 +202,7 @@ class IntSwitch:
         self.objs: dict[str, bpf.BpfObject] = {}
         self.ports: dict[tuple[str, int], Any] = {}       # (switch, number) -> SwitchPort
         self._rings: dict[str, QueueSampler] = {}
+        self._hooks: dict[str, _Hook] = {}
         self.lab: str | None = None
 
     def __call__(self, sp) -> None:
@@ -243,6 +255,10 @@ class IntSwitch:
         ``flags=``)."""
         sp = self._sp(switch, number)
         c = port_config(sp.switch, sp.port, ecn=ecn, sample=self.sample_ns > 0, depart=depart)
+        if depart and sp.port.peer in sp.topology.hosts:
+            # the far end is a host, whose xdp_host may take the packet
+            # before tc ingress: the departure is also kept by hop word
+            c.flags |= lib.HPCCD_SW_F_DEPART_XDP
         for k, v in fields.items():
             setattr(c, k, v)
         self.objs[switch].map("hpccd_sw_ports").update(sp.ifindex, ffi.buffer(c)[:])
@@ -261,15 +277,195 @@ class IntSwitch:
             r = self._rings[switch] = QueueSampler(self.objs[switch].map("hpccd_sw_qsamp"))
         return r
 
+    def host_port(self, host: str):
+        """The switch port (hpccd.lab.netns.SwitchPort) whose far end is `host`."""
+        for sp in self.ports.values():
+            if sp.port.peer == host:
+                return sp
+        raise KeyError(f"INT switch: no switch port leads to host {host!r}")
+
+    def hook_host(self, host: str) -> None:
+        """Fill the lab's hook of the XDP program on `host`'s eth0 (an
+        xdp_host: the daemon's, a transport engine's) with the departure
+        stamp of the last hop (docs/lab.md "The last hop into a host").
+        Call it after that program is attached, and again when it was
+        replaced (a restarted daemon, a new engine): the hook belongs to
+        one loaded xdp_host.  A host without an XDP program needs no hook
+        (tc ingress sees its packets); one whose program has no hook is
+        refused (ValueError).  Undone by unhook_host() and close()."""
+        from .names import HOST_IFNAME, netns_name
+
+        sp = self.host_port(host)
+        with bpf.in_netns(netns_name(sp.lab, host)):
+            prog_id = bpf.xdp_query(HOST_IFNAME)
+        if prog_id is None:
+            raise ValueError(f"INT switch: no XDP program on {host}:{HOST_IFNAME} to hook")
+        old = self._hooks.get(host)
+        if old is not None and old.prog.id == prog_id:
+            return
+        self.unhook_host(host)
+        obj = self.objs[sp.switch.name]
+        self._hooks[host] = _Hook.make(prog_id, {n: obj.map(n) for n in HOOK_SW_MAPS},
+                                       sp.port.number, f"{host}:{HOST_IFNAME}")
+
+    def unhook_host(self, host: str) -> None:
+        """Empty the hook hook_host() filled (if its program is still there)."""
+        h = self._hooks.pop(host, None)
+        if h is not None:
+            h.close()
+
     def close(self) -> None:
-        """Close the objects (the tc filters keep the programs until the
-        namespaces go) -- the pins are removed by the lab's down."""
+        """Empty the hooks, close the objects (the tc filters keep the
+        programs until the namespaces go) -- the pins are removed by the
+        lab's down."""
+        for host in list(self._hooks):
+            self.unhook_host(host)
         for r in self._rings.values():
             r.close()
         for o in self.objs.values():
             o.close()
         self._rings.clear()
         self.objs.clear()
+
+
+class _Hook:
+    """int_sw_dep_xdp in the hook of one loaded xdp_host (prog array
+    hpccd_lab_hook: the lab's program in slot HPCCD_LAB_HOOK_PROG, xdp_host
+    itself in HPCCD_LAB_HOOK_BACK to go back to), sharing the maps of the
+    switch of the host's last hop."""
+
+    def __init__(self, prog: bpf.Program, hook: bpf.Map, obj: bpf.BpfObject):
+        self.prog, self.hook, self.obj = prog, hook, obj
+
+    @classmethod
+    def make(cls, prog_id: int, sw_maps: dict[str, bpf.Map], port: int, where: str) -> "_Hook":
+        """`sw_maps`: the switch's HOOK_SW_MAPS by name (its object's, or its pins)."""
+        prog = bpf.Program.from_id(prog_id)
+        maps: dict[str, bpf.Map] = {}
+        obj = None
+        try:
+            for mid in prog.map_ids():
+                m = bpf.Map.from_id(mid)
+                if m.name in HOOK_MAPS and m.name not in maps:
+                    maps[m.name] = m
+                else:
+                    m.close()
+            missing = [n for n in HOOK_MAPS if n not in maps]
+            if missing:
+                raise ValueError(f"INT switch: the XDP program on {where} ({prog.kernel_name}, "
+                                 f"id {prog_id}) has no lab hook (no map {missing[0]})")
+            obj = bpf.BpfObject.open(bpf.object_path(HOOK_OBJECT),
+                                     rodata={"hpccd_cfg_lab_port": port})
+            for n in HOOK_MAPS:
+                obj.reuse_map(n, maps[n])
+            for n in HOOK_SW_MAPS:
+                obj.reuse_map(n, sw_maps[n])
+            obj.load()
+            hook = maps.pop("hpccd_lab_hook")
+            # the way back first: the lab's program never finds it empty
+            hook.update(lib.HPCCD_LAB_HOOK_BACK, prog.fd)
+            hook.update(lib.HPCCD_LAB_HOOK_PROG, obj.program(HOOK_PROG).fd)
+            return cls(prog, hook, obj)
+        except BaseException:
+            if obj is not None:
+                obj.close()
+            prog.close()
+            raise
+        finally:
+            for m in maps.values():
+                m.close()
+
+    def close(self, keep: bool = False) -> None:
+        """Empty the hook (unless `keep`: then it stays filled for as long as
+        the program's owner holds its map) and let go of everything."""
+        try:
+            if not keep:
+                self.hook.delete(lib.HPCCD_LAB_HOOK_PROG)
+                self.hook.delete(lib.HPCCD_LAB_HOOK_BACK)
+        finally:
+            self.hook.close()
+            self.obj.close()
+            self.prog.close()
+
+
+def _host_port(lab: str, host: str) -> tuple[str, int]:
+    """(switch, port number) of the link into `host` of lab `lab` (its state file)."""
+    from .names import LabError
+    from .state import load_state
+    from .topology import Topology
+
+    st = load_state(lab)
+    if not st.get("int_switch"):
+        raise LabError(f"lab {lab!r} has no INT switch (built with --no-int)")
+    topo = Topology.loads(st["topology_text"])
+    if host not in topo.hosts:
+        raise LabError(f"lab {lab!r} has no host {host!r} (hosts: {', '.join(topo.hosts)})")
+    for sw in topo.switches.values():
+        for port in sw.ports:
+            if port.peer == host:
+                return sw.name, port.number
+    raise LabError(f"lab {lab!r}: no switch port leads to host {host!r}")
+
+
+def hook_pinned(lab: str, host: str, on: bool = True) -> int:
+    """From any process (``hpccctl lab hook``): fill the hook of the XDP
+    program now on `host`'s eth0 with the departure stamp of the last hop,
+    from the maps the lab pinned, and leave it filled (the program's owner,
+    e.g. the daemon, keeps its map and so the hook); or, `on` False, empty
+    it.  Returns the XDP program's id."""
+    from .names import HOST_IFNAME, LabError, netns_name
+
+    switch, port = _host_port(lab, host)
+    with bpf.in_netns(netns_name(lab, host)):
+        prog_id = bpf.xdp_query(HOST_IFNAME)
+    if prog_id is None:
+        raise LabError(f"no XDP program on {host}:{HOST_IFNAME} (start hpccd there first)")
+    if not on:
+        with bpf.Program.from_id(prog_id) as prog:
+            for mid in prog.map_ids():
+                with bpf.Map.from_id(mid) as m:
+                    if m.name == "hpccd_lab_hook":
+                        m.delete(lib.HPCCD_LAB_HOOK_PROG)
+                        m.delete(lib.HPCCD_LAB_HOOK_BACK)
+                        return prog_id
+        raise LabError(f"the XDP program on {host}:{HOST_IFNAME} (id {prog_id}) has no lab hook")
+    d = pin_dir(lab, switch)
+    maps = {}
+    try:
+        for fname, mname in PINNED.items():
+            if mname in HOOK_SW_MAPS:
+                path = os.path.join(d, fname)
+                if not os.path.exists(path):
+                    raise LabError(f"lab {lab!r}: {path} is missing (a lab built before the "
+                                   f"hook existed? rebuild it)")
+                maps[mname] = bpf.Map.from_pinned(path)
+        try:
+            _Hook.make(prog_id, maps, port, f"{host}:{HOST_IFNAME}").close(keep=True)
+        except ValueError as e:
+            raise LabError(str(e)) from None
+    finally:
+        for m in maps.values():
+            m.close()
+    return prog_id
+
+
+def cli(args) -> int:
+    """``hpccctl lab hook NAME HOST [--off]``."""
+    import sys
+
+    from ..cli.errors import not_root
+    from .names import LabError
+
+    if not_root("hpccctl lab hook", "network namespaces"):
+        return 2
+    try:
+        prog_id = hook_pinned(args.name, args.host, on=not args.off)
+    except (LabError, OSError) as e:
+        print(f"hpccctl lab hook: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.name}: {args.host}'s XDP program (id {prog_id}): the last hop's departure "
+          f"stamp {'removed from' if args.off else 'in'} its hook")
+    return 0
 
 
 # ---- from any process, through the pins ---------------------------------------------------

@@ -2,7 +2,9 @@
 /*
  * Userspace wire API (include/hpccd/wire_api.h): the shared parser of
  * include/hpccd/parse.h run over a whole frame, its result copied into a
- * plain struct, and the integrity tag.  The hpccd classification itself
+ * plain struct, the integrity tag, and the shared writers of
+ * include/hpccd/build.h that rewrite a parsed frame in place (the switch's
+ * departure stamp, the probe reflector).  The hpccd classification itself
  * is hpccd__parse(), the same inline code the BPF programs run.
  */
 #include <errno.h>
@@ -12,7 +14,8 @@
 
 /* ACK and NACK tags run longer than the BPF programs' (parse.h) */
 #define HPCCD_TAG_MAX_WORDS 24
-#include "hpccd/parse.h"
+#include "hpccd/build.h"
+#include "hpccd/csum.h"
 #include "hpccd/wire_api.h"
 
 /* One frame, parsed as far as the shared parser goes. */
@@ -254,6 +257,52 @@ int hpccd_wire_restamp(void *frame, size_t len, uint16_t udp_port, uint8_t probe
 	if (rc < 0)
 		rc = 2;
 	if (rc == 0 && copy)
+		memcpy(frame, base, len);
+out:
+	free(copy);
+	return rc;
+}
+
+int hpccd_wire_reflect_probe(const uint8_t *key, void *frame, size_t len, uint16_t udp_port,
+			     uint8_t probe_dscp)
+{
+	struct hpccd_reflect_csum rc_csum;
+	struct wire_parsed p;
+	void *base, *copy, *l4;
+	int rc;
+
+	if (!key || !frame)
+		return -EINVAL;
+	base = (void *)wire__align(frame, len, &copy);
+	if (!base)
+		return -ENOMEM;
+	rc = wire__parse(base, len, udp_port, probe_dscp, &p);
+	if (rc != 0)
+		goto out;
+	rc = -ENODATA;
+	if (p.v.type != HPCCD_T_PROBE || !p.v.tag)
+		goto out;
+	l4 = (char *)p.iph + (p.iph->ihl & 0xf) * 4;
+	switch (hpccd__reflect_probe(p.eth, p.iph, l4, p.l4 == HPCCD_IPPROTO_TCP, &p.v, p.c.end,
+				     hpccd_siphash__le64(key), hpccd_siphash__le64(key + 8),
+				     &rc_csum)) {
+	case HPCCD_REFLECT_RESUM:
+		/* CHECKSUM_PARTIAL: the segment's sum, field at 0 (build.h) */
+		hpccd_csum_store(rc_csum.csum,
+				 hpccd_csum_partial(l4, rc_csum.l4_len,
+						    hpccd_csum_pseudo4(p.iph->saddr, p.iph->daddr,
+								       p.iph->protocol,
+								       (uint16_t)rc_csum.l4_len)),
+				 rc_csum.kind == HPCCD_CSUM_UDP);
+		break;
+	case HPCCD_REFLECT_DONE:
+		break;
+	default:
+		rc = -EBADMSG;           /* cannot happen: parsed above */
+		goto out;
+	}
+	rc = 0;
+	if (copy)
 		memcpy(frame, base, len);
 out:
 	free(copy);

@@ -150,10 +150,6 @@ struct hpccd_local_addr {
 #define HPCCD_PROBE_RATE_DEFAULT  100000
 #define HPCCD_PROBE_BURST_DEFAULT 256
 
-/* TTL of the PROBE_RESP the XDP program writes over a PROBE (see
- * xdp_host.bpf.c: the answer is a new packet of this host). */
-#define HPCCD_REFLECT_TTL         64
-
 /* ---- counters ----------------------------------------------------------- */
 
 /* One slot of a per-CPU counter array; userspace sums the CPUs. */

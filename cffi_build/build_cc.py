@@ -18,14 +18,23 @@ from cffi_common import (CFLAGS, CFLAGS_NUMERIC, FASTPATH, INCLUDE, build_and_in
 SOURCES = sorted(str(p) for p in (FASTPATH / "cc").glob("*.c"))
 # The headers whose declarations make up the module, in include order.
 HEADERS = ["hpccd/cc.h", "hpccd/wire_api.h"]
-# Files whose HPCCD_* macros become lib constants (the wire's defaults, for the
-# configuration, which should not need libbpf to know them).
-DEFINE_FILES = [INCLUDE / "hpccd" / "wire.h"]
+# Files whose HPCCD_* macros become lib constants (the wire's defaults and the
+# INT hop's field widths, for the configuration and the flow table, which should
+# not need libbpf to know them).
+DEFINE_FILES = [INCLUDE / "hpccd" / "wire.h", INCLUDE / "hpccd" / "int_hop.h"]
+# Constants of other headers that Python checks values against or computes
+# with, so that it needs neither libbpf (hpccd._bpf) nor libxdp
+# (hpccd._transport) to know them: the XSKMAP's size (rx queues per
+# interface), the engine's UMEM frame sizes, the Ethernet header the writers
+# put before IPv4.
+CONST_HEADERS = ["hpccd/kern_user.h", "hpccd/transport.h", "hpccd/build.h"]
+CONSTS = ["HPCCD_XSKS_MAX", "HPCCD_TP_FRAME_MIN", "HPCCD_TP_FRAME_MAX", "HPCCD_ETH_HLEN"]
 
 ffibuilder = FFI()
-ffibuilder.cdef(cdef_source(HEADERS, [INCLUDE]) + constant_defines(DEFINE_FILES))
+ffibuilder.cdef(cdef_source(HEADERS, [INCLUDE]) + constant_defines(DEFINE_FILES)
+                + "".join(f"#define {n} ...\n" for n in CONSTS))
 ffibuilder.set_source(
-    "hpccd._cc", includes(HEADERS),
+    "hpccd._cc", includes(HEADERS + CONST_HEADERS),
     sources=SOURCES, include_dirs=[str(INCLUDE)],
     extra_compile_args=CFLAGS + CFLAGS_NUMERIC, libraries=["m"])
 

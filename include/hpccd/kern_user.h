@@ -140,6 +140,13 @@ struct hpccd_local_addr {
 					* without it they pass to the kernel */
 #define HPCCD_CFG_DEFAULT         (HPCCD_CFG_REFLECT_PROBES | HPCCD_CFG_TCP_SIDE)
 
+/* Size of the XSKMAP hpccd_xsks (ebpf/hpccd_maps.bpf.h): rx queues of one
+ * interface that can have an AF_XDP socket; the configuration refuses a
+ * queue beyond it. */
+#ifndef HPCCD_XSKS_MAX
+#define HPCCD_XSKS_MAX 64
+#endif
+
 /* PROBEs answered per source address (xdp_host.bpf.c (c)): a host that
  * answers any source could be made to reflect traffic at a spoofed victim,
  * so each source gets a token bucket (GCRA: one theoretical arrival time

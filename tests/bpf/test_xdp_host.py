@@ -567,6 +567,20 @@ def test_counter_layout_matches_header(xdp):
     assert xdp.telem.key_size == 16
 
 
+def test_configuration_takes_the_queues_the_xskmap_holds(xdp):
+    """The configuration's queue limit is the size of the loaded program's XSKMAP
+    (HPCCD_XSKS_MAX of include/hpccd/kern_user.h, read through hpccd._cc): a
+    configured queue always has a slot for its AF_XDP socket."""
+    from hpccd.agent import config
+
+    assert xdp.obj.map("hpccd_xsks").max_entries == config.XSKS_MAX
+    base = '[[interfaces]]\nname = "eth0"\nqueues = [%d]\n'
+    assert config.loads(base % (config.XSKS_MAX - 1), "hpccd.toml").interfaces[0].queues == \
+        (config.XSKS_MAX - 1,)
+    with pytest.raises(config.ConfigError, match="out of range"):
+        config.loads(base % config.XSKS_MAX, "hpccd.toml")
+
+
 # ---- the shared vectors --------------------------------------------------------------
 
 @by_name(VECTORS)

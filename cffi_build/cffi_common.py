@@ -21,8 +21,18 @@ EBPF = ROOT / "ebpf"
 
 CFLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
 # The congestion-control core also needs: the same events give the same bits
-# on every build (include/hpccd/cc.h, "Numeric type").
-CFLAGS_NUMERIC = ["-ffp-contract=off", "-fno-fast-math"]
+# on every build (include/hpccd/cc.h, "Numeric type").  Written once, in
+# fastpath/cc/numeric.cflags, which the Makefiles and scripts read too.
+NUMERIC_CFLAGS_FILE = FASTPATH / "cc" / "numeric.cflags"
+
+
+def numeric_cflags(path: pathlib.Path = NUMERIC_CFLAGS_FILE) -> list[str]:
+    """The flags of `path`: its words, lines starting with # left out."""
+    return [w for line in path.read_text().splitlines()
+            if not line.lstrip().startswith("#") for w in line.split()]
+
+
+CFLAGS_NUMERIC = numeric_cflags()
 
 KERNEL_TYPES = """
 typedef uint8_t __u8; typedef uint16_t __u16; typedef uint32_t __u32;

@@ -19,7 +19,10 @@ receiver's CRC-32 of the generated stream).  Reported per row: goodput
 (the bytes of all flows over the time until the last one finished), FCT
 p50 / max, packets retransmitted and how many each loss cost (retransmitted
 / dropped, the drops counted by lab_loss plus the bottleneck queue's own),
-go-backs, selective-repeat recoveries, timeouts, the receiver's duplicates.
+go-backs, selective-repeat recoveries, timeouts, the receiver's duplicates
+and its packets that arrived ahead of their turn (a loss, or reordering: the
+lab steers each flow through one CPU per hop so that it has none, docs/lab.md
+"Order").
 """
 from __future__ import annotations
 
@@ -160,7 +163,7 @@ def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> d
     # the bottleneck queue's own drops (its qdisc's counter, in the samples)
     q_drops = samples[-1].drops - samples[0].drops if len(samples) > 1 else 0
     host = sum(_host_drops(tp) for tp in engines) - host0
-    fcts, retx, go_backs, recs, rtos, dups, bad = [], 0, 0, 0, 0, 0, []
+    fcts, retx, go_backs, recs, rtos, dups, ooo, bad = [], 0, 0, 0, 0, 0, 0, []
     start_ns = min(res.stats["start_ns"] for *_, res in results)
     end_ns = 0
     for h, r, fl, res in results:
@@ -181,6 +184,7 @@ def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> d
         recs += st["recoveries"]
         rtos += st["rtos"]
         dups += got.stats.get("dup_pkts", 0)
+        ooo += got.stats.get("ooo_pkts", 0)
     if bad:
         raise RuntimeError(f"{algo.name} {recovery} at {loss:.1%} loss: not byte-exact: "
                            + "; ".join(bad))
@@ -194,6 +198,7 @@ def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> d
             "host_drops": host,
             "retx_per_drop": retx / drops if drops else math.nan,
             "go_backs": go_backs, "recoveries": recs, "rtos": rtos, "dup_pkts": dups,
+            "ooo_pkts": ooo,
             "cpu_busy": busy}
 
 
@@ -202,7 +207,7 @@ COLUMNS = [("algo", "algo"), ("recovery", "recovery"), ("loss_pct", "loss %"),
            ("fct_max_ms", "FCT max ms"), ("retx_pkts", "retx pkts"), ("dropped", "dropped"),
            ("host_drops", "of which hosts"), ("retx_per_drop", "retx/drop"),
            ("go_backs", "go-backs"), ("rtos", "timeouts"),
-           ("dup_pkts", "rx dups")]
+           ("dup_pkts", "rx dups"), ("ooo_pkts", "rx out of order")]
 
 
 def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],

@@ -5,9 +5,12 @@
  * (fastpath/transport/), the TCP-side probe (fastpath/tcpside/probe.c) and
  * the engine's probe reflection (fastpath/cc/wire.c) sum bytes with it.
  * BPF programs sum with the kernel's bpf_csum_diff() instead (they can
- * call no function of ours, and no vector code); the arithmetic both
- * share, incremental updates (RFC 1624), the pseudo-header and the final
- * write, is include/hpccd/parse.h's (include/hpccd/build.h, "Checksums").
+ * call no function of ours, and no vector code).  What code shared with BPF
+ * does around a sum, incremental updates (RFC 1624), the pseudo-header and
+ * the final write, is include/hpccd/parse.h's, over big-endian words
+ * (include/hpccd/build.h, "Checksums"); the inline helpers below are the
+ * same steps for this file's native sums, for the engine's per-packet path
+ * (no byte swaps, no call for the 12-byte pseudo-header).
  *
  * Who may include this: userspace C, not BPF, not the cffi cdef.
  *

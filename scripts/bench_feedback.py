@@ -43,6 +43,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "engine"))
 
 import harness_build  # noqa: E402
+from bench_report import machine_line, median, table  # noqa: E402
 
 
 def run(exe: pathlib.Path, *args: str) -> dict:
@@ -115,13 +116,12 @@ def lab_runs(reps: int, nbytes: int) -> None:
                       f"{r['qmax']} B, machine CPU {r['cpu_busy']:.0%}, srtt "
                       f"{r['srtt_us']:.0f} us", flush=True)
     print(f"\ndumbbell, 1 Gbit/s bottleneck, T = {tt.T_NS // 1000} us, {nbytes} bytes, "
-          f"{reps} runs each (medians)")
-    print("algo     | feedback/data | utilisation | queue p50 / p99 B | machine CPU")
-    for algo, rs in runs.items():
-        med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
-        print(f"{algo:8s} | {statistics.median(r['feedback'] / r['pkts'] for r in rs):13.3f} | "
-              f"{med('util'):11.4f} | {med('q50'):.0f} / {med('q99'):.0f} | "
-              f"{med('cpu_busy'):.0%}")
+          f"{reps} runs each (medians); {machine_line()}")
+    print(table(["algo", "feedback/data", "utilisation", "queue p50 / p99 B", "machine CPU"],
+                [[algo, f"{statistics.median(r['feedback'] / r['pkts'] for r in rs):.3f}",
+                  f"{median(rs, 'util'):.4f}",
+                  f"{median(rs, 'q50'):.0f} / {median(rs, 'q99'):.0f}",
+                  f"{median(rs, 'cpu_busy'):.0%}"] for algo, rs in runs.items()]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,17 +146,17 @@ def main(argv: list[str] | None = None) -> int:
               "INT on every DATA (stamped at departure), simulated clock\n")
         cols = ("algo", "seed", "data", "feedback", "fb/data", "windows", "util", "q p50 KB",
                 "q p99 KB", "q max KB", "ms")
-        print("  ".join(f"{c:>9}" for c in cols))
+        out = []
         for seed in a.seeds.split(","):
             for algo in ("hpcc", "rx-hpcc"):
                 r = run(exe, "bneck", seed, f"algo={algo}", f"flows={a.flows}",
                         f"bytes={a.bytes}", f"bneck_gbps={a.gbps}", f"T_us={a.T_us}")
                 if r["done_exact"] != a.flows:
                     raise SystemExit(f"{algo}: only {r['done_exact']} flows exact: {r}")
-                vals = (algo, seed, r["data_frames"], r["feedback_frames"],
-                        f"{r['fb_per_data']:.3f}", r["windows"], f"{r['util']:.3f}",
-                        r["q_p50_kb"], r["q_p99_kb"], r["q_max_kb"], r["ms"])
-                print("  ".join(f"{v:>9}" for v in vals))
+                out.append([algo, seed, r["data_frames"], r["feedback_frames"],
+                            f"{r['fb_per_data']:.3f}", r["windows"], f"{r['util']:.3f}",
+                            r["q_p50_kb"], r["q_p99_kb"], r["q_max_kb"], r["ms"]])
+        print(table(cols, out))
         for what, args in (("ACK without INT echo (dctcp, 2 MB)",
                              ("transfer", "1", "bytes=2000000")),
                             ("ACK with the INT echo of a 5-hop room (hpcc, 2 MB)",

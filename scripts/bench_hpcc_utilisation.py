@@ -30,6 +30,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
+from bench_report import machine_line, median, table  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -60,15 +62,16 @@ def main(argv: list[str] | None = None) -> int:
                       f"machine CPU {r['cpu_busy']:.0%}, srtt {r['srtt_us']:.0f} us, W {r['W']:.0f} B, "
                       f"U {r['U']:.3f}, window-limited {r['wnd_limited']:.1%}, pacing lost "
                       f"{r['pace_lost']:.1%}, timer late {r['timer_late_us']:.1f} us", flush=True)
-    print(f"\nT = {tt.T_NS // 1000} us, eta 0.95, {a.bytes} bytes, {a.reps} runs each (target >= 0.93)")
-    print("ACK every | utilisation best / median / worst | goodput median | queue p99 max | "
-          "machine CPU median")
+    print(f"\nT = {tt.T_NS // 1000} us, eta 0.95, {a.bytes} bytes, {a.reps} runs each "
+          f"(target >= 0.93); {machine_line()}")
+    out = []
     for m in ms:
         u = [r["util"] for r in runs[m]]
-        print(f"{m:9d} | {max(u):.4f} / {statistics.median(u):.4f} / {min(u):.4f} | "
-              f"{statistics.median(r['goodput_bps'] for r in runs[m]) / 1e6:.1f} Mbit/s | "
-              f"{max(r['q99'] for r in runs[m])} B | "
-              f"{statistics.median(r['cpu_busy'] for r in runs[m]):.0%}")
+        out.append([m, f"{max(u):.4f} / {statistics.median(u):.4f} / {min(u):.4f}",
+                    f"{median(runs[m], 'goodput_bps') / 1e6:.1f} Mbit/s",
+                    f"{max(r['q99'] for r in runs[m])} B", f"{median(runs[m], 'cpu_busy'):.0%}"])
+    print(table(["ACK every", "utilisation best / median / worst", "goodput median",
+                 "queue p99 max", "machine CPU median"], out))
     return 0
 
 

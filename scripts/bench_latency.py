@@ -2,7 +2,7 @@
 """Request/response latency of the native transport against kernel UDP on the
 same veth, in one run (issue 14, item 7; docs/transport.md "Latency").
 
-Two namespaces joined by one veth (tests/conftest.py netns_pair_ctx), xdp_host
+Two namespaces joined by one veth (hpccd.lab.namespaces.veth_pair), xdp_host
 on both ends.  A request is a flow of --size bytes from a to b; b's engine
 answers it with a flow of as many bytes (Transport(responder=True), the echo
 responder in the engine); the round trip is from the request's open to the
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import secrets
 import statistics
 import subprocess
 import sys
@@ -34,17 +35,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
-sys.path.insert(0, str(ROOT / "tests"))
 
-
-def machine_cpu() -> tuple[int, int]:
-    a = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    return sum(a) - a[3] - a[4], sum(a)
-
-
-def pct(v: list[int], p: float) -> float:
-    v = sorted(v)
-    return v[min(len(v) - 1, int(p / 100 * len(v)))]
+from bench_report import busy_share, machine_cpu, machine_line, table  # noqa: E402
+from hpccd.experiment.measure import percentile  # noqa: E402
 
 
 def run_transport(pair, size: int, count: int, busy: bool, coalesce_ns: int) -> list[int]:
@@ -132,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bench_latency: needs root (namespaces, XDP, AF_XDP)", file=sys.stderr)
         return 2
-    from conftest import netns_pair_ctx
+    from hpccd.lab.namespaces import pair_names, veth_pair
 
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "udp_pingpong")
@@ -141,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         xsk = os.path.join(tmp, "xsk_pingpong")
         subprocess.run(["gcc", "-O2", "-o", xsk, str(ROOT / "scripts" / "xsk_pingpong.c"),
                         "-lxdp", "-lbpf"], check=True)
-        with netns_pair_ctx() as pair:
+        with veth_pair(*pair_names("hpccdb", secrets.token_hex(3)), "10.199.0.1",
+                   "10.199.0.2") as pair:
             rows = []
             for name, fn in (
                     ("kernel UDP", lambda: run_udp(pair, exe, args.size, args.count)),
@@ -156,15 +150,17 @@ def main(argv: list[str] | None = None) -> int:
                 m0 = machine_cpu()
                 v = fn()
                 m1 = machine_cpu()
-                rows.append((name, v, (m1[0] - m0[0]) / max(1, m1[1] - m0[1])))
-    base50, base99 = pct(rows[0][1], 50), pct(rows[0][1], 99)
-    print(f"{args.size}-byte request/response on a veth, {args.count} round trips each "
-          f"({os.cpu_count()} cores)")
+                rows.append((name, v, busy_share(m0, m1)))
+    base50, base99 = percentile(rows[0][1], 50), percentile(rows[0][1], 99)
+    print(f"{args.size}-byte request/response on a veth, {args.count} round trips each; "
+          f"{machine_line()}")
+    out = []
     for name, v, busy in rows:
-        p50, p99 = pct(v, 50), pct(v, 99)
-        print(f"{name:38} p50 {p50 / 1e3:7.1f} us ({p50 / base50:4.2f}x UDP)  "
-              f"p99 {p99 / 1e3:7.1f} us ({p99 / base99:4.2f}x)  "
-              f"mean {statistics.mean(v) / 1e3:7.1f} us  machine {busy:.0%}")
+        p50, p99 = percentile(v, 50), percentile(v, 99)
+        out.append([name, f"{p50 / 1e3:.1f}", f"{p50 / base50:.2f}", f"{p99 / 1e3:.1f}",
+                    f"{p99 / base99:.2f}", f"{statistics.mean(v) / 1e3:.1f}", f"{busy:.0%}"])
+    print(table(["path", "p50 us", "p50 / UDP", "p99 us", "p99 / UDP", "mean us",
+                 "machine busy"], out))
     return 0
 
 

@@ -28,6 +28,15 @@ Printed:
   cwnd, srtt and the INT's queueing delay; HPCC's N is the run's flows;
 - hpcc-w: hpcc with cwnd_rtt_gain = 0 (cwnd = W, R up to the line rate:
   the window before), interleaved with hpcc in the same run;
+- the trains: hpcc and hpcc-w run with TcpSide's gso_max_segs (--gso-segs,
+  h1's eth0 capped while they run; hpccd.tcp_side.trains), hpcc-nocap is
+  hpcc with the interface left at the lab's cap (8 segments); every row
+  prints the mean skb h1 sent (its eth0's tx bytes per packet: one GSO
+  train per packet on veth) and the other ccs run with the lab's cap;
+- hpcc-h4: hpcc with host_cap_t = 4 (the hosts' share of the RTT counted
+  up to 4 T in cwnd instead of T), interleaved in the same run;
+- hpcc-p15: hpcc with path_rate_gain = 1.5 (R up to 1.5 x the path's slowest
+  link instead of 1 x);
 - the load average before and after: the two cores are shared.
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
@@ -48,9 +57,13 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 nan = float("nan")
 # The rows of the table and the kernel CC each runs under.
-KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc"}
-HPCC_ROWS = ("hpcc", "hpcc-w")
+KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc",
+             "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc", "hpcc-p15": "hpcc"}
+HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
+
+from bench_report import loadavg, machine_line, median, table  # noqa: E402
+from hpccd.experiment.measure import jain  # noqa: E402
 
 def thread_cpu_s(tid: int) -> float:
     """CPU time of one thread of this process, seconds: the scheduler's
@@ -107,15 +120,6 @@ def daemon_idle(seconds: float) -> int:
     return 0
 
 
-def loadavg() -> str:
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def jain(xs: list[float]) -> float:
-    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if xs and any(xs) else float("nan")
-
-
 def idle(side, seconds: float) -> dict:
     tid = side._thread.native_id
     s0, p0, t0, w0 = side.stats, process_cpu_s(), thread_cpu_s(tid), time.monotonic()
@@ -136,6 +140,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     sampler = lab.int_switch.sampler(tl.BOTTLENECK[0])
     sampler.read()
     tid = side._thread.native_id
+    tx0 = tx_counts(lab)
     s0, c0, cpu0 = side.stats, side.counters()["hpcc"], thread_cpu_s(tid)
     seen_T: dict[bytes, float] = {}
     seen_w: list[tuple[float, int, int, int]] = []      # W, cwnd, srtt, queue delay
@@ -153,6 +158,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     out, err = cli.communicate(timeout=30)
     samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
     cpu1, s1, c1 = thread_cpu_s(tid), side.stats, side.counters()["hpcc"]
+    tx1 = tx_counts(lab)
     srv.wait(timeout=10)
     if cli.returncode != 0:
         raise RuntimeError(f"iperf3 -C {cc}: {err.strip()}")
@@ -173,6 +179,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     from hpccd.tcp_side.engine import HPCC_COUNTERS
     modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,
+            "skb_KB": ((tx1[0] - tx0[0]) / (tx1[1] - tx0[1]) / 1e3 if tx1[1] > tx0[1] else nan),
             "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
             "jain": jain(rates), "goodput_mbps": sum(rates) / 1e6,
             "retx": res["end"]["sum_sent"].get("retransmits", 0),
@@ -192,6 +199,14 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
             "srtt_us": med_of(seen_w, 2), "qdelay_us": med_of(seen_w, 3) / 1e3}
 
 
+def tx_counts(lab) -> tuple[int, int]:
+    """h1's eth0: bytes and packets sent (veth counts a GSO train as one)."""
+    r = lab.run("h1", ["cat", "/sys/class/net/eth0/statistics/tx_bytes",
+                       "/sys/class/net/eth0/statistics/tx_packets"])
+    b, p = r.stdout.split()
+    return int(b), int(p)
+
+
 def med_of(rows: list[tuple], i: int) -> float:
     return statistics.median(r[i] for r in rows) if rows else float("nan")
 
@@ -202,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--flows", default="1,2,4")
-    ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc,hpcc-w",
+    ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc,hpcc-w,hpcc-nocap",
                     help="hpcc-w: hpcc with tcp_side.cwnd_rtt_gain = 0 (cwnd = W, R up to the "
                          "line rate: the window before issue 19's second part)")
     ap.add_argument("--idle-s", type=float, default=10.0)
@@ -213,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="configured T (default: 1.5 x the idle ICMP RTT, at least 100 us); "
                          "each flow's T is then fixed from its RTTs (--no-t-from-rtt: not)")
     ap.add_argument("--no-t-from-rtt", action="store_true")
+    ap.add_argument("--host-cap-t", type=float, default=None,
+                    help="TcpSide's host_cap_t for the hpcc rows (default its own; hpcc-h4: 4)")
+    ap.add_argument("--gso-segs", type=int, default=2,
+                    help="TcpSide's gso_max_segs for the hpcc and hpcc-w rows (h1's trains; "
+                         "0: the lab's); hpcc-nocap: always the lab's")
     ap.add_argument("--hpcc-N", type=int, default=0,
                     help="HPCC's N (W_AI = W_init (1 - eta) / N); default: the run's flows")
     ap.add_argument("--cwnd-rtt-gain", type=float, default=None,
@@ -227,10 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     import test_tcp_cc_lab as tl                    # the lab and its helpers, one definition
     from conftest import lab_ctx
     from hpccd.tcp_side import engine as ts
+    from hpccd.tcp_side import trains
     from hpccd.lab.topology import Topology
     tl.LINK_BPS = 1_000_000_000                     # the CHAIN topology's bottleneck
 
-    print(f"load average before: {loadavg()}")
+    print(machine_line())
     cc_obj = ts.TcpCc(tl.BUILT)
     try:
         cc_obj.start(wait_s=tl.LOCK_WAIT_S)
@@ -242,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             progs = tl.HostProgs(lab)
             try:
                 base = tl.base_rtt_ns(lab)
+                lab_segs = trains.gso_max_segs("eth0", lab.netns("h1"))
                 T = a.T_us * 1e3 or max(base * 3 // 2, 100_000)
                 bdp = tl.LINK_BPS / 8 * base / 1e9
                 gain = ({} if a.cwnd_rtt_gain is None
@@ -254,10 +276,18 @@ def main(argv: list[str] | None = None) -> int:
                     params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000,
                               "mtu_bytes": 1500, "eta": 0.95, "max_stage": 5,
                               "N_flows": a.hpcc_N or n}
-                    g = {"cwnd_rtt_gain": 0.0} if cc == "hpcc-w" else gain
+                    g = {"cwnd_rtt_gain": 0.0} if cc == "hpcc-w" else dict(gain)
+                    if cc == "hpcc-h4":
+                        g["host_cap_t"] = 4.0
+                    elif cc == "hpcc-p15":
+                        g["path_rate_gain"] = 1.5
+                    elif a.host_cap_t is not None:
+                        g["host_cap_t"] = a.host_cap_t
+                    segs = 0 if cc == "hpcc-nocap" else a.gso_segs
                     sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
                                     netns=lab.netns("h1"), tcp_cc=cc_obj,
-                                    t_from_rtt=not a.no_t_from_rtt, **g)
+                                    t_from_rtt=not a.no_t_from_rtt, gso_max_segs=segs,
+                                    gso_dev="eth0", **g)
                     sd.start()
                     sd.start_thread()
                     sd.bench_n, sd.bench_cc = n, cc
@@ -275,23 +305,30 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"base RTT (ICMP, idle) {base / 1e3:.0f} us, BDP {bdp / 1e3:.1f} KB, "
                           f"configured T {T / 1e3:.0f} us, per-flow T from RTTs: "
                           f"{not a.no_t_from_rtt}, HPCC N: {a.hpcc_N or 'the flows'}, "
-                          f"cwnd_rtt_gain {side.cwnd_rtt_gain}")
+                          f"cwnd_rtt_gain {side.cwnd_rtt_gain}, host_cap_t {side.host_cap_t}, "
+                          f"path_rate_gain {side.path_rate_gain}, h1's gso_max_segs: the lab's "
+                          f"{lab_segs}, hpcc's and hpcc-w's {a.gso_segs or lab_segs}")
                     ccs = a.ccs.split(",")
                     nflows = [int(x) for x in a.flows.split(",")]
                     res: dict[tuple[str, int], list[dict]] = {}
                     for rep in range(a.reps):
                         for n in nflows:
                             for cc in ccs:
-                                want = "hpcc-w" if cc == "hpcc-w" else "hpcc"
+                                want = cc if cc in HPCC_ROWS else "hpcc"
                                 if (side.bench_n, side.bench_cc) != (n, want):
                                     side.stop()
                                     side = make_side(n, want)
                                 tl.set_marking(lab, cc == "dctcp")
-                                if cc == "dctcp":
-                                    with tl.default_cc(lab, "dctcp"):
+                                if cc not in HPCC_ROWS:
+                                    side.trains.restore()       # the lab's trains
+                                try:
+                                    if cc == "dctcp":
+                                        with tl.default_cc(lab, "dctcp"):
+                                            r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
+                                    else:
                                         r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
-                                else:
-                                    r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
+                                finally:
+                                    side.trains.apply()
                                 res.setdefault((cc, n), []).append(r)
                                 extra = ""
                                 if cc in HPCC_ROWS:
@@ -308,24 +345,26 @@ def main(argv: list[str] | None = None) -> int:
                                              f"srtt {r['srtt_us']:.0f} us queue delay "
                                              f"{r['qdelay_us']:.0f} us, modes {r['modes']}")
                                 print(f"rep {rep + 1} {cc:>6} x{n}: util {r['util']:.3f}, "
+                                      f"mean skb {r['skb_KB']:.1f} KB, "
                                       f"q p50 {r['q50'] / 1e3:.1f} KB p99 {r['q99'] / 1e3:.1f} KB "
                                       f"({r['q99'] / bdp:.2f} BDP), Jain {r['jain']:.3f}, "
                                       f"retx {r['retx']}{extra}", flush=True)
                     print(f"\nmedians of {a.reps} (load average after: {loadavg()})")
-                    print(f"{'cc':>6} {'flows':>5} {'util':>6} {'q50 KB':>7} {'q99 KB':>7} "
-                          f"{'q99 BDP':>7} {'Jain':>6} {'engine CPU/flow':>15} {'probes/RTT':>10} "
-                          f"{'us/probe':>8} {'send us':>7}")
+                    out = []
                     for (cc, n), rs in res.items():
                         def med(k):
-                            return statistics.median(x[k] for x in rs)
+                            return median(rs, k)
                         h = cc in HPCC_ROWS
-                        cpu = f"{med('engine_cpu_per_s') / n:.1%}" if h else ""
-                        ppr = f"{med('probes_per_rtt'):.2f}" if h else ""
-                        upp = f"{med('us_per_probe'):.0f}" if h else ""
-                        spp = f"{med('send_us_per_probe'):.0f}" if h else ""
-                        print(f"{cc:>6} {n:>5} {med('util'):>6.3f} {med('q50') / 1e3:>7.1f} "
-                              f"{med('q99') / 1e3:>7.1f} {med('q99') / bdp:>7.2f} "
-                              f"{med('jain'):>6.3f} {cpu:>15} {ppr:>10} {upp:>8} {spp:>7}")
+                        out.append([cc, n, f"{med('util'):.3f}", f"{med('q50') / 1e3:.1f}",
+                                    f"{med('q99') / 1e3:.1f}", f"{med('q99') / bdp:.2f}",
+                                    f"{med('jain'):.3f}", f"{med('skb_KB'):.1f}",
+                                    f"{med('engine_cpu_per_s') / n:.1%}" if h else "",
+                                    f"{med('probes_per_rtt'):.2f}" if h else "",
+                                    f"{med('us_per_probe'):.0f}" if h else "",
+                                    f"{med('send_us_per_probe'):.0f}" if h else ""])
+                    print(table(["cc", "flows", "util", "q50 KB", "q99 KB", "q99 BDP", "Jain",
+                                 "skb KB", "engine CPU/flow", "probes/RTT", "us/probe",
+                                 "send us"], out))
                 finally:
                     side.stop()
             finally:

@@ -3,8 +3,8 @@
 side by side with kernel TCP (iperf3) and with the raw ceiling of AF_XDP on the
 same veth, in the same run (issue 14's figures; docs/transport.md "Benchmark").
 
-Two namespaces joined by one veth (tests/conftest.py netns_pair_ctx: removed
-whatever happens), no qdisc limit, xdp_host attached (generic mode) on both
+Two namespaces joined by one veth (hpccd.lab.namespaces.veth_pair, names
+``hpccdb-``: removed whatever happens), no qdisc limit, xdp_host attached (generic mode) on both
 ends for the whole run, so that iperf3 crosses exactly what the transport's
 packets cross.  For each veth MTU of --mtus (default 65535, 9000, then 1500), --reps
 rounds, each round running, one after the other:
@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import pathlib
+import secrets
 import statistics
 import subprocess
 import sys
@@ -46,24 +47,10 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
-sys.path.insert(0, str(ROOT / "tests"))
+
+from bench_report import busy_share, machine_cpu, machine_line, machine_s  # noqa: E402
 
 HPCCCTL = [str(ROOT / ".venv" / "bin" / "python"), "-m", "hpccd.cli.main"]
-
-
-def machine_cpu() -> tuple[int, int]:
-    a = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    return sum(a) - a[3] - a[4], sum(a)
-
-
-def busy(m0, m1) -> float:
-    return (m1[0] - m0[0]) / max(1, m1[1] - m0[1])
-
-
-def machine_s(m0, m1) -> float:
-    """CPU-seconds the whole machine was busy between two machine_cpu()
-    readings: every thread and every softirq, wherever it ran."""
-    return (m1[0] - m0[0]) / os.sysconf("SC_CLK_TCK")
 
 
 def set_rps(pair, on: bool) -> None:
@@ -111,7 +98,7 @@ def run_transport(tx, rx, peer: str, nbytes: int, algo: str) -> dict:
     return {"goodput_bps": res.goodput_bps, "pps": res.stats["pkts"] / res.fct_s,
             "mtu": res.stats["mss"] + res.stats["hdr_bytes"] - 14,
             "retx": res.stats["retx_pkts"], "drops": rx_drops(s0_rx, rx.stats()),
-            "cpu_s_per_gb": (c1 - c0) / (nbytes / 1e9), "busy": busy(m0, m1),
+            "cpu_s_per_gb": (c1 - c0) / (nbytes / 1e9), "busy": busy_share(m0, m1),
             "machine_s_per_gb": machine_s(m0, m1) / (nbytes / 1e9)}
 
 
@@ -144,7 +131,7 @@ def run_cli(pair, nbytes: int, algo: str, settings: dict, xdp_mode: str) -> dict
     return {"goodput_bps": s["goodput_bps"], "pps": s["packets"] / s["fct_s"], "mtu": s["mtu"],
             "retx": s["retx_packets"], "drops": r["drops"],
             "cpu_s_per_gb": (s["engine_cpu_s"] + r["engine_cpu_s"]) / (nbytes / 1e9),
-            "busy": busy(m0, m1)}
+            "busy": busy_share(m0, m1)}
 
 
 def run_iperf3(pair, seconds: float) -> dict:
@@ -166,7 +153,7 @@ def run_iperf3(pair, seconds: float) -> dict:
     cpu_s = (cpu.get("host_total", 0) + cpu.get("remote_total", 0)) / 100 * secs
     gb = bps * secs / 8 / 1e9
     return {"goodput_bps": bps, "cpu_s_per_gb": cpu_s / gb if gb else None,
-            "retx": end.get("sum_sent", {}).get("retransmits"), "busy": busy(m0, m1),
+            "retx": end.get("sum_sent", {}).get("retransmits"), "busy": busy_share(m0, m1),
             "machine_s_per_gb": machine_s(m0, m1) / gb if gb else None}
 
 
@@ -180,7 +167,7 @@ def run_raw(txr, rxr, peer: str, frames: int, mtu: int) -> dict:
     r1 = rxr.stats()
     return {"pps": frames / dt, "received": r1["rx_frames"] - r0["rx_frames"],
             "goodput_bps": (r1["rx_frames"] - r0["rx_frames"]) * mtu * 8 / dt,
-            "drops": rx_drops(r0, r1), "busy": busy(m0, machine_cpu())}
+            "drops": rx_drops(r0, r1), "busy": busy_share(m0, machine_cpu())}
 
 
 def set_mtu(pair, mtu: int) -> None:
@@ -231,13 +218,16 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_transport: needs root (namespaces, XDP, AF_XDP)", file=sys.stderr)
         return 2
 
-    from conftest import netns_pair_ctx
+    from hpccd.lab.namespaces import pair_names, veth_pair
     from hpccd.transport.engine import Transport
 
     settings = daemon_defaults()
     kinds = ["transport", "iperf3", "raw"] + ([] if args.no_cli else ["cli"])
     blocks = []
-    with netns_pair_ctx() as pair:
+    if not args.json:
+        print(machine_line(), flush=True)
+    with veth_pair(*pair_names("hpccdb", secrets.token_hex(3)), "10.199.0.1",
+                   "10.199.0.2") as pair:
         set_rps(pair, args.rps)
         pin = {"rx": {"cpu": 1}, "tx": {"cpu": 0}} if args.rps else {"rx": {}, "tx": {}}
         for mtu in (int(m) for m in args.mtus.split(",")):

@@ -8,7 +8,7 @@ A benchmark, not a test: it prints figures and fails only when it cannot
 produce them.  Needs root, iperf3, and the BPF objects (`make bpf`, run
 here, a no-op when they are up to date).
 
-Lab: two network namespaces joined by a veth (built with pyroute2, names
+Lab: two network namespaces joined by a veth (hpccd.lab.namespaces.veth_pair, names
 ``hpccdb-`` plus a random suffix, 10.198.0.1/24 and 10.198.0.2/24 inside
 them only), an iperf3 server in b, the client in a (a sends).  Each round
 runs iperf3 for --seconds in every mode, in alternating order (ABBA), so
@@ -52,7 +52,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
 
-NS_PREFIX = "hpccdb-"
+from bench_report import machine_line, table  # noqa: E402
+
+NS_PREFIX = "hpccdb"
 MODES = ("none", "all", "xdp", "tc", "pass", "frags", "all-skb")
 REFERENCE_XDP = """
 #include "vmlinux.h"
@@ -73,11 +75,11 @@ class Lab:
     """Namespace pair, iperf3 server, loaded programs; close() undoes all of it."""
 
     def __init__(self):
-        tag = secrets.token_hex(3)
-        self.a, self.b = f"{NS_PREFIX}{tag}-a", f"{NS_PREFIX}{tag}-b"
-        self.va, self.vb = f"hpccdb{tag}a", f"hpccdb{tag}b"
-        self.made: list[str] = []
-        self.procs: list[subprocess.Popen] = []
+        from hpccd.lab.namespaces import pair_names
+
+        self.a, self.b, self.va, self.vb = pair_names(NS_PREFIX, secrets.token_hex(3))
+        self.stack = contextlib.ExitStack()
+        self.pair = None                # hpccd.lab.namespaces.VethPair, once built
         self.objs = []
         self.xdp: dict[str, object] = {}
         self.tc = None
@@ -86,26 +88,17 @@ class Lab:
 
     # -- namespaces
     def build(self) -> None:
-        from pyroute2 import NetNS, netns
+        from hpccd.lab.namespaces import veth_pair
 
-        for name in (self.a, self.b):
-            netns.create(name)
-            self.made.append(name)
-        with NetNS(self.a, flags=0) as ns:
-            ns.link("add", ifname=self.va, kind="veth",
-                    peer={"ifname": self.vb, "net_ns_fd": self.b})
-        for name, ifname, ip in ((self.a, self.va, IP_A), (self.b, self.vb, IP_B)):
-            with NetNS(name, flags=0) as ns:
-                idx = ns.link_lookup(ifname=ifname)[0]
-                ns.addr("add", index=idx, address=ip, prefixlen=PREFIXLEN)
-                ns.link("set", index=idx, state="up")
-                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+        self.pair = self.stack.enter_context(
+            veth_pair(self.a, self.b, self.va, self.vb, IP_A, IP_B, PREFIXLEN))
+
+    @property
+    def procs(self) -> list[subprocess.Popen]:
+        return self.pair.procs
 
     def popen(self, ns: str, argv: list[str], **kw) -> subprocess.Popen:
-        p = subprocess.Popen(["ip", "netns", "exec", ns, *argv], start_new_session=True,
-                             stdin=subprocess.DEVNULL, **kw)
-        self.procs.append(p)
-        return p
+        return self.pair.popen(ns, argv, **kw)
 
     # -- programs
     def load(self) -> None:
@@ -195,36 +188,18 @@ class Lab:
 
     # -- clean-up
     def close(self) -> None:
-        from pyroute2 import netns
-
-        errors = []
-        for p in self.procs:
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
-                p.wait(timeout=5)
-        if self.made:
+        if self.pair is not None:
+            self.pair.stop_procs()
             with contextlib.suppress(Exception):
                 self.set_mode("none")
         for o in self.objs:
             o.close()
         if self.tmp is not None:
             self.tmp.cleanup()
-        for name in self.made:
-            try:
-                netns.remove(name)
-            except Exception as e:
-                errors.append(f"{name}: {e!r}")
-        left = [n for n in self.made if os.path.exists(f"/run/netns/{n}")]
-        if errors or left:
-            log(f"clean-up incomplete: {errors} {left}")
-        self.made = [n for n in left]
+        try:
+            self.stack.close()          # the namespaces, checked gone (veth_pair)
+        except Exception as e:
+            log(f"clean-up incomplete: {e}")
 
 
 def iperf(lab: Lab, seconds: float, streams: int) -> float:
@@ -322,32 +297,22 @@ def main() -> int:
     finally:
         lab.close()
 
-    cpu = "?"
-    with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    print(f"kernel {os.uname().release}, {os.cpu_count()} CPUs ({cpu}), veth, MTU 1500, "
+    print(f"{machine_line()}; veth, MTU 1500, "
           f"iperf3 -t {args.seconds:g} -P {args.streams}, {args.rounds} rounds (ABBA order)")
     print("TSO on a's veth: " + ", ".join(f"{m} {'on' if tso[m] else 'off'}" for m in modes))
-    head = "| round | " + " | ".join(f"{m} Gbit/s" for m in modes) + \
-        " | ratio all/none |" + "".join(f" ratio {m}/none |" for m in modes
-                                         if m not in ("none", "all"))
-    print(head)
-    print("|" + "---:|" * (head.count("|") - 1))
+    others = [m for m in modes if m not in ("none", "all")]
     ratios = {m: [] for m in modes if m != "none"}
+    out = []
     for i, g in enumerate(rows, 1):
         for m in ratios:
             ratios[m].append(g[m] / g["none"])
-        print(f"| {i} | " + " | ".join(f"{g[m]:.2f}" for m in modes) +
-              f" | {g['all'] / g['none']:.3f} |" +
-              "".join(f" {g[m] / g['none']:.3f} |" for m in modes if m not in ("none", "all")))
-    print("| median | " + " | ".join(f"{statistics.median(g[m] for g in rows):.2f}"
-                                     for m in modes) +
-          f" | **{statistics.median(ratios['all']):.3f}** |" +
-          "".join(f" {statistics.median(ratios[m]):.3f} |" for m in modes
-                  if m not in ("none", "all")))
+        out.append([i] + [f"{g[m]:.2f}" for m in modes] + [f"{g['all'] / g['none']:.3f}"]
+                   + [f"{g[m] / g['none']:.3f}" for m in others])
+    out.append(["median"] + [f"{statistics.median(g[m] for g in rows):.2f}" for m in modes]
+               + [f"**{statistics.median(ratios['all']):.3f}**"]
+               + [f"{statistics.median(ratios[m]):.3f}" for m in others])
+    print(table(["round"] + [f"{m} Gbit/s" for m in modes] + ["ratio all/none"]
+                + [f"ratio {m}/none" for m in others], out))
     print(f"median ratio all/none: {statistics.median(ratios['all']):.3f}")
     print("frames counted by the programs over the run: " +
           ", ".join(f"{k} {v}" for k, v in counted.items()))

@@ -47,7 +47,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
 
-from hpccd.lab import netns as labmod  # noqa: E402
+from hpccd.lab import queues  # noqa: E402
+from hpccd.lab.netns import Lab  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402
 
 WORKLOADS = {
@@ -77,7 +78,7 @@ class PortCounters:
     reading with its own timestamp, so that a slow read does not skew a
     port's rate."""
 
-    def __init__(self, lab: labmod.Lab):
+    def __init__(self, lab: Lab):
         from pyroute2 import NetNS
 
         self.handles = {s: NetNS(lab.netns(s), flags=0) for s in lab.topology.switches}
@@ -87,7 +88,7 @@ class PortCounters:
     def read(self) -> dict[tuple[str, str], dict]:
         out = {}
         for s, ifname, peer, idx in self.ports:
-            q = labmod.read_queue(self.handles[s], idx)
+            q = queues.read_queue(self.handles[s], idx)
             out[(s, ifname)] = {"t": time.monotonic(), "bytes": q["bytes"], "drops": q["drops"],
                                 "peer": peer, "rate_bps": q["rate_bps"]}
         return out
@@ -102,7 +103,7 @@ class BacklogPoller(threading.Thread):
 
     POLL_S = 0.005
 
-    def __init__(self, lab: labmod.Lab):
+    def __init__(self, lab: Lab):
         super().__init__(daemon=True)
         self.lab, self.peak, self.stop = lab, {}, threading.Event()
         self.sum: dict = {}
@@ -120,7 +121,7 @@ class BacklogPoller(threading.Thread):
                 for (s, ifn), ix in idx.items():
                     for q in handles[s].get_qdiscs(ix):
                         if q["parent"] == 0xFFFFFFFF:
-                            b = labmod._qdisc_stats(q)["backlog"]
+                            b = queues.qdisc_stats(q)["backlog"]
                             self.peak[(s, ifn)] = max(self.peak.get((s, ifn), 0), b)
                             self.sum[(s, ifn)] = self.sum.get((s, ifn), 0) + b
         finally:
@@ -128,7 +129,7 @@ class BacklogPoller(threading.Thread):
                 h.close()
 
 
-def run_workload(lab: labmod.Lab, flows: list[tuple[str, str]], seconds: float) -> dict:
+def run_workload(lab: Lab, flows: list[tuple[str, str]], seconds: float) -> dict:
     servers, clients = [], []
     for k, (src, dst) in enumerate(flows):
         servers.append(lab.popen(dst, ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)],
@@ -207,8 +208,8 @@ def main() -> int:
         print("lab_check: needs root (network namespaces)", file=sys.stderr)
         return 2
     if args.burst_us is not None:
-        labmod.HTB_BURST_US = args.burst_us
-    print(f"HTB bucket {labmod.HTB_BURST_US} us at link rate; {os.cpu_count()} CPUs; "
+        queues.HTB_BURST_US = args.burst_us
+    print(f"HTB bucket {queues.HTB_BURST_US} us at link rate; {os.cpu_count()} CPUs; "
           f"load average before: {os.getloadavg()[0]:.2f}")
     modes = args.offloads.split(",")
     for name in args.topology.split(","):
@@ -217,7 +218,7 @@ def main() -> int:
         for rnd in range(args.rounds):
             # ABBA: a drift of the machine's speed favours no mode
             for mode in (modes if rnd % 2 == 0 else modes[::-1]):
-                with labmod.Lab(topo, name=f"hpccdc-{secrets.token_hex(3)}",
+                with Lab(topo, name=f"hpccdc-{secrets.token_hex(3)}",
                                 offloads=mode) as lab:
                     for wl in args.workloads.split(","):
                         if wl in wls:

@@ -1,8 +1,9 @@
 """Fixtures shared by every test directory: the namespace pair, and the
 session-end check that no test namespace is left behind.
 
-One implementation of "two network namespaces joined by a veth" for every
-test that needs one (tests/bpf, tests/integration ...):
+"Two network namespaces joined by a veth" for every test that needs one
+(tests/bpf, tests/integration ...), built by its one home,
+hpccd.lab.namespaces.veth_pair, under names of this session:
 
     def test_x(netns_pair):
         netns_pair.a, netns_pair.b        namespace names (hpccdt-...-a / -b)
@@ -37,20 +38,17 @@ warned about.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import errno
 import itertools
 import os
 import secrets
-import signal
-import subprocess
 import time
 import warnings
 from typing import Iterator
 
 import pytest
 
-from hpccd.lab.netns import NETNS_DIR, netns_inode, pids_in_netns
+from hpccd.lab.names import NETNS_DIR
+from hpccd.lab.namespaces import VethPair, pair_names, remove_netns, veth_pair
 
 NS_PREFIX = "hpccdt-"
 # Names of this session's namespaces start with NS_PREFIX + SESSION_TOKEN:
@@ -78,145 +76,28 @@ def list_test_netns() -> set[str]:
         return set()
 
 
-def _remove_netns(name: str) -> None:
-    from pyroute2 import netns
-
-    try:
-        netns.remove(name)
-    except OSError as e:
-        if e.errno != errno.ENOENT:
-            raise
-    except Exception:                        # pyroute2 wraps some errors
-        if name in list_test_netns():
-            raise
-
-
-@dataclasses.dataclass
-class NetnsPair:
-    """Two namespaces joined by a veth: a (va, ip_a) <-> b (vb, ip_b)."""
-
-    tag: str
-    a: str
-    b: str
-    va: str
-    vb: str
-    ip_a: str = "10.199.0.1"
-    ip_b: str = "10.199.0.2"
-    prefixlen: int = 24
-    ifindex_a: int = 0
-    ifindex_b: int = 0
-    mac_a: str = ""
-    mac_b: str = ""
-    procs: list = dataclasses.field(default_factory=list, repr=False)
-
-    def side(self, ns: str) -> tuple[str, str, str]:
-        """(namespace, veth, address) of side "a"/"b" or of a namespace name."""
-        if ns in ("a", self.a):
-            return self.a, self.va, self.ip_a
-        if ns in ("b", self.b):
-            return self.b, self.vb, self.ip_b
-        raise ValueError(f"{ns!r} is not a side of {self.a}/{self.b}")
-
-    def pids_inside(self, ns: str) -> list[int]:
-        """Processes with a task in namespace `ns` ("a", "b" or a name)."""
-        ino = netns_inode(self.side(ns)[0])
-        return pids_in_netns(ino) if ino else []
-
-    def popen(self, ns: str, argv: list[str], **kw) -> subprocess.Popen:
-        """Start `argv` inside namespace `ns` ("a", "b" or a name) with
-        `ip netns exec`; the process is killed (by its pid) in teardown if
-        it is still running.  Its own session, so that Ctrl-C of pytest
-        does not reach it half-way through a test."""
-        name, _, _ = self.side(ns)
-        kw.setdefault("stdin", subprocess.DEVNULL)
-        p = subprocess.Popen(["ip", "netns", "exec", name, *argv], start_new_session=True, **kw)
-        self.procs.append(p)
-        return p
-
-    def stop_procs(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
-                p.wait(timeout=5)
-            for f in (p.stdout, p.stderr):
-                if f is not None:
-                    f.close()
-
-
-def _link_info(ns, ifname: str) -> tuple[int, str]:
-    idx = ns.link_lookup(ifname=ifname)[0]
-    mac = ns.get_links(idx)[0].get_attr("IFLA_ADDRESS")
-    return idx, mac
+# The pair itself (hpccd.lab.namespaces.veth_pair): here only the names of
+# this session, so that the leak check below knows them.
+NetnsPair = VethPair
 
 
 @contextlib.contextmanager
 def netns_pair_ctx(ip_a: str = "10.199.0.1", ip_b: str = "10.199.0.2",
                    prefixlen: int = 24, queues: int = 1) -> Iterator[NetnsPair]:
-    """Build a namespace pair; on exit (whatever happened) stop its
-    processes, remove both namespaces and check that they are gone and that
-    no process is left inside them.  A failed check raises after all the
-    clean-up was attempted.  queues: TX and RX queues of each veth end."""
-    from pyroute2 import NetNS, netns
-
+    """Build a namespace pair of this session (hpccd.lab.namespaces.veth_pair);
+    on exit (whatever happened) stop its processes, remove both namespaces
+    and check that they are gone and that no process is left inside them.
+    A failed check raises after all the clean-up was attempted.  queues: TX
+    and RX queues of each veth end."""
     existing = list_test_netns()
     for _ in range(256):                  # skip names a leaked pair still holds
         tag = f"{SESSION_TOKEN}{next(_serial) % 256:02x}"
         if f"{NS_PREFIX}{tag}-a" not in existing and f"{NS_PREFIX}{tag}-b" not in existing:
             break
-    p = NetnsPair(tag=tag, a=f"{NS_PREFIX}{tag}-a", b=f"{NS_PREFIX}{tag}-b",
-                  va=f"hpccdt{tag}a", vb=f"hpccdt{tag}b", ip_a=ip_a, ip_b=ip_b,
-                  prefixlen=prefixlen)
-    made: list[str] = []
-    inodes: dict[str, int] = {}
-    try:
-        for name in (p.a, p.b):
-            _created.add(name)
-            netns.create(name)
-            made.append(name)
-            inodes[name] = netns_inode(name)
-        with NetNS(p.a, flags=0) as ns:
-            q = {"num_tx_queues": queues, "num_rx_queues": queues} if queues > 1 else {}
-            ns.link("add", ifname=p.va, kind="veth",
-                    peer={"ifname": p.vb, "net_ns_fd": p.b, **q}, **q)
-        for name, ifname, ip in ((p.a, p.va, p.ip_a), (p.b, p.vb, p.ip_b)):
-            with NetNS(name, flags=0) as ns:
-                idx, mac = _link_info(ns, ifname)
-                ns.addr("add", index=idx, address=ip, prefixlen=prefixlen)
-                ns.link("set", index=idx, state="up")
-                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-                if name == p.a:
-                    p.ifindex_a, p.mac_a = idx, mac
-                else:
-                    p.ifindex_b, p.mac_b = idx, mac
+    a, b, va, vb = pair_names(NS_PREFIX.rstrip("-"), tag)
+    _created.update((a, b))
+    with veth_pair(a, b, va, vb, ip_a, ip_b, prefixlen, queues) as p:
         yield p
-    finally:
-        problems = []
-        try:
-            p.stop_procs()
-        except Exception as e:                          # keep cleaning up
-            problems.append(f"stopping processes: {e!r}")
-        for name in made:
-            try:
-                _remove_netns(name)
-            except Exception as e:
-                problems.append(f"removing {name}: {e!r}")
-        left = list_test_netns() & set(made)
-        if left:
-            problems.append(f"still listed after removal: {sorted(left)}")
-        for name, ino in inodes.items():
-            holders = pids_in_netns(ino) if ino else []
-            if holders:
-                problems.append(f"{name} removed from {NETNS_DIR} but still held by "
-                                f"pids {holders} (a process started in it was not stopped)")
-        if problems:
-            raise RuntimeError("namespace pair teardown: " + "; ".join(problems))
 
 
 @pytest.fixture
@@ -365,7 +246,7 @@ def _check_leaks() -> str | None:
         removed = []
         for name in ours:
             with contextlib.suppress(Exception):
-                _remove_netns(name)
+                remove_netns(name)
                 removed.append(name)
         msg.append(f"  created by this session and not removed by their test: {ours} "
                    f"(now removed: {removed})")

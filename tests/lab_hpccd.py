@@ -1,11 +1,13 @@
 """hpccd as the lab tests run it: the configuration every one of them starts from, the
 daemon process in a host of the lab, and the Prometheus text it exposes.
 
-Used by tests/integration/test_daemon_lab.py, test_daemon_owners.py, test_prometheus.py and
-test_daemon.py (``from lab_hpccd import ...``; tests/ is on the path, as for conftest).
+Used by tests/integration/test_daemon_lab.py, test_daemon_owners.py, test_prometheus.py,
+test_daemon.py and test_faults.py (``from lab_hpccd import ...``; tests/ is on the path, as
+for conftest).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pathlib
@@ -135,3 +137,21 @@ def samples(text: str) -> dict[str, list[tuple[dict, float]]]:
         for s in fam.samples:
             out.setdefault(s.name, []).append((s.labels, s.value))
     return out
+
+
+def prog_gone(prog_id: int, timeout: float = 10.0) -> bool:
+    """Whether BPF program `prog_id` is gone within `timeout` seconds: the
+    kernel frees a detached program after an RCU grace period."""
+    from hpccd.bpf import loader as bpf
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            bpf.Program.from_id(prog_id).close()
+        except bpf.BpfError as e:
+            if e.errno == errno.ENOENT:
+                return True
+            raise
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)

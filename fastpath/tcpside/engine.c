@@ -474,7 +474,7 @@ static double pace_bps(const struct hpccd_tcpp *e, const struct flow *f)
 	if (e->c.cwnd_rtt_gain <= 0)
 		return r;
 	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++) {
-		b = (double)s->L[i].bw_bps;
+		b = (double)s->L[i].bw_bps * e->c.path_rate_gain;
 		if (b > 0 && b < r)
 			r = b;
 	}
@@ -518,10 +518,13 @@ static uint64_t cwnd_for(const struct hpccd_tcpp *e, struct flow *f, double rate
 	f->host_ns = f->host_n++ ? (7 * f->host_ns + host) / 8 : host;
 	if (e->c.cwnd_rtt_gain <= 0 || !f->host_ns)
 		return (uint64_t)W;
-	/* at most T of it: a longer host delay is a host that does not keep up
-	 * (measured with four flows at load 6-9: srtt 1 ms, a window of 8-11 W
-	 * each, and the bottleneck's buffer full when they were scheduled) */
-	h = (double)f->host_ns < f->T_ns ? (double)f->host_ns : f->T_ns;
+	/* at most host_cap_t x T of it: a longer host delay is a host that does
+	 * not keep up (measured with four flows at load 6-9 and the lab's
+	 * 8-segment trains, no cap: srtt 1 ms, a window of 8-11 W each, and
+	 * the bottleneck's buffer full when they were scheduled; a cap of T
+	 * instead left a loaded host's flows window-limited, docs/tcp-side.md) */
+	h = (double)f->host_ns < e->c.host_cap_t * f->T_ns ? (double)f->host_ns
+							    : e->c.host_cap_t * f->T_ns;
 	return (uint64_t)(W + rate_Bps * h / 1e9 * e->c.cwnd_rtt_gain);
 }
 
@@ -795,7 +798,9 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	    !c->max_flows || c->max_flows > (1u << 20) ||
 	    c->timeout_min_ns > c->timeout_max_ns || (c->t_from_rtt && c->t_rtt_factor < 1.0) ||
 	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16) ||
-	    !(c->cwnd_rtt_gain >= 0 && c->cwnd_rtt_gain <= 16))
+	    !(c->cwnd_rtt_gain >= 0 && c->cwnd_rtt_gain <= 16) ||
+	    !(c->host_cap_t >= 0 && c->host_cap_t <= 64) ||
+	    !(c->path_rate_gain >= 0.1 && c->path_rate_gain <= 4))
 		return -EINVAL;
 	if (hpccd_hpcc_init(&probe, &c->hpcc, HPCCD_ALGO_HPCC, &why))
 		return -EINVAL;

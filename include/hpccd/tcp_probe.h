@@ -65,6 +65,11 @@ struct hpccd_tcpp_config {
 	double cwnd_rtt_gain;     /* cwnd = W + R x min(srtt - probe RTT, T) x this, the rate
 				   * R = W / T enforced by pacing (engine.c, cwnd_for);
 				   * 0: cwnd = W, R not capped at the path's slowest link */
+	double host_cap_t;        /* the hosts' share in that cwnd counts at most this x the
+				   * flow's T (0..64; 1: the cap measured safe with 8-segment
+				   * trains on a loaded host, docs/tcp-side.md) */
+	double path_rate_gain;    /* R at most this x the slowest link of the path (0.1..4;
+				   * 1: the link's rate) */
 	uint8_t probe_dscp;
 	uint8_t room;             /* INT hop records reserved in a probe */
 	uint8_t pad[6];

@@ -29,7 +29,6 @@ Invariants protected:
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import pathlib
@@ -53,6 +52,7 @@ if os.geteuid() != 0:
                 allow_module_level=True)
 
 from hpccd.bpf import loader as bpf  # noqa: E402
+from lab_hpccd import prog_gone  # noqa: E402
 from lab_hpccd import samples as prom_samples  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -309,21 +309,6 @@ def _qdisc_kinds(iface: str) -> list[str]:
     with IPRoute() as ipr:
         idx = ipr.link_lookup(ifname=iface)[0]
         return [q.get_attr("TCA_KIND") for q in ipr.get_qdiscs(idx)]
-
-
-def prog_gone(prog_id: int, timeout: float = 10.0) -> bool:
-    """The kernel frees a detached program after an RCU grace period."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            bpf.Program.from_id(prog_id).close()
-        except bpf.BpfError as e:
-            if e.errno == errno.ENOENT:
-                return True
-            raise
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
 
 
 def component_log(d: pathlib.Path) -> list[dict]:

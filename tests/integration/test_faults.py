@@ -65,14 +65,12 @@ from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.transport.engine import Transport, TransportError, pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
+from hpccd.lab.loss import GILBERT_ELLIOTT, LinkLoss  # noqa: E402
+from lab_hpccd import prog_gone  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
 LOSS_OBJ = ROOT / "build" / "ebpf" / "lab_loss.bpf.o"
-# lab_loss's tc ingress filter (handle, priority): after the lab's own
-# departure program there (int_sw_depart, handle 1 priority 1), which lets
-# the next filter run
-LOSS_TC = (2, 2)
 HPCCD = shutil.which("hpccd") or str(ROOT / ".venv" / "bin" / "hpccd")
 LINE = 2_000_000_000
 T_NS = 300_000
@@ -105,44 +103,6 @@ def engines(dumbbell):
 def _sum_slot(obj, slot: int) -> int:
     m = obj.map("hpccd_loss_cnt")
     return sum(int.from_bytes(v[:8], sys.byteorder) for v in m.lookup(slot))
-
-
-class LinkLoss:
-    """lab_loss on tc ingress of both ends of the bottleneck (s2:p1 gets the
-    data, s1:p4 the feedback): random (mode 0) or Gilbert-Elliott (mode 1)."""
-
-    def __init__(self, lab, p: float, mode: int = 0, p_enter: float = 0.0,
-                 p_exit: float = 1.0, p_bad: float = 1.0):
-        self.lab, self.objs = lab, []
-        try:
-            for sw, port in (("s2", "p1"), ("s1", "p4")):
-                obj = bpf.BpfObject.open(LOSS_OBJ)
-                self.objs.append((sw, port, obj, False))
-                obj.load()
-                obj.map("hpccd_loss_cfg").update(0, struct.pack("<II", int(p * (U32 - 1)), mode))
-                obj.map("hpccd_loss_ext").update(0, struct.pack(
-                    "<IIII", int(p_enter * (U32 - 1)), int(p_exit * (U32 - 1)),
-                    int(p_bad * (U32 - 1)), 0))
-                with bpf.in_netns(lab.netns(sw)):
-                    bpf.tc_attach(port, obj.program("hpccd_lab_loss"), "ingress", *LOSS_TC)
-                self.objs[-1] = (sw, port, obj, True)
-        except BaseException:
-            self.close()
-            raise
-
-    def counts(self) -> dict[str, int]:
-        return {k: sum(_sum_slot(o, slot) for _, _, o, _ in self.objs)
-                for k, slot in (("seen", 0), ("dropped", 1), ("bursts", 3))}
-
-    def close(self) -> None:
-        for sw, port, obj, attached in self.objs:
-            try:
-                if attached:
-                    with bpf.in_netns(self.lab.netns(sw)):
-                        bpf.tc_detach(port, "ingress", *LOSS_TC)
-            finally:
-                obj.close()
-        self.objs = []
 
 
 class Reorder:
@@ -241,7 +201,7 @@ def test_loss_byte_exact(dumbbell, engines, algo, fault, recovery):
     rx, tx = engines("r1"), engines("h1")
     if fault == "burst":
         # bursts of 1 / p_exit = 8 packets on average, about 1 % in the long run
-        loss = LinkLoss(dumbbell, 0.0, mode=1, p_enter=0.0012, p_exit=0.125)
+        loss = LinkLoss(dumbbell, 0.0, mode=GILBERT_ELLIOTT, p_enter=0.0012, p_exit=0.125)
     else:
         loss = LinkLoss(dumbbell, 0.01 if fault == "loss1" else 0.05)
     # bursts: enough packets (~9000, ~11 bursts expected) that "more than one
@@ -519,20 +479,6 @@ def proc_pid(proc) -> int:
     return proc.pid
 
 
-def _prog_gone(prog_id: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            bpf.Program.from_id(prog_id).close()
-        except bpf.BpfError as e:
-            if e.errno == errno.ENOENT:
-                return True
-            raise
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-
-
 def test_sender_daemon_sigkill_and_restart_keeps_kernel_traffic(dumbbell):
     from hpccd.tcp_side.engine import LOCK_FILE
 
@@ -577,7 +523,7 @@ def test_sender_daemon_sigkill_and_restart_keeps_kernel_traffic(dumbbell):
         second = _attached(dumbbell)
         assert second["xdp"] is not None and second["xdp"] != first["xdp"]
         assert len(second["tc"]) == 1 and second["tc"] != first["tc"]
-        assert _prog_gone(first["xdp"]) and _prog_gone(first["tc"][0])
+        assert prog_gone(first["xdp"]) and prog_gone(first["tc"][0])
         assert _available_cc().count("hpcc") == 1
         assert "removed what a previous daemon left" in logs[-1].read_text()
         dumbbell.ping("h1", "r1")
@@ -586,7 +532,7 @@ def test_sender_daemon_sigkill_and_restart_keeps_kernel_traffic(dumbbell):
         p2.send_signal(signal.SIGTERM)
         assert p2.wait(30) == 0, logs[-1].read_text()
         assert _attached(dumbbell) == {"xdp": None, "tc": []}
-        assert _prog_gone(second["xdp"])
+        assert prog_gone(second["xdp"])
         assert "hpcc" not in _available_cc()
         dumbbell.ping("h1", "r1")
         time.sleep(0.3)

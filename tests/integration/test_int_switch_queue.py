@@ -92,6 +92,7 @@ from scapy.layers.inet import IP, UDP  # noqa: E402
 
 from hpccd.core import wire  # noqa: E402
 from hpccd._bpf import ffi, lib  # noqa: E402
+from hpccd.lab.names import HOST_IFNAME  # noqa: E402
 from hpccd.lab.topology import Ecn, Topology  # noqa: E402
 from hpccd.experiment.common import line  # noqa: E402
 
@@ -493,7 +494,7 @@ def test_checksum_partial_probe_is_left_for_completion(chain):
     chain.hook.configure("s1", 2)
     src, dst = chain.address("h1"), chain.address("h2")
     cap = chain.socket("h2", socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
-    cap.bind((lab_mod.HOST_IFNAME, 0x0800))
+    cap.bind((HOST_IFNAME, 0x0800))
     cap.settimeout(0.5)
     tx = chain.socket("h1", socket.AF_INET, socket.SOCK_DGRAM)
     c0 = chain.hook.counters("s1", 2)["int_stamped"][0]

@@ -49,8 +49,10 @@ from pyroute2 import IPRoute, NetNS  # noqa: E402
 from pyroute2.ethtool import Ethtool  # noqa: E402
 
 from conftest import _created, lab_ctx, list_test_netns, new_lab_name  # noqa: E402
-from hpccd.lab import netns as labmod  # noqa: E402
-from hpccd.lab.netns import HOST_IFNAME, Lab, LabError, port_ifname  # noqa: E402
+from hpccd.lab import build, offloads, queues, state, teardown  # noqa: E402
+from hpccd.lab.names import HOST_IFNAME, LabError, port_ifname  # noqa: E402
+from hpccd.lab.namespaces import in_netns  # noqa: E402
+from hpccd.lab.netns import Lab, SwitchPort  # noqa: E402
 from hpccd.lab.topology import Topology, bundled  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -137,7 +139,7 @@ def test_bundled_lab_queues_addresses_and_routes_match_the_file(lab, name):
                 addrs = [(a.get_attr("IFA_ADDRESS"), a["prefixlen"])
                          for a in ns.get_addr(index=idx, family=socket.AF_INET)]
                 assert addrs == [(str(end.address), 30)], f"{node}:{ifname}"
-                q = labmod.read_queue(ns, idx)
+                q = queues.read_queue(ns, idx)
                 where = f"{node}:{ifname} (link {ln.index})"
                 assert q["root"] == "htb", where
                 assert q["rate_bps"] == q["ceil_bps"] == ln.rate_mbps * 1_000_000, where
@@ -159,7 +161,7 @@ def test_bundled_lab_queues_addresses_and_routes_match_the_file(lab, name):
             assert routes == want, node
         else:
             assert routes == {"default": str(topo.hosts[node].gateway)}, node
-        with labmod._in_netns(lb.netns(node)):
+        with in_netns(lb.netns(node)):
             with open("/proc/sys/net/ipv4/ip_forward") as f:
                 assert f.read().strip() == ("1" if is_switch else "0"), node
 
@@ -195,11 +197,11 @@ OFFLOADS = {
 
 @pytest.mark.parametrize("mode", list(OFFLOADS))
 def test_offloads_are_set_as_documented(lab, mode):
-    assert set(OFFLOADS) == set(labmod.OFFLOAD_MODES)
+    assert set(OFFLOADS) == set(offloads.OFFLOAD_MODES)
     lb = lab("incast", offloads=mode)
 
     def features(node: str, ifname: str) -> tuple:
-        with labmod._in_netns(lb.netns(node)):
+        with in_netns(lb.netns(node)):
             with Ethtool() as et:
                 f = et.get_features(ifname).features
         with NetNS(lb.netns(node), flags=0) as ns:
@@ -208,7 +210,7 @@ def test_offloads_are_set_as_documented(lab, mode):
         return (f["tx-tcp-segmentation"].enable, f["tx-generic-segmentation"].enable,
                 f["rx-gro"].enable, link.get_attr("IFLA_GSO_MAX_SEGS"))
 
-    assert labmod.htb_burst_bytes(1000, 1500) == 12500
+    assert queues.htb_burst_bytes(1000, 1500) == 12500
     assert (features("h1", HOST_IFNAME), features("s1", "p1")) == OFFLOADS[mode]
 
 
@@ -228,7 +230,7 @@ def test_tree_has_paths_of_1_2_and_3_switch_hops(lab):
 
 def port_counters(lb: Lab, node: str, ifname: str) -> dict:
     with NetNS(lb.netns(node), flags=0) as ns:
-        return labmod.read_queue(ns, ns.link_lookup(ifname=ifname)[0])
+        return queues.read_queue(ns, ns.link_lookup(ifname=ifname)[0])
 
 
 def test_tcp_transfer_is_counted_by_the_bottleneck_queue(lab):
@@ -295,15 +297,15 @@ def test_down_leaves_nothing():
         p = lb.popen("h3", ["sleep", "60"])                          # stopped by down()
     assert s.fileno() == -1 and p.poll() is not None
     assert nothing_left(lb) == []
-    assert lb.name not in labmod.list_labs()
+    assert lb.name not in state.list_labs()
 
 
 def test_a_socket_held_open_is_reported_not_ignored(monkeypatch):
-    monkeypatch.setattr(labmod, "ALIVE_WAIT_S", 1.0)     # it will not go away by itself
+    monkeypatch.setattr(teardown, "ALIVE_WAIT_S", 1.0)     # it will not go away by itself
     lb = Lab("incast", name=new_lab_name())
     _created.update(lb.namespaces)
     lb.up()
-    with labmod._in_netns(lb.netns("h3")):
+    with in_netns(lb.netns("h3")):
         leak = socket.socket()                   # not made by lb.socket: down() can't close it
     try:
         with pytest.raises(LabError, match="still alive after 1 s with no process in it"):
@@ -311,7 +313,7 @@ def test_a_socket_held_open_is_reported_not_ignored(monkeypatch):
         assert os.path.exists(lb.state_file)     # kept: hpccctl lab down can finish later
     finally:
         leak.close()
-        labmod.down(lb.name)
+        teardown.down(lb.name)
     assert nothing_left(lb) == []
 
 
@@ -338,7 +340,7 @@ def test_a_connection_stuck_on_a_broken_path_does_not_keep_the_lab_alive():
         report = lb.down()                                 # closes cli: an orphan now
     finally:
         with contextlib.suppress(LabError):
-            labmod.down(lb.name)
+            teardown.down(lb.name)
     assert report["aborted"] >= 1 and not report["held"]
     assert nothing_left(lb) == []
 
@@ -365,13 +367,13 @@ def test_a_failure_in_the_middle_of_up_leaves_nothing(monkeypatch, where):
     if where == "claim":
         monkeypatch.setattr(Lab, "_write_state", _fail_on_call(1, Lab._write_state))
     elif where == "namespaces":                  # the 4th namespace's sysctls fail
-        monkeypatch.setattr(Lab, "_sysctls", _fail_on_call(4, Lab._sysctls))
+        monkeypatch.setattr(build, "sysctls", _fail_on_call(4, build.sysctls))
     elif where == "veth in root":                # a pair exists in the root namespace
-        monkeypatch.setattr(labmod, "_set_features", _fail_on_call(5, labmod._set_features))
+        monkeypatch.setattr(offloads, "set_features", _fail_on_call(5, offloads.set_features))
     elif where == "queues":
-        monkeypatch.setattr(labmod, "_add_queue", _fail_on_call(7, labmod._add_queue))
+        monkeypatch.setattr(queues, "add_queue", _fail_on_call(7, queues.add_queue))
     elif where == "routes":
-        monkeypatch.setattr(Lab, "_add_routes", _fail_on_call(1, Lab._add_routes))
+        monkeypatch.setattr(build, "add_routes", _fail_on_call(1, build.add_routes))
     else:
         hooks = [_fail_on_call(3, lambda port: None)]
     lb = Lab("tree", name=new_lab_name(), port_hooks=hooks)
@@ -396,7 +398,7 @@ def test_a_failure_in_the_middle_of_up_leaves_nothing(monkeypatch, where):
 def test_keyboard_interrupt_during_up_leaves_nothing(monkeypatch):
     def interrupt(self):
         raise KeyboardInterrupt
-    monkeypatch.setattr(Lab, "_add_routes", interrupt)
+    monkeypatch.setattr(build, "add_routes", interrupt)
     lb = Lab("dumbbell", name=new_lab_name())
     _created.update(lb.namespaces)
     with pytest.raises(KeyboardInterrupt):
@@ -442,7 +444,7 @@ def test_namespaces_without_state_are_not_taken_over():
 def test_port_hooks_run_once_per_switch_port_inside_its_namespace(lab):
     calls = []
 
-    def hook(port: labmod.SwitchPort):
+    def hook(port: SwitchPort):
         here = os.stat("/proc/thread-self/ns/net").st_ino
         calls.append((port.switch.name, port.port.number, port.ifname,
                       socket.if_nametoindex(port.ifname) == port.ifindex,
@@ -543,12 +545,12 @@ def test_hpccctl_lab_up_status_down_across_processes():
             assert time.monotonic() < deadline, f"dequeue program {deq_prog} outlived down"
             time.sleep(0.1)
         assert not any(os.path.exists(f"/run/netns/{name}-{n}") for n in topo.nodes)
-        assert name not in labmod.list_labs()
+        assert name not in state.list_labs()
         r = hpccctl("down", name)
         assert r.returncode == 1 and "no lab" in r.stderr
     finally:
         with contextlib.suppress(LabError):
-            labmod.down(name)
+            teardown.down(name)
 
 
 def test_hpccctl_lab_down_of_a_lab_built_in_this_process():

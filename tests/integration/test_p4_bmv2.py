@@ -55,7 +55,6 @@ import os
 import pathlib
 import re
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -105,11 +104,12 @@ from scapy.layers.inet import ICMP, IP, UDP, in4_chksum  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from conftest import _created, _remove_netns, list_test_netns, new_lab_name  # noqa: E402
+from conftest import _created, list_test_netns, new_lab_name  # noqa: E402
 from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 from hpccd.lab import p4runtime_gen as gen  # noqa: E402
-from hpccd.lab.netns import netns_inode, pids_in_netns  # noqa: E402
+from hpccd.lab.namespaces import (netns_inode, pids_in_netns, popen_in,  # noqa: E402
+                                   remove_netns, stop_processes)
 from hpccd.lab.topology import Topology  # noqa: E402
 from hpccd.core.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
 
@@ -268,9 +268,7 @@ class P4Net:
         for n in ports:
             argv += ["-i", f"{n}@p{n}"]
         argv.append(str(self.json_path))
-        self.procs[s] = subprocess.Popen(["ip", "netns", "exec", self.ns[s], *argv],
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         start_new_session=True)
+        self.procs[s] = popen_in(self.ns[s], argv, stdout=log, stderr=log)
         log.close()
         deadline = time.monotonic() + 20
         while True:
@@ -338,19 +336,13 @@ class P4Net:
     # ---- teardown ----
     def close(self) -> None:
         problems = []
-        for s, p in self.procs.items():
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(p.pid, signal.SIGKILL)
-                    p.wait(timeout=10)
+        try:
+            stop_processes(list(self.procs.values()), grace_s=10)
+        except Exception as e:                                 # keep cleaning up
+            problems.append(f"stopping the switches: {e!r}")
         for name in self._made:
             try:
-                _remove_netns(name)
+                remove_netns(name)
             except Exception as e:                             # keep cleaning up
                 problems.append(f"removing {name}: {e!r}")
         left = list_test_netns() & set(self._made)

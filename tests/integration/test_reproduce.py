@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.bpf]
 if os.geteuid() != 0:
     pytest.skip("network namespaces need root", allow_module_level=True)
 
-from hpccd.lab.netns import NETNS_DIR  # noqa: E402
+from hpccd.lab.names import NETNS_DIR  # noqa: E402
 
 
 def _cli(*args):

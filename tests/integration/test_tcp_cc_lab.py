@@ -58,6 +58,7 @@ from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.tcp_side import engine as tcp_side  # noqa: E402
 from hpccd.tcp_side.engine import (CFG_FMT, CST_FMT, DCTCP_ST_FMT, WIN_FMT, TcpCc, TcpSide,
                                    flow_key, read_counters)
+from hpccd.experiment.common import line  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -399,32 +400,9 @@ def test_dctcp_without_ecn_hands_over_to_reno(tcp_cc, netns_pair):
 
 K_BYTES = 30_000
 BUFFER = 500_000
-CHAIN = f"""
-[lab]
-name = "tcpcc"
-subnet = "10.118.0.0/16"
-
-[defaults]
-rate_mbps = 2000
-buffer_bytes = 1000000
-
-[[switches]]
-name = "s1"
-id = 0x0A1
-ecn = {{ kmin_bytes = {K_BYTES}, kmax_bytes = {K_BYTES}, pmax = 1.0 }}
-
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-
-[[links]]
-endpoints = ["h1", "s1"]
-[[links]]
-endpoints = ["s1", "h2"]
-rate_mbps = 1000
-buffer_bytes = {BUFFER}
-"""
+# h1 - s1 - h2, 2 Gbit/s but s1 -> h2 at 1 Gbit/s with BUFFER, DCTCP marking at K on s1
+CHAIN = line("tcpcc", "10.118.0.0/16", 0x0A1, 2000, 1_000_000, 1000, BUFFER,
+             ecn=f"ecn = {{ kmin_bytes = {K_BYTES}, kmax_bytes = {K_BYTES}, pmax = 1.0 }}")
 BOTTLENECK = ("s1", 2)                    # s1:p2 -> h2
 SECONDS = 5
 WARMUP_S = 1.0
@@ -655,3 +633,74 @@ def test_hpcc_under_tcp_side_keeps_the_queue_below_cubic(chain):
         # (fb_no_daemon) and the queue grows for that while (docs/tcp-side.md).
         for k in ("p50", "p90", "mean"):
             assert hp[k] <= cub[k] / 4, (k, cub, hp)
+
+
+def tx_counts(lab, host: str = "h1") -> tuple[int, int]:
+    """`host`'s eth0: bytes and packets sent (veth counts a GSO train as one)."""
+    r = lab.run(host, ["cat", "/sys/class/net/eth0/statistics/tx_bytes",
+                       "/sys/class/net/eth0/statistics/tx_packets"])
+    b, p = r.stdout.split()
+    return int(b), int(p)
+
+
+def test_hpcc_trains_capped_while_tcp_side_runs(chain):
+    """TcpSide(gso_max_segs=2) caps h1's trains while it runs (the CC cannot:
+    hpccd.tcp_side.trains), and gives the lab's cap back at stop.  An hpcc
+    flow then sends trains of at most 2 segments (h1's bytes per packet),
+    against the lab's 8 for the flow before, and the bottleneck queue's
+    median stays empty."""
+    from hpccd.tcp_side import trains
+    set_marking(chain, False)
+    h1 = chain.netns("h1")
+    lab_segs = trains.gso_max_segs("eth0", h1)
+    assert lab_segs > 2, lab_segs                          # the lab's "trains" offloads
+    mss = 1448
+    t0 = tx_counts(chain)
+    cub = run_iperf(chain, "cubic", seconds=2)
+    t1 = tx_counts(chain)
+    T = max(base_rtt_ns(chain) * 3 // 2, 100_000)
+    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
+              "eta": 0.95, "max_stage": 5, "N_flows": 1}
+    side = TcpSide(chain.progs.tc, chain.progs.xdp["h1"], hpcc_params=params, netns=h1,
+                   tcp_cc=chain.tcp_cc, gso_max_segs=2, gso_dev="eth0")
+    side.start()
+    side.start_thread()
+    try:
+        assert trains.gso_max_segs("eth0", h1) == 2
+        t2 = tx_counts(chain)
+        hp = run_iperf(chain, "hpcc", seconds=3, side=side)
+        t3 = tx_counts(chain)
+    finally:
+        side.stop()
+    assert trains.gso_max_segs("eth0", h1) == lab_segs          # given back
+    side.stop()                                                  # idempotent
+    assert trains.gso_max_segs("eth0", h1) == lab_segs
+    skb_cubic = (t1[0] - t0[0]) / (t1[1] - t0[1])
+    skb_hpcc = (t3[0] - t2[0]) / (t3[1] - t2[1])
+    print(f"[trains] lab cap {lab_segs}: cubic mean skb {skb_cubic:.0f} B; "
+          f"hpcc capped at 2: {skb_hpcc:.0f} B; " + fmt(hp))
+    assert skb_cubic > 4 * mss, skb_cubic                         # the lab's trains
+    assert skb_hpcc <= 2 * (mss + 66), skb_hpcc                    # at most 2 segments
+    assert hp["congestion"] == "hpcc" and hp["goodput_mbps"] > 300, hp
+    assert hp["p50"] <= cub["p50"] / 4, (cub, hp)
+
+
+def test_train_cap_refuses_what_it_cannot_do(chain):
+    """Bad values and a missing interface: clear errors, the interface untouched."""
+    from hpccd.tcp_side import trains
+    h1 = chain.netns("h1")
+    before = trains.gso_max_segs("eth0", h1)
+    with pytest.raises(ValueError):
+        trains.TrainCap("eth0", -1, h1)
+    with pytest.raises(ValueError):
+        trains.TrainCap(None, 2, h1)
+    cap = trains.TrainCap("nosuch0", 2, h1)
+    with pytest.raises(trains.TrainCapError, match="nosuch0"):
+        cap.apply()
+    assert not cap.active
+    cap = trains.TrainCap("eth0", before + 1, h1)                # only lowers
+    cap.apply()
+    assert not cap.active and trains.gso_max_segs("eth0", h1) == before
+    cap = trains.TrainCap("eth0", 0, h1)                          # 0: left alone
+    cap.apply()
+    assert not cap.active and trains.gso_max_segs("eth0", h1) == before

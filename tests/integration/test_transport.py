@@ -53,15 +53,12 @@ from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.transport.engine import Transport, pattern_bytes, pattern_crc32  # noqa: E402
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
+from hpccd.lab.loss import LinkLoss  # noqa: E402
 from hpccd.experiment.common import dumbbell as dumbbell_topology  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
 LOSS_OBJ = ROOT / "build" / "ebpf" / "lab_loss.bpf.o"
-# lab_loss's tc ingress filter (handle, priority): after the lab's own
-# departure program there (int_sw_depart, handle 1 priority 1), which lets
-# the next filter run
-LOSS_TC = (2, 2)
 LINE = 2_000_000_000            # the hosts' links (B_NIC)
 BOTTLENECK_BPS = 1_000_000_000
 T_NS = 300_000                  # T above the lab's loaded RTT (docs/transport.md)
@@ -84,37 +81,6 @@ def engines(dumbbell):
     """Factory of Transport engines on lab hosts, all closed at the end."""
     with transport_engines(dumbbell, ack_every=ACK_EVERY, rx_hpcc={"T_ns": T_NS, "line_rate_bps": LINE}) as make:
         yield make
-
-
-class Loss:
-    """lab_loss on tc ingress of both ends of the bottleneck link (s2:p1
-    receives the data, s1:p4 the feedback), one object per switch."""
-
-    def __init__(self, lab, p: float):
-        self.lab, self.objs = lab, []
-        for sw, port in (("s2", "p1"), ("s1", "p4")):
-            obj = bpf.BpfObject.open(LOSS_OBJ)
-            obj.load()
-            obj.map("hpccd_loss_cfg").update(0, struct.pack("<II", int(p * 2 ** 32), 0))
-            with bpf.in_netns(lab.netns(sw)):
-                bpf.tc_attach(port, obj.program("hpccd_lab_loss"), "ingress", *LOSS_TC)
-            self.objs.append((sw, port, obj))
-
-    def counts(self) -> tuple[int, int]:
-        seen = dropped = 0
-        for _, _, obj in self.objs:
-            m = obj.map("hpccd_loss_cnt")
-            seen += sum(int.from_bytes(v[:8], sys.byteorder) for v in m.lookup(0))
-            dropped += sum(int.from_bytes(v[:8], sys.byteorder) for v in m.lookup(1))
-        return seen, dropped
-
-    def close(self) -> None:
-        for sw, port, obj in self.objs:
-            try:
-                with bpf.in_netns(self.lab.netns(sw)):
-                    bpf.tc_detach(port, "ingress", *LOSS_TC)
-            finally:
-                obj.close()
 
 
 def _cpu() -> tuple[int, int]:
@@ -224,13 +190,14 @@ def test_flow_says_where_its_sending_time_went(dumbbell, engines):
 def test_one_percent_loss_byte_exact(dumbbell, engines, algo):
     rx = engines("r1")
     tx = engines("h1")
-    loss = Loss(dumbbell, 0.01)
+    loss = LinkLoss(dumbbell, 0.01)
     try:
         n = 4_000_000
         flow = tx.open_flow(dumbbell.address("r1"), n, algo=algo, line_rate_bps=LINE,
                             hpcc={"T_ns": T_NS}, timeout_s=20)
         res = flow.wait(60)
-        seen, dropped = loss.counts()
+        c = loss.counts()
+        seen, dropped = c["seen"], c["dropped"]
     finally:
         loss.close()
     r = rx.wait_rx_flow(flow.flow_id, timeout=5.0)

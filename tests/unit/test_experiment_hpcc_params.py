@@ -86,7 +86,8 @@ def test_T_is_the_margin_over_the_loaded_rtt_rounded_up():
 
 def test_repetitions_list_each_runs_loaded_rtt_and_T():
     from hpccd.experiment import reps
-    s = [{"params": {"loaded_rtt_us": 247.2, "T_us": 300, "hpcc_N": 100}},
-         {"params": {"loaded_rtt_us": 691.0, "T_us": 830, "hpcc_N": 100}}]
+    from hpccd.experiment.results import Summary
+    s = [Summary("incast", {"loaded_rtt_us": 247.2, "T_us": 300, "hpcc_N": 100}, []),
+         Summary("incast", {"loaded_rtt_us": 691.0, "T_us": 830, "hpcc_N": 100}, [])]
     assert reps._hpcc_runs(s) == "\nper run: loaded RTT 247, 691 us; T 300, 830 us; HPCC's N 100"
-    assert reps._hpcc_runs([{"params": {}}]) == ""
+    assert reps._hpcc_runs([Summary("incast", {}, [])]) == ""

@@ -20,6 +20,7 @@ import pytest
 
 from hpccd.experiment import reps
 from hpccd.experiment.report import Results
+from hpccd.experiment.results import Summary
 
 
 class FakeExp:
@@ -81,7 +82,7 @@ def test_fct_rows_by_workload_and_load_and_buckets_by_bucket():
          "buckets": [{"bucket": "3K", "p99": 8.0}]}]}
     run2 = json.loads(json.dumps(run))
     run2["results"][0]["buckets"][0]["p99"] = 6.0
-    agg = reps.aggregate([run, run2])
+    agg = reps.aggregate([Summary.from_json(run), Summary.from_json(run2)])
     assert [(r["workload"], r["load"]) for r in agg] == [("websearch", 0.3), ("websearch", 0.5)]
     b = agg[0]["buckets"]
     assert [x["bucket"] for x in b] == ["3K", "12K"]

@@ -10,36 +10,14 @@ import pytest
 
 from hpccd.lab import int_switch
 from hpccd._bpf import ffi, lib
+from hpccd.experiment.common import line
 from hpccd.lab.topology import Ecn, Topology
-
-BASE = """
-[lab]
-name = "t"
-subnet = "10.50.0.0/24"
-
-[[switches]]
-name = "s1"
-id = 0x123
-{ecn}
-
-[[hosts]]
-name = "h1"
-[[hosts]]
-name = "h2"
-
-[[links]]
-endpoints = ["h1", "s1"]
-rate_mbps = 2000
-buffer_bytes = 200000
-[[links]]
-endpoints = ["s1", "h2"]
-rate_mbps = 100
-buffer_bytes = 50000
-"""
 
 
 def _cfg(ecn_toml: str = "", port: int = 2, **kw):
-    topo = Topology.loads(BASE.format(ecn=ecn_toml))
+    # h1 - s1 - h2: h1's link 2 Gbit/s with 200 KB, s1 -> h2 (port 2) 100 Mbit/s with 50 KB
+    topo = Topology.loads(line("t", "10.50.0.0/24", 0x123, 2000, 200_000, 100, 50_000,
+                               ecn=ecn_toml))
     sw = topo.switches["s1"]
     return int_switch.port_config(sw, sw.port(port), **kw), sw.port(port)
 

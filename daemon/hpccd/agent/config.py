@@ -85,7 +85,8 @@ _PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp
          "timely")
 _METRICS = ("top_flows", "int_hop_series")
 _LIMITS = ("max_flows", "umem_bytes")
-_TCP_SIDE = ("t_from_rtt", "t_rtt_factor", "probe_gap_rtt", "cwnd_rtt_gain", "stale_ms")
+_TCP_SIDE = ("t_from_rtt", "t_rtt_factor", "probe_gap_rtt", "cwnd_rtt_gain", "stale_ms",
+             "gso_max_segs", "host_cap_t", "path_rate_gain")
 
 # Keys that need a restart: compiled into the BPF programs (port, DSCP,
 # flags), bound at start (interfaces, sockets, UMEM) or choosing code.
@@ -122,12 +123,16 @@ class TcpSideOptions:
     probe_gap_rtt: float = 1.0      # next probe not sooner than this x the flow's srtt
     cwnd_rtt_gain: float = 1.5      # cwnd = W + R x min(srtt - probe RTT, T) x this; 0: cwnd = W
     stale_ms: int = 100             # the CC falls back to Reno on a W or heartbeat this old
+    gso_max_segs: int = 0           # cap of the tc_tracker interface's GSO trains; 0: leave it
+    host_cap_t: float = 1.0         # the hosts' share in cwnd counts at most this x T
+    path_rate_gain: float = 1.0     # R at most this x the path's slowest link
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of TcpSide."""
         return {"t_from_rtt": self.t_from_rtt, "t_rtt_factor": self.t_rtt_factor,
                 "probe_gap_rtt": self.probe_gap_rtt, "cwnd_rtt_gain": self.cwnd_rtt_gain,
-                "stale_ns": self.stale_ms * 1_000_000}
+                "stale_ns": self.stale_ms * 1_000_000, "gso_max_segs": self.gso_max_segs,
+                "host_cap_t": self.host_cap_t, "path_rate_gain": self.path_rate_gain}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -435,7 +440,11 @@ class _Validator(Validator):
             t_rtt_factor=self.float_(ts, p, "t_rtt_factor", d.t_rtt_factor, lo=1.0, hi=16.0),
             probe_gap_rtt=self.float_(ts, p, "probe_gap_rtt", d.probe_gap_rtt, lo=0.0, hi=16.0),
             cwnd_rtt_gain=self.float_(ts, p, "cwnd_rtt_gain", d.cwnd_rtt_gain, lo=0.0, hi=16.0),
-            stale_ms=self.int_(ts, p, "stale_ms", d.stale_ms, lo=1, hi=60_000))
+            stale_ms=self.int_(ts, p, "stale_ms", d.stale_ms, lo=1, hi=60_000),
+            gso_max_segs=self.int_(ts, p, "gso_max_segs", d.gso_max_segs, lo=0, hi=65535),
+            host_cap_t=self.float_(ts, p, "host_cap_t", d.host_cap_t, lo=0.0, hi=64.0),
+            path_rate_gain=self.float_(ts, p, "path_rate_gain", d.path_rate_gain, lo=0.1,
+                                       hi=4.0))
         lim = self.keys(doc.get("limits", {}), ("limits",), _LIMITS)
         max_flows = self.int_(lim, ("limits",), "max_flows", 4096, lo=1, hi=1 << 20)
         umem = self.int_(lim, ("limits",), "umem_bytes", 16 << 20, lo=2 * frame, hi=1 << 34)

@@ -46,13 +46,13 @@ def _cmd_decode(args: argparse.Namespace) -> int:
 
 
 def _cmd_lab(args: argparse.Namespace) -> int:
-    from ..lab import netns as lab
+    from ..lab import cli as lab_cli
 
     if args.lab_cmd == "prometheus":
         from ..lab import metrics as lab_metrics
 
         return lab_metrics.cli(args)
-    return lab.cli(args)
+    return lab_cli.cli(args)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,7 +4,10 @@ one run (docs/experiments.md).  ``hpccctl experiment NAME --algos ...``."""
 from __future__ import annotations
 
 from . import fairness, fct, incast, longshort, mice, recovery, txrate
+from .results import Experiment, check
 
-EXPERIMENTS = {m.NAME: m for m in (incast, longshort, mice, fairness, txrate, fct, recovery)}
+# Every experiment implements results.Experiment (NAME, COLUMNS, run).
+EXPERIMENTS: dict[str, Experiment] = {
+    m.NAME: check(m) for m in (incast, longshort, mice, fairness, txrate, fct, recovery)}
 
 __all__ = ["EXPERIMENTS"]

@@ -2,6 +2,8 @@
 and the idle base RTT."""
 from __future__ import annotations
 
+from typing import Any
+
 from . import baselines
 from .algos import Algo
 from .kernel_tcp import AlgoUnavailable, TcpFlow, TcpSink, check_available
@@ -9,7 +11,7 @@ from .native import NativeFlow, NativeSink
 from .report import progress
 
 __all__ = ["Skip", "UsageError", "parse_shares", "open_flow", "open_sink", "native_engines", "base_rtt",
-           "dumbbell", "star", "run_each", "verdict_lines"]
+           "dumbbell", "star", "run_each", "verdict_lines", "with_defaults"]
 
 
 class Skip(Exception):
@@ -40,6 +42,12 @@ def parse_shares(text: str | float, option: str, ok, bounds: str, what: str) -> 
     if not out:
         raise UsageError(f"{option}: no {what} given")
     return out
+
+
+def with_defaults(defaults: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """An experiment's parameters: `defaults`, overridden by the `params`
+    given (not None) that it has."""
+    return {**defaults, **{k: v for k, v in params.items() if v is not None and k in defaults}}
 
 
 def open_sink(lab, algo: Algo, node: str, port: int):
@@ -105,13 +113,16 @@ def star(name: str, subnet: str, switch_id: int, hosts: list[str], rate_mbps: in
 
 
 def line(name: str, subnet: str, switch_id: int, rate_mbps: int, buffer_bytes: int,
-         bottleneck_mbps: int, bottleneck_buffer_bytes: int | None = None) -> str:
+         bottleneck_mbps: int, bottleneck_buffer_bytes: int | None = None,
+         ecn: str = "") -> str:
     """h1 - s1 - h2, the links at `rate_mbps` but s1 -> h2, the bottleneck,
     at `bottleneck_mbps` (its buffer `bottleneck_buffer_bytes`, default the
-    others'): one queue, at s1's port toward h2."""
+    others'): one queue, at s1's port toward h2.  `ecn`: s1's ``ecn = {...}``
+    line (docs/topology.md), none by default."""
     lines = ["[lab]", f'name = "{name}"', f'subnet = "{subnet}"', "",
              "[defaults]", f"rate_mbps = {rate_mbps}", f"buffer_bytes = {buffer_bytes}", "",
-             "[[switches]]", 'name = "s1"', f"id = {switch_id:#05x}", "",
+             "[[switches]]", 'name = "s1"', f"id = {switch_id:#05x}", *([ecn] if ecn else []),
+             "",
              "[[hosts]]", 'name = "h1"', "[[hosts]]", 'name = "h2"', "",
              "[[links]]", 'endpoints = ["h1", "s1"]',
              "[[links]]", 'endpoints = ["s1", "h2"]', f"rate_mbps = {bottleneck_mbps}",
@@ -120,7 +131,7 @@ def line(name: str, subnet: str, switch_id: int, rate_mbps: int, buffer_bytes: i
 
 
 def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: list[str],
-             run_one, what: str, done) -> tuple[list[dict], dict[str, str]]:
+             run_one, what: str, done) -> tuple[list, dict[str, str]]:
     """Run `run_one(algo)` for every algorithm in turn, inside its kernel
     session (kernel_cc.KernelCc), with progress lines; an algorithm that
     cannot run here is skipped with its reason.  Returns (rows, skipped)."""
@@ -143,15 +154,18 @@ def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: li
     return rows, skipped
 
 
-def verdict_lines(rows: list[dict], skipped: dict[str, str], key: str = "algo",
+def verdict_lines(rows: list, skipped: dict[str, str], key: str = "algo",
                   hpcc_text: str = "") -> str:
     """The summary's tail: the HPCC parameters and how T was set
     (`hpcc_text`, loaded_rtt.setup), each row's bottleneck verdict, then
-    the skipped."""
+    the skipped.  `rows`: results.Row, or dicts."""
+    from .results import value
+
     text = hpcc_text
-    if any(r[key] in ("dcqcn", "timely", "dcqcn-win", "timely-win") for r in rows):
+    names = [value(r, key) for r in rows]
+    if any(n in ("dcqcn", "timely", "dcqcn-win", "timely-win") for n in names):
         text += baselines.params_line(1_000_000_000)
-    text += "".join(f"\n{r[key]}: {r['verdict']}" for r in rows)
+    text += "".join(f"\n{n}: {value(r, 'verdict')}" for n, r in zip(names, rows))
     return text + "".join(f"\n{name}: skipped: {why}" for name, why in skipped.items())
 
 

@@ -14,6 +14,7 @@ the per-bin indices); issue 8: HPCC >= 0.98.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -23,8 +24,10 @@ from .algos import Algo
 from .kernel_cc import KernelCc
 from .native import Engines, send_time
 from . import loaded_rtt
-from .common import base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines
+from .common import (base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines,
+                     with_defaults)
 from .report import Results, progress, pyplot, table
+from .results import Row, Summary, private
 
 NAME = "fairness"
 PORT = 5201
@@ -48,7 +51,36 @@ def phases(n: int, step_ns: int, t0: int) -> list[tuple[int, int, list[int]]]:
     return out
 
 
-def run_one(lab, algo: Algo, p: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass
+class Phase:
+    """One phase of the join-then-leave schedule: the flows active in it,
+    each one's rate (over the phase's second half) and Jain's index."""
+
+    flows: int
+    active: list[str]                   # flow names
+    rates_bps: list[float]
+    sum_bps: float
+    jain: float                         # median over the bins; nan with one flow
+
+
+@dataclasses.dataclass(kw_only=True)
+class FairnessRow(Row):
+    """One algorithm's fairness run: every phase, and Jain's index and the
+    bottleneck's use over them."""
+
+    t0_ns: int
+    line_bps: int                       # the bottleneck's rate
+    phases: list[Phase]
+    jain_min: float                     # over the phases of two flows or more
+    jain_median: float
+    utilisation: float                  # median phase's share of the link
+    util_min: float                     # least phase's
+    q_p95_kb: float                     # the bottleneck's queue, time-weighted
+    q_p99_kb: float
+    rates: list = private()             # per flow, [(bin start ns, bit/s)] at s2
+
+
+def run_one(lab, algo: Algo, p: dict[str, Any]) -> FairnessRow:
     n, step_ns = p["flows"], int(p["step"] * 1e9)
     s2 = lab.topology.switches["s2"]
     ports = [next(pt.number for pt in s2.ports if pt.peer == f"r{i}") for i in range(1, n + 1)]
@@ -103,22 +135,23 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> dict[str, Any]:
         j = measure.percentile([x for x in idx if not math.isnan(x)], 50) if idx else math.nan
         if len(active) >= 2:
             jains.append(j)
-        rows.append({"flows": len(active), "active": [f"flow{i + 1}" for i in active],
-                     "rates_bps": per, "sum_bps": sum(x for x in per if not math.isnan(x)),
-                     "jain": j})
+        rows.append(Phase(flows=len(active), active=[f"flow{i + 1}" for i in active],
+                          rates_bps=per, sum_bps=sum(x for x in per if not math.isnan(x)),
+                          jain=j))
     verdict = measure.bottleneck_verdict(bottleneck, line, busy, t0, sched[-1][1],
                                          busiest_cpu=cpu.busiest)
     # the bottleneck's queue over time ([HPCC] Figure 14b: its distribution)
     q = [b for _, b in measure.queue_over_time(bottleneck, line, t0, sched[-1][1])]
-    return {"algo": algo.name, "t0_ns": t0, "line_bps": line, "phases": rows,
-            "jain_min": min(jains) if jains else math.nan,
-            "jain_median": measure.percentile(jains, 50),
-            "utilisation": measure.percentile([r["sum_bps"] / line for r in rows], 50),
-            "util_min": min(r["sum_bps"] / line for r in rows),
-            "q_p95_kb": measure.percentile(q, 95) / 1e3 if q else math.nan,
-            "q_p99_kb": measure.percentile(q, 99) / 1e3 if q else math.nan,
-            "cpu_busy": busy, "queue_bound": verdict.queue_bound, "verdict": verdict.text,
-            **send_time(flows, lab.native), "_rates": rates}
+    return FairnessRow(
+        algo=algo.name, t0_ns=t0, line_bps=line, phases=rows,
+        jain_min=min(jains) if jains else math.nan,
+        jain_median=measure.percentile(jains, 50),
+        utilisation=measure.percentile([r.sum_bps / line for r in rows], 50),
+        util_min=min(r.sum_bps / line for r in rows),
+        q_p95_kb=measure.percentile(q, 95) / 1e3 if q else math.nan,
+        q_p99_kb=measure.percentile(q, 99) / 1e3 if q else math.nan,
+        cpu_busy=busy, queue_bound=verdict.queue_bound, verdict=verdict.text,
+        rates=rates).send_time(send_time(flows, lab.native))
 
 
 def _sleep_until(t_ns: int) -> None:
@@ -134,20 +167,21 @@ COLUMNS = [("algo", "algo"), ("jain_min", "Jain min (phases of >= 2)"),
            ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
 
-def report(res: Results, rows, skipped, p) -> str:
+def report(res: Results, rows: list[FairnessRow], skipped: dict[str, str],
+           p: dict[str, Any]) -> str:
     plt = pyplot()
     fig, axes = plt.subplots(len(rows) or 1, 1, figsize=(8, 2.6 * max(1, len(rows))),
                              sharex=True, squeeze=False)
     for ax, r in zip(axes[:, 0], rows):
-        rates, t0 = r.pop("_rates"), r["t0_ns"]
+        rates, t0 = r.rates, r.t0_ns
         header = ["t_s"] + [f"flow{i + 1}_bps" for i in range(len(rates))]
-        res.csv(f"rates_{r['algo']}.csv", header,
+        res.csv(f"rates_{r.algo}.csv", header,
                 [[(rates[0][b][0] - t0) / 1e9] + [fr[b][1] for fr in rates]
                  for b in range(len(rates[0]))])
         for i, fr in enumerate(rates):
             ax.plot([(t - t0) / 1e9 for t, _ in fr], [b / 1e6 for _, b in fr],
                     label=f"flow{i + 1}", lw=0.8)
-        ax.set_ylabel(f"{r['algo']}\nMbit/s")
+        ax.set_ylabel(f"{r.algo}\nMbit/s")
         ax.legend(fontsize=7, ncol=4, loc="upper right")
     axes[-1, 0].set_xlabel("s")
     fig.suptitle(f"{p['flows']} flows joining and leaving every {p['step']:g} s, "
@@ -155,19 +189,19 @@ def report(res: Results, rows, skipped, p) -> str:
     res.figure("fairness.png", fig)
     text = table(rows, COLUMNS)
     for r in rows:
-        text += f"\n{r['algo']} per phase: " + "; ".join(
-            f"{ph['flows']} flow{'s' if ph['flows'] > 1 else ''}: "
-            + "/".join(f"{x / 1e6:.0f}" for x in ph["rates_bps"]) + " Mbit/s"
-            + (f" (Jain {ph['jain']:.3f})" if ph["flows"] > 1 else "")
-            for ph in r["phases"])
-        text += f"\n{r['algo']}: {r['verdict']}"
+        text += f"\n{r.algo} per phase: " + "; ".join(
+            f"{ph.flows} flow{'s' if ph.flows > 1 else ''}: "
+            + "/".join(f"{x / 1e6:.0f}" for x in ph.rates_bps) + " Mbit/s"
+            + (f" (Jain {ph.jain:.3f})" if ph.flows > 1 else "")
+            for ph in r.phases)
+        text += f"\n{r.algo}: {r.verdict}"
     text += verdict_lines([], skipped, hpcc_text=p["hpcc_text"])
-    res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
+    res.summary(text, Summary(NAME, p, rows, skipped))
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
-    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p = with_defaults(DEFAULTS, params)
     from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<fairness experiment>")
     res = Results(out, NAME)
@@ -182,5 +216,5 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
             NAME, algos, kcc, [f"f{i}" for i in range(1, n + 1)],
             [f"r{i}" for i in range(1, n + 1)], lambda a: run_one(lab, a, p),
             f"{n} flows joining and leaving every {p['step']:g} s",
-            lambda r: f"Jain min {r['jain_min']:.3f}")
+            lambda r: f"Jain min {r.jain_min:.3f}")
     return report(res, rows, skipped, p), res.dir

@@ -66,6 +66,7 @@ the emulated link and the algorithms, not the CPUs, shape the FCTs?
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -74,14 +75,15 @@ import threading
 import time
 from typing import Any
 
-from ..lab.netns import htb_burst_bytes
+from ..lab.queues import htb_burst_bytes
 from . import loaded_rtt, measure, native, workload
 from .algos import Algo
-from .common import Skip, UsageError, base_rtt, dumbbell, native_engines, parse_shares, run_each, \
-    verdict_lines
+from .common import (Skip, UsageError, base_rtt, dumbbell, native_engines, parse_shares,
+                     run_each, verdict_lines, with_defaults)
 from .kernel_cc import KernelCc
 from .kernel_tcp import AlgoUnavailable, check_available
 from .report import Results, progress, pyplot, table
+from .results import Row, Summary, derived, kb, ms, pct, private, us
 
 NAME = "fct"
 PORT = 5300
@@ -411,9 +413,87 @@ def fct_verdict(samples, link_bps: int, cpu_busy: float, busiest: float, t_from:
     return v._replace(queue_bound=emulation_ok and cpu_ok and lag_ok, text=text)
 
 
+@dataclasses.dataclass
+class Bucket:
+    """The slowdowns of one flow-size bucket of a run."""
+
+    bucket: str                         # its label, e.g. "<=12K"
+    n: int                              # flows of it that completed
+    flows: int                          # flows of it in the schedule
+    p50: float
+    p95: float
+    p99: float
+    min: float
+    below_1: int                        # slowdowns below 1 (faster than the ideal)
+
+
+@dataclasses.dataclass
+class IncastStats:
+    """The incasts added on top of the background load (--incast-load)."""
+
+    events: int
+    flows_each: int
+    size: int                           # bytes per incast flow
+    flows: int
+    done: int
+    fct_p50_s: float
+    fct_max_s: float
+    slowdown_p95: float
+
+
+@dataclasses.dataclass(kw_only=True)
+class FctRow(Row):
+    """One algorithm's run of one workload at one load: completion, the
+    load offered and carried, the base RTT the ideal FCT comes from, the
+    queue, and the slowdowns per size bucket."""
+
+    workload: str
+    load: float                         # the load asked, a share of the bottleneck
+    run: str                            # "<algo> <workload> <load %>": the row's name
+    t0_ns: int
+    link_bps: int
+    flows: int                          # in the schedule
+    done: int                           # completed
+    failed: int
+    rx_checked: int                     # byte-exact at the receiver
+    errors: list[str]                   # the first ten
+    offered_load: float                 # payload of the schedule over the window
+    port_load: float                    # what the bottleneck port carried (wire bytes)
+    lag_p50_s: float                    # how late arrivals started
+    lag_p99_s: float
+    base_rtt_s: float                   # the least one-packet FCT, idle or in the run
+    base_idle_s: float                  # the least idle one
+    base_from_run: bool
+    idle_fct_p50_s: float
+    udp_rtt_s: float
+    bucket_bytes: int                   # the HTB bucket the ideal FCT subtracts
+    q_p50: float
+    q_p95: float
+    q_p99: float
+    q_max: float
+    below_1: int                        # slowdowns below 1, all buckets
+    slowdown_min: float
+    capped: int                         # flows sent at --max-size
+    buckets: list[Bucket]
+    incast: IncastStats | None = None
+    flow_records: list = private()      # per flow: size, times, slowdown, errors (the CSV)
+    samples: list = private()           # the queue sampler's
+    grid: list = private()              # the queue over time
+
+    offered_pct = derived("offered_load", pct)
+    port_pct = derived("port_load", pct)
+    lag_p99_ms = derived("lag_p99_s", ms)
+    base_rtt_us = derived("base_rtt_s", us)
+    idle_min_us = derived("base_idle_s", us)
+    idle_p50_us = derived("idle_fct_p50_s", us)
+    q_p50_kb = derived("q_p50", kb)
+    q_p95_kb = derived("q_p95", kb)
+    q_p99_kb = derived("q_p99", kb)
+
+
 def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
             plan: list[workload.FlowSpec], edges: tuple[int, ...], udp_rtt: float,
-            incast: list[list[workload.FlowSpec]] | None = None) -> dict[str, Any]:
+            incast: list[list[workload.FlowSpec]] | None = None) -> FctRow:
     n = p["senders"]
     senders = [f"h{i}" for i in range(1, n + 1)]
     receivers = [f"r{i}" for i in range(1, n + 1)]
@@ -480,56 +560,55 @@ def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
     buckets = []
     for i, label in enumerate(labels):
         s = [x["slowdown"] for x in done if x["bucket"] == i]
-        buckets.append({"bucket": label, "n": len(s),
-                        "flows": sum(1 for x in flows if x["bucket"] == i),
-                        "p50": measure.percentile(s, 50), "p95": measure.percentile(s, 95),
-                        "p99": measure.percentile(s, 99), "min": min(s, default=math.nan),
-                        "below_1": sum(1 for x in s if x < 1)})
+        buckets.append(Bucket(bucket=label, n=len(s),
+                              flows=sum(1 for x in flows if x["bucket"] == i),
+                              p50=measure.percentile(s, 50), p95=measure.percentile(s, 95),
+                              p99=measure.percentile(s, 99), min=min(s, default=math.nan),
+                              below_1=sum(1 for x in s if x < 1)))
     errors = [f"flow {x['flow']} ({x['size']} B {x['src']}->{x['dst']}): {x['error']}"
               for x in flows if not x["ok"]]
     inc_ids = {f.idx for ev in incast or [] for f in ev}
     for x in flows:
         x["incast"] = x["flow"] in inc_ids
     inc_fct = [x["fct_s"] for x in flows if x["incast"] and x["ok"]]
-    inc_row = {"events": len(incast), "flows_each": len(incast[0]), "size": incast[0][0].size,
-               "flows": len(inc_ids), "done": len(inc_fct),
-               "fct_p50_s": measure.percentile(inc_fct, 50),
-               "fct_max_s": max(inc_fct, default=math.nan),
-               "slowdown_p95": measure.percentile([x["slowdown"] for x in flows
-                                                   if x["incast"] and x["ok"]], 95)} \
+    inc_row = IncastStats(events=len(incast), flows_each=len(incast[0]),
+                          size=incast[0][0].size, flows=len(inc_ids), done=len(inc_fct),
+                          fct_p50_s=measure.percentile(inc_fct, 50),
+                          fct_max_s=max(inc_fct, default=math.nan),
+                          slowdown_p95=measure.percentile([x["slowdown"] for x in flows
+                                                           if x["incast"] and x["ok"]], 95)) \
         if incast else None
-    return {
-        "algo": algo.name, "workload": cdf.name, "load": load,
-        "run": f"{algo.name} {cdf.name} {load:.0%}", "t0_ns": t0, "link_bps": link_bps,
-        "flows": len(plan), "done": len(done), "failed": len(plan) - len(done),
-        "rx_checked": sum(1 for x in done if x["rx_checked"]),
-        "errors": errors[:10], "offered_load": offered, "port_load": port_load,
-        "lag_p50_s": measure.percentile(lags, 50), "lag_p99_s": lag_p99,
-        "base_rtt_s": base, "base_idle_s": base_idle, "base_from_run": base < base_idle,
-        "idle_fct_p50_s": measure.percentile(idle_fct, 50),
-        "udp_rtt_s": udp_rtt, "bucket_bytes": bucket,
-        "q_p50": measure.percentile(grid, 50), "q_p95": measure.percentile(grid, 95),
-        "q_p99": measure.percentile(grid, 99),
-        "q_max": max((s.backlog_bytes for s in samples if t0 <= s.ts_ns <= t_end),
-                     default=math.nan),
-        "below_1": sum(b["below_1"] for b in buckets),
-        "slowdown_min": min((x["slowdown"] for x in done), default=math.nan),
-        "capped": sum(1 for f in plan if p["max_size"] and f.size >= p["max_size"]),
-        "buckets": buckets, "incast": inc_row, "cpu_busy": busy,
-        "queue_bound": verdict.queue_bound,
-        "verdict": verdict.text, "_flows": flows, "_samples": samples, "_grid": grid,
-    }
+    return FctRow(
+        algo=algo.name, workload=cdf.name, load=load,
+        run=f"{algo.name} {cdf.name} {load:.0%}", t0_ns=t0, link_bps=link_bps,
+        flows=len(plan), done=len(done), failed=len(plan) - len(done),
+        rx_checked=sum(1 for x in done if x["rx_checked"]),
+        errors=errors[:10], offered_load=offered, port_load=port_load,
+        lag_p50_s=measure.percentile(lags, 50), lag_p99_s=lag_p99,
+        base_rtt_s=base, base_idle_s=base_idle, base_from_run=base < base_idle,
+        idle_fct_p50_s=measure.percentile(idle_fct, 50),
+        udp_rtt_s=udp_rtt, bucket_bytes=bucket,
+        q_p50=measure.percentile(grid, 50), q_p95=measure.percentile(grid, 95),
+        q_p99=measure.percentile(grid, 99),
+        q_max=max((s.backlog_bytes for s in samples if t0 <= s.ts_ns <= t_end),
+                  default=math.nan),
+        below_1=sum(b.below_1 for b in buckets),
+        slowdown_min=min((x["slowdown"] for x in done), default=math.nan),
+        capped=sum(1 for f in plan if p["max_size"] and f.size >= p["max_size"]),
+        buckets=buckets, incast=inc_row, cpu_busy=busy,
+        queue_bound=verdict.queue_bound, verdict=verdict.text,
+        flow_records=flows, samples=samples, grid=grid)
 
 
 # ---- report ----------------------------------------------------------------------------
 
-RUN_COLUMNS = [("algo", "algo"), ("flows", "flows"), ("done", "done"),
-               ("rx_checked", "checked at receiver"),
-               ("offered_pct", "offered %"), ("port_pct", "port load %"),
-               ("lag_p99_ms", "lag p99 ms"), ("base_rtt_us", "base RTT us"),
-               ("idle_min_us", "idle min us"), ("idle_p50_us", "idle p50 us"),
-               ("q_p50_kb", "q p50 KB"), ("q_p95_kb", "q p95 KB"), ("q_p99_kb", "q p99 KB"),
-               ("below_1", "slowdown<1"), ("queue_bound", "link-bound")]
+COLUMNS = [("algo", "algo"), ("flows", "flows"), ("done", "done"),
+           ("rx_checked", "checked at receiver"),
+           ("offered_pct", "offered %"), ("port_pct", "port load %"),
+           ("lag_p99_ms", "lag p99 ms"), ("base_rtt_us", "base RTT us"),
+           ("idle_min_us", "idle min us"), ("idle_p50_us", "idle p50 us"),
+           ("q_p50_kb", "q p50 KB"), ("q_p95_kb", "q p95 KB"), ("q_p99_kb", "q p99 KB"),
+           ("below_1", "slowdown<1"), ("queue_bound", "link-bound")]
 BUCKET_COLUMNS = [("algo", "algo"), ("bucket", "size"), ("n", "n"), ("p50", "slowdown p50"),
                   ("p95", "p95"), ("p99", "p99"), ("min", "min"), ("below_1", "<1")]
 
@@ -549,7 +628,7 @@ def _tag(name: str, load: float) -> str:
     return f"{name}_{round(load * 100)}"
 
 
-def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
+def report(res: Results, rows: list[FctRow], skipped: dict[str, str],
            bad: dict[str, str], cdfs: list[workload.Cdf], loads: list[float],
            p: dict[str, Any], edges: tuple[int, ...], udp_rtt: float) -> str:
     plt = pyplot()
@@ -560,41 +639,39 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     labels = workload.bucket_labels(edges)
     bucket_rows = []
     for r in rows:
-        flows, qs, t0 = r.pop("_flows"), r.pop("_samples"), r["t0_ns"]
-        res.csv(f"queue_{_tag(r['workload'], r['load'])}_{r['algo']}.csv",
+        qs, t0 = r.samples, r.t0_ns
+        res.csv(f"queue_{_tag(r.workload, r.load)}_{r.algo}.csv",
                 ["t_ms", "backlog_bytes", "tx_bytes", "drops"],
                 [((s.ts_ns - t0) / 1e6, s.backlog_bytes, s.tx_bytes, s.drops) for s in qs])
-        r["_flows_csv"] = flows
-        for b in r["buckets"]:
-            bucket_rows.append([r["workload"], r["load"], r["algo"], b["bucket"], b["n"],
-                                b["flows"], b["p50"], b["p95"], b["p99"], b["min"],
-                                b["below_1"]])
+        for b in r.buckets:
+            bucket_rows.append([r.workload, r.load, r.algo, b.bucket, b.n, b.flows, b.p50,
+                                b.p95, b.p99, b.min, b.below_1])
     res.csv("slowdown_buckets.csv", ["workload", "load", "algo", "bucket", "n_done",
                                      "n_flows", "p50", "p95", "p99", "min", "below_1"],
             bucket_rows)
     for k, (cdf, load) in enumerate(combos):
         ax1, ax2 = axes[k]
-        mine = [r for r in rows if r["workload"] == cdf.name and r["load"] == load]
+        mine = [r for r in rows if r.workload == cdf.name and r.load == load]
         res.csv(f"fct_{_tag(cdf.name, load)}.csv",
                 ["algo", "flow", "src", "dst", "size_bytes", "bucket", "arrival_ms", "lag_us",
                  "fct_us", "ideal_us", "slowdown", "done", "checked_at_receiver", "retx_pkts",
                  "rtos", "incast", "error"],
-                [[r["algo"], x["flow"], x["src"], x["dst"], x["size"], labels[x["bucket"]],
+                [[r.algo, x["flow"], x["src"], x["dst"], x["size"], labels[x["bucket"]],
                   x["arrival_s"] * 1e3, x["lag_s"] * 1e6, x["fct_s"] * 1e6,
                   x["ideal_s"] * 1e6, x["slowdown"], x["ok"], x["rx_checked"],
                   "" if x["retx_pkts"] is None else x["retx_pkts"],
                   "" if x["rtos"] is None else x["rtos"], x["incast"], x["error"] or ""]
-                 for r in mine for x in r.pop("_flows_csv")])
+                 for r in mine for x in r.flow_records])
         for i, r in enumerate(mine):
             color = f"C{i}"
             xs = list(range(len(labels)))
             for q, style in (("p50", ":"), ("p95", "--"), ("p99", "-")):
-                ax1.plot(xs, [b[q] for b in r["buckets"]], style, color=color, marker=".",
-                         label=f"{r['algo']} {q}", lw=1)
-            g = sorted(r.pop("_grid"))
+                ax1.plot(xs, [getattr(b, q) for b in r.buckets], style, color=color,
+                         marker=".", label=f"{r.algo} {q}", lw=1)
+            g = sorted(r.grid)
             if g:
                 ax2.plot([b / 1e3 for b in g], [(j + 1) / len(g) for j in range(len(g))],
-                         color=color, label=r["algo"], lw=1)
+                         color=color, label=r.algo, lw=1)
         ax1.set_xticks(list(range(len(labels))))
         ax1.set_xticklabels(labels, fontsize=7)
         ax1.set_yscale("log")
@@ -615,15 +692,9 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     fig.tight_layout()
     res.figure("fct.png", fig)
 
-    for r in rows:
-        r.update(offered_pct=r["offered_load"] * 100, port_pct=r["port_load"] * 100,
-                 lag_p99_ms=r["lag_p99_s"] * 1e3, base_rtt_us=r["base_rtt_s"] * 1e6,
-                 idle_min_us=r["base_idle_s"] * 1e6, idle_p50_us=r["idle_fct_p50_s"] * 1e6,
-                 q_p50_kb=r["q_p50"] / 1e3, q_p95_kb=r["q_p95"] / 1e3,
-                 q_p99_kb=r["q_p99"] / 1e3)
     n = p["senders"]
     cap = p["max_size"]
-    bucket_b = rows[0]["bucket_bytes"] if rows else htb_burst_bytes(p["rate_mbps"], 1500)
+    bucket_b = rows[0].bucket_bytes if rows else htb_burst_bytes(p["rate_mbps"], 1500)
     text = (f"{n} senders -> {n} receivers over one {p['rate_mbps']} Mbit/s bottleneck (s1 -> "
             f"s2), {p['duration']:g} s of Poisson arrivals a run, seed {p['seed']}; "
             f"UDP base RTT {udp_rtt * 1e6:.0f} us\n"
@@ -632,57 +703,57 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
             f"rate ([HPCC] section 2.3, footnote 1: the FCT when the network only has this flow; "
             f"docs/experiments.md)")
     for cdf, load in combos:
-        mine = [r for r in rows if r["workload"] == cdf.name and r["load"] == load]
+        mine = [r for r in rows if r.workload == cdf.name and r.load == load]
         mean = cdf.mean()
         text += (f"\n\n== {cdf.name} at {load:.0%} load: {cdf.path} ({len(cdf.sizes)} points "
                  f"in {cdf.unit}, mean {_bytes(mean)})"
-                 f"{', ' + str(mine[0]['flows']) + ' flows' if mine else ''} ==")
+                 f"{', ' + str(mine[0].flows) + ' flows' if mine else ''} ==")
         if cap:
             tail = 1 - cdf.cdf(cap)
             text += (f"\nsizes capped at {cap} bytes: {tail:.2%} of the distribution's flows "
                      f"are larger and are sent as {cap} bytes "
-                     f"({mine[0]['capped'] if mine else 0} flows of this run at the cap); mean "
+                     f"({mine[0].capped if mine else 0} flows of this run at the cap); mean "
                      f"{_bytes(mean)} -> {_bytes(cdf.mean(cap))}, the arrival rate follows the "
                      f"capped mean, so the load is kept")
         if not mine:
             text += "\n(no algorithm ran)"
             continue
-        inc = mine[0].get("incast")
+        inc = mine[0].incast
         if inc:
-            text += (f"\nplus {inc['events']} incasts ({p['incast_load']:.0%} of the link): "
-                     f"{inc['flows_each']} flows of {_bytes(inc['size'])} at once toward one "
+            text += (f"\nplus {inc.events} incasts ({p['incast_load']:.0%} of the link): "
+                     f"{inc.flows_each} flows of {_bytes(inc.size)} at once toward one "
                      f"receiver, from the {n} senders in turn ([HPCC] section 5.3 scaled to "
                      f"the lab's hosts)")
-        text += "\n" + table(mine, RUN_COLUMNS)
+        text += "\n" + table(mine, COLUMNS)
         if inc:
-            text += "\n" + table([{"algo": r["algo"], **r["incast"],
-                                   "fct_p50_ms": r["incast"]["fct_p50_s"] * 1e3,
-                                   "fct_max_ms": r["incast"]["fct_max_s"] * 1e3}
+            text += "\n" + table([{"algo": r.algo, **dataclasses.asdict(r.incast),
+                                   "fct_p50_ms": r.incast.fct_p50_s * 1e3,
+                                   "fct_max_ms": r.incast.fct_max_s * 1e3}
                                   for r in mine], INCAST_COLUMNS)
-        brows = [{"algo": r["algo"], **b} for r in mine for b in r["buckets"] if b["flows"]]
+        brows = [{"algo": r.algo, **dataclasses.asdict(b)} for r in mine for b in r.buckets
+                 if b.flows]
         text += "\n" + table(brows, BUCKET_COLUMNS)
         for r in mine:
-            for e in r["errors"]:
-                text += f"\n{r['algo']}: {e}"
-            if r["failed"] > len(r["errors"]):
-                text += f"\n{r['algo']}: ... {r['failed']} flows not byte-exact in all"
+            for e in r.errors:
+                text += f"\n{r.algo}: {e}"
+            if r.failed > len(r.errors):
+                text += f"\n{r.algo}: ... {r.failed} flows not byte-exact in all"
     text += "\n" + verdict_lines(rows, skipped, key="run",
                                  hpcc_text=p["hpcc_text"]).lstrip("\n")
     for spec, why in bad.items():
         text += f"\nworkload {spec}: skipped: {why}"
-    res.summary(text, {"experiment": NAME, "params": p, "loads": loads,
-                       "buckets": labels, "workloads": [
-                           {"name": c.name, "path": c.path, "unit": c.unit,
-                            "points": len(c.sizes), "mean_bytes": c.mean(),
-                            "mean_capped_bytes": c.mean(cap) if cap else None,
-                            "share_above_cap": 1 - c.cdf(cap) if cap else None} for c in cdfs],
-                       "results": rows, "skipped": skipped, "skipped_workloads": bad,
-                       "udp_rtt_s": udp_rtt})
+    res.summary(text, Summary(NAME, p, rows, skipped, extra={
+        "loads": loads, "buckets": labels, "workloads": [
+            {"name": c.name, "path": c.path, "unit": c.unit,
+             "points": len(c.sizes), "mean_bytes": c.mean(),
+             "mean_capped_bytes": c.mean(cap) if cap else None,
+             "share_above_cap": 1 - c.cdf(cap) if cap else None} for c in cdfs],
+        "skipped_workloads": bad, "udp_rtt_s": udp_rtt}))
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
-    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p = with_defaults(DEFAULTS, params)
     loads = parse_loads(p["loads"])
     try:
         edges = workload.parse_buckets(p["buckets"])
@@ -711,7 +782,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     senders = [f"h{i}" for i in range(1, n + 1)]
     receivers = [f"r{i}" for i in range(1, n + 1)]
     res = Results(out, NAME)
-    rows: list[dict[str, Any]] = []
+    rows: list[FctRow] = []
     skipped: dict[str, str] = {}
     with lab_factory(topo) as lab, native.Engines(lab), KernelCc(lab) as kcc:
         for h in senders + receivers:
@@ -739,9 +810,9 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                     NAME, algos, kcc, senders, receivers,
                     lambda a: run_one(lab, a, p, cdf, load, plan, edges, rtt, events),
                     f"{cdf.name} at {load:.0%}",
-                    lambda r: (f"{r['done']}/{r['flows']} flows, port load "
-                               f"{r['port_load']:.0%}, slowdown p99 of the smallest "
-                               f"{next((b['p99'] for b in r['buckets'] if b['n']), math.nan):.2f}"))
+                    lambda r: (f"{r.done}/{r.flows} flows, port load "
+                               f"{r.port_load:.0%}, slowdown p99 of the smallest "
+                               f"{next((b.p99 for b in r.buckets if b.n), math.nan):.2f}"))
                 rows += got
                 skipped.update(skip)
     return report(res, rows, skipped, bad, cdfs, loads, p, edges, rtt), res.dir

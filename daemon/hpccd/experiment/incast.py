@@ -20,12 +20,13 @@ that the emulated queue, not the CPU, was the bottleneck.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
 from typing import Any
 
-from ..lab.netns import htb_burst_bytes
+from ..lab.queues import htb_burst_bytes
 from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
@@ -33,6 +34,7 @@ from .native import Engines, send_time
 from . import loaded_rtt
 from .common import base_rtt, open_flow, open_sink, run_each, star, verdict_lines
 from .report import Results, progress, pyplot, table
+from .results import Row, Summary, derived, kb, mbps, ms, private
 
 NAME = "incast"
 PORT = 5201
@@ -60,7 +62,41 @@ def _drain_time(grid: list[tuple[int, int]], t0: int, pre_level: float) -> tuple
     return math.inf, math.inf
 
 
-def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
+@dataclasses.dataclass(kw_only=True)
+class IncastRow(Row):
+    """One algorithm's incast: the bottleneck queue over [t0, t0 + observe]
+    (bytes, time-weighted), its drain time, the incast flows' completion
+    times and the long flow's rate before, during and after."""
+
+    t0_ns: int                          # the incast's start
+    link_bps: int                       # the bottleneck's rate
+    base_rtt_s: float                   # idle UDP round trip
+    bdp_bytes: float
+    q_p50: float
+    q_p99: float
+    q_max: float
+    q_p99_bdp: float
+    drain_s: float                      # from t0 until drained; inf: never
+    drain_rtts: float
+    drain_peak_rtts: float              # from the queue's peak until drained
+    fct_max_s: float                    # incast flows' completion times
+    fct_p50_s: float
+    long_before_bps: float
+    long_during_bps: float
+    long_after_bps: float
+    utilisation: float                  # of the bottleneck link
+    samples: list = private()           # the queue sampler's, for the plot and CSV
+    long_points: list = private()       # the long flow's (time, bytes) delivered
+
+    q_p50_kb = derived("q_p50", kb)
+    q_p99_kb = derived("q_p99", kb)
+    q_max_kb = derived("q_max", kb)
+    fct_max_ms = derived("fct_max_s", ms)
+    long_during_mbps = derived("long_during_bps", mbps)
+    long_after_mbps = derived("long_after_bps", mbps)
+
+
+def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> IncastRow:
     topo = lab.topology
     sw = topo.switches["s1"]
     port = next(pt.number for pt in sw.ports if pt.peer == "r1")
@@ -119,19 +155,18 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
         if t_incast_end else math.nan
     verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0 - int(0.5e9), t_end,
                                          busiest_cpu=cpu.busiest)
-    return {
-        "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "base_rtt_s": rtt, "bdp_bytes": bdp,
-        "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),
-        "q_max": max((s.backlog_bytes for s in samples if t0 <= s.ts_ns <= t_end),
-                     default=math.nan),
-        "q_p99_bdp": measure.percentile(q, 99) / bdp if q else math.nan,
-        "drain_s": drain, "drain_rtts": drain / rtt, "drain_peak_rtts": drain_peak / rtt,
-        "fct_max_s": max(fcts), "fct_p50_s": measure.percentile(fcts, 50),
-        "long_before_bps": before, "long_during_bps": during_rate, "long_after_bps": after_rate,
-        "utilisation": verdict.utilisation, "cpu_busy": busy,
-        "queue_bound": verdict.queue_bound, "verdict": verdict.text,
-        **send_time(flows, lab.native), "_samples": samples, "_long_points": lc.points,
-    }
+    return IncastRow(
+        algo=algo.name, t0_ns=t0, link_bps=link_bps, base_rtt_s=rtt, bdp_bytes=bdp,
+        q_p50=measure.percentile(q, 50), q_p99=measure.percentile(q, 99),
+        q_max=max((s.backlog_bytes for s in samples if t0 <= s.ts_ns <= t_end),
+                  default=math.nan),
+        q_p99_bdp=measure.percentile(q, 99) / bdp if q else math.nan,
+        drain_s=drain, drain_rtts=drain / rtt, drain_peak_rtts=drain_peak / rtt,
+        fct_max_s=max(fcts), fct_p50_s=measure.percentile(fcts, 50),
+        long_before_bps=before, long_during_bps=during_rate, long_after_bps=after_rate,
+        utilisation=verdict.utilisation, cpu_busy=busy,
+        queue_bound=verdict.queue_bound, verdict=verdict.text,
+        samples=samples, long_points=lc.points).send_time(send_time(flows, lab.native))
 
 
 COLUMNS = [("algo", "algo"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
@@ -142,25 +177,23 @@ COLUMNS = [("algo", "algo"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
 
-def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
+def report(res: Results, rows: list[IncastRow], skipped: dict[str, str],
            p: dict[str, Any]) -> str:
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     for r in rows:
-        t0 = r["t0_ns"]
-        qs = r.pop("_samples")
-        pts = r.pop("_long_points")
-        res.csv(f"queue_{r['algo']}.csv", ["t_ms", "backlog_bytes", "tx_bytes", "drops"],
+        t0, qs, pts = r.t0_ns, r.samples, r.long_points
+        res.csv(f"queue_{r.algo}.csv", ["t_ms", "backlog_bytes", "tx_bytes", "drops"],
                 [((s.ts_ns - t0) / 1e6, s.backlog_bytes, s.tx_bytes, s.drops) for s in qs])
-        g = measure.queue_over_time(qs, r["link_bps"], t0 - int(0.2e9),
+        g = measure.queue_over_time(qs, r.link_bps, t0 - int(0.2e9),
                                     t0 + int(p["observe"] * 1e9), step_ns=50_000)
-        ax1.plot([(t - t0) / 1e6 for t, _ in g], [b / 1e3 for _, b in g], label=r["algo"], lw=1)
+        ax1.plot([(t - t0) / 1e6 for t, _ in g], [b / 1e3 for _, b in g], label=r.algo, lw=1)
         series = measure.rate_series(pts, 20_000_000)
         start = (pts[0][0] - t0) / 1e6 if pts else 0
-        res.csv(f"long_flow_{r['algo']}.csv", ["t_ms", "bits_per_s"],
+        res.csv(f"long_flow_{r.algo}.csv", ["t_ms", "bits_per_s"],
                 [(start + t * 1e3, bps) for t, bps in series])
         ax2.plot([start + t * 1e3 for t, _ in series], [bps / 1e6 for _, bps in series],
-                 label=r["algo"], lw=1)
+                 label=r.algo, lw=1)
     ax1.set_ylabel("bottleneck queue (KB)")
     ax1.axvline(0, color="grey", lw=0.5)
     ax1.legend()
@@ -170,17 +203,13 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     ax2.set_xlabel("ms from the incast start")
     ax2.set_xlim(-200, p["observe"] * 1e3)
     res.figure("incast.png", fig)
-    for r in rows:
-        r.update(q_p50_kb=r["q_p50"] / 1e3, q_p99_kb=r["q_p99"] / 1e3, q_max_kb=r["q_max"] / 1e3,
-                 fct_max_ms=r["fct_max_s"] * 1e3, long_during_mbps=r["long_during_bps"] / 1e6,
-                 long_after_mbps=r["long_after_bps"] / 1e6)
     text = table(rows, COLUMNS)
     if rows:
         r0 = rows[0]
-        text += (f"\nbase RTT {r0['base_rtt_s'] * 1e6:.0f} us (idle UDP round trip), "
-                 f"BDP {r0['bdp_bytes'] / 1e3:.1f} KB at {r0['link_bps'] / 1e9:g} Gbit/s")
+        text += (f"\nbase RTT {r0.base_rtt_s * 1e6:.0f} us (idle UDP round trip), "
+                 f"BDP {r0.bdp_bytes / 1e3:.1f} KB at {r0.link_bps / 1e9:g} Gbit/s")
     text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
-    res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
+    res.summary(text, Summary(NAME, p, rows, skipped))
     return text
 
 
@@ -201,5 +230,5 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
             NAME, algos, kcc, senders, ["r1"],
             lambda a: run_one(lab, a, p, rtt),
             f"long flow for {p['warmup']} s, then {p['senders']} x {p['size']} B",
-            lambda r: f"q p99 {r['q_p99'] / 1e3:.0f} KB, drained in {r['drain_rtts']:.1f} RTTs")
+            lambda r: f"q p99 {r.q_p99 / 1e3:.0f} KB, drained in {r.drain_rtts:.1f} RTTs")
     return report(res, rows, skipped, p), res.dir

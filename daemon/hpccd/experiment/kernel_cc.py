@@ -15,7 +15,9 @@ the lab for one algorithm's run:
   receivers, keeps the responses on the senders) on every host, the tc
   tracker on each sender, and one TcpSide per sender probing its flows once
   per RTT and writing their windows (T as the native flows', above the
-  lab's loaded RTT); everything detached after the run.  Native transport
+  lab's loaded RTT), with the senders' GSO trains capped for the run at an
+  eighth of the slowest link's B x T (hpccd.tcp_side.trains.segs_for);
+  everything detached and restored after the run.  Native transport
   engines, which attach their own xdp_host, are closed first (they are
   made again when a native algorithm runs next).
 """
@@ -101,8 +103,12 @@ class KernelCc:
 
         from ..bpf import loader as bpf
         from ..tcp_side.engine import TcpSide
+        from ..tcp_side.trains import segs_for
 
         key = secrets.token_bytes(16)
+        hp = self._hpcc()
+        slowest = min(lk.rate_bps for lk in self.lab.topology.links)
+        segs = segs_for(slowest, hp["T_ns"])
         objs, sides, attached = [], [], []
         try:
             xdp = {}
@@ -125,8 +131,9 @@ class KernelCc:
                 attached.append((h, "tc"))
                 line = self.lab.topology.links[self.lab.topology.hosts[h].link].rate_bps
                 side = TcpSide(t, xdp[h],
-                               hpcc_params={**self._hpcc(), "line_rate_bps": line},
-                               netns=self.lab.netns(h), tcp_cc=self.cc)
+                               hpcc_params={**hp, "line_rate_bps": line},
+                               netns=self.lab.netns(h), tcp_cc=self.cc,
+                               gso_max_segs=segs, gso_dev="eth0")
                 side.start()
                 sides.append(side)
                 side.start_thread()

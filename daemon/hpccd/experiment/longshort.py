@@ -18,6 +18,7 @@ ms and in base RTTs; issue 8: HPCC within 3 RTTs).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -27,8 +28,10 @@ from .algos import Algo
 from .kernel_cc import KernelCc
 from .native import Engines, send_time
 from . import loaded_rtt
-from .common import base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines
+from .common import (base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines,
+                     with_defaults)
 from .report import Results, progress, pyplot, table
+from .results import Row, Summary, derived, mbps, ms, private
 
 NAME = "long-short"
 PORT = 5201
@@ -60,7 +63,30 @@ def recovery(rates: list[tuple[int, float]], t_end: int, line_bps: float,
     return math.inf
 
 
-def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
+@dataclasses.dataclass(kw_only=True)
+class LongShortRow(Row):
+    """One algorithm's long-short run: the short flow's completion time and
+    how long the long flow took to get the link back after it."""
+
+    t0_ns: int                          # the short flow's start
+    t_end_ns: int                       # its last byte through s2
+    line_bps: int                       # the bottleneck's rate
+    base_rtt_s: float
+    short_fct_s: float
+    long_before_bps: float
+    long_during_bps: float
+    recovery_s: float                   # until >= 90% of line rate again; inf: never
+    recovery_rtts: float
+    rates: list = private()             # the long flow's [(bin start ns, bit/s)] at s2
+    short_rates: list = private()       # the short flow's, same bins
+
+    long_before_mbps = derived("long_before_bps", mbps)
+    long_during_mbps = derived("long_during_bps", mbps)
+    short_fct_ms = derived("short_fct_s", ms)
+    recovery_ms = derived("recovery_s", ms)
+
+
+def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
     topo = lab.topology
     s2 = topo.switches["s2"]
     p_long = next(pt.number for pt in s2.ports if pt.peer == "r1")
@@ -115,17 +141,16 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> dict[str, Any]:
     def avg(a: int, b: int) -> float:
         v = [r for t, r in rates if a <= t < b]
         return sum(v) / len(v) if v else math.nan
-    return {
-        "algo": algo.name, "t0_ns": t_start, "t_end_ns": t_end, "line_bps": line,
-        "base_rtt_s": rtt, "short_fct_s": (t_end - t_first) / 1e9,
-        "long_before_bps": avg(t_start - BEFORE_NS, t_start),
-        "long_during_bps": avg(t_first, t_end),
-        "recovery_s": rec_s, "recovery_rtts": rec_s / rtt, "cpu_busy": busy,
-        **send_time(flows, lab.native),
-        "queue_bound": verdict.queue_bound, "verdict": verdict.text,
-        "_rates": rates, "_short": measure.port_rate(ss, t_start - BEFORE_NS,
-                                                      t_end + int(p["after"] * 1e9), BIN_NS),
-    }
+    return LongShortRow(
+        algo=algo.name, t0_ns=t_start, t_end_ns=t_end, line_bps=line,
+        base_rtt_s=rtt, short_fct_s=(t_end - t_first) / 1e9,
+        long_before_bps=avg(t_start - BEFORE_NS, t_start),
+        long_during_bps=avg(t_first, t_end),
+        recovery_s=rec_s, recovery_rtts=rec_s / rtt, cpu_busy=busy,
+        queue_bound=verdict.queue_bound, verdict=verdict.text,
+        rates=rates, short_rates=measure.port_rate(ss, t_start - BEFORE_NS,
+                                                   t_end + int(p["after"] * 1e9), BIN_NS),
+    ).send_time(send_time(flows, lab.native))
 
 
 COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
@@ -135,20 +160,18 @@ COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
            ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
 
-def report(res: Results, rows, skipped, p) -> str:
+def report(res: Results, rows: list[LongShortRow], skipped: dict[str, str],
+           p: dict[str, Any]) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
     for r in rows:
-        rates, short, t_end = r.pop("_rates"), r.pop("_short"), r["t_end_ns"]
-        res.csv(f"rates_{r['algo']}.csv", ["t_ms_from_short_end", "long_bps", "short_bps"],
+        rates, short, t_end = r.rates, r.short_rates, r.t_end_ns
+        res.csv(f"rates_{r.algo}.csv", ["t_ms_from_short_end", "long_bps", "short_bps"],
                 [((t - t_end) / 1e6, a, b) for (t, a), (_, b) in zip(rates, short)])
         line, = ax.plot([(t - t_end) / 1e6 for t, _ in rates], [b / 1e6 for _, b in rates],
-                        label=f"{r['algo']} long", lw=1)
+                        label=f"{r.algo} long", lw=1)
         ax.plot([(t - t_end) / 1e6 for t, _ in short], [b / 1e6 for _, b in short],
-                ls=":", color=line.get_color(), lw=1, label=f"{r['algo']} short")
-        r.update(long_before_mbps=r["long_before_bps"] / 1e6,
-                 long_during_mbps=r["long_during_bps"] / 1e6,
-                 short_fct_ms=r["short_fct_s"] * 1e3, recovery_ms=r["recovery_s"] * 1e3)
+                ls=":", color=line.get_color(), lw=1, label=f"{r.algo} short")
     ax.axvline(0, color="grey", lw=0.5)
     ax.set_xlabel("ms from the short flow's last byte")
     ax.set_ylabel(f"Mbit/s ({BIN_NS // 1000} us bins, s2's ports)")
@@ -157,15 +180,15 @@ def report(res: Results, rows, skipped, p) -> str:
     res.figure("long-short.png", fig)
     text = table(rows, COLUMNS)
     if rows:
-        text += f"\nbase RTT {rows[0]['base_rtt_s'] * 1e6:.0f} us; recovery: long flow >= 90% " \
+        text += f"\nbase RTT {rows[0].base_rtt_s * 1e6:.0f} us; recovery: long flow >= 90% " \
                 f"of line rate averaged over the next {HOLD_NS // 1_000_000} ms"
     text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
-    res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped})
+    res.summary(text, Summary(NAME, p, rows, skipped))
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
-    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p = with_defaults(DEFAULTS, params)
     from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<long-short experiment>")
     res = Results(out, NAME)
@@ -177,5 +200,5 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
         rows, skipped = run_each(
             NAME, algos, kcc, ["l1", "x1"], ["r1", "r2"], lambda a: run_one(lab, a, p, rtt),
             f"long flow, then a {p['size']} B short flow",
-            lambda r: f"long flow recovered in {r['recovery_s'] * 1e3:.2f} ms")
+            lambda r: f"long flow recovered in {r.recovery_ms:.2f} ms")
     return report(res, rows, skipped, p), res.dir

@@ -20,6 +20,7 @@ verdict.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -30,10 +31,12 @@ from typing import Any
 from . import loaded_rtt, measure
 from .algos import Algo
 from . import native
-from .common import Skip, run_each, star, verdict_lines
+from .common import Skip, run_each, star, verdict_lines, with_defaults
 from .kernel_cc import KernelCc
+from ..lab.namespaces import stop_processes
 from .kernel_tcp import AlgoUnavailable, check_available
 from .report import Results, progress, pyplot, table
+from .results import Row, Summary, derived, kb, mbps, private
 
 NAME = "mice"
 RR_PORT = 7000
@@ -61,13 +64,6 @@ def _servers(lab, cc: str | None, port: int, p: dict[str, Any], elephants: bool)
                             stderr=subprocess.DEVNULL) for pt in ELEPHANT_PORTS]
         time.sleep(0.3)
     return procs
-
-
-def _stop(procs) -> None:
-    for pr in procs:
-        if pr.poll() is None:
-            pr.kill()
-            pr.wait()
 
 
 def _rr(lab, cc: str | None, count: int, p: dict[str, Any], port: int = RR_PORT,
@@ -120,7 +116,32 @@ def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any],
     return out
 
 
-def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, Any]:
+@dataclasses.dataclass(kw_only=True)
+class MiceRow(Row):
+    """One algorithm's mice: their round trips through the bottleneck that
+    two elephants saturate, against the idle round trip, and the queue."""
+
+    t0_ns: int
+    link_bps: int
+    mice: int                           # how many ran
+    mice_kind: str                      # kernel TCP request/response, or native flows
+    idle_p50_us: float
+    rtt_p50_us: float
+    rtt_p99_us: float
+    rtt_p999_us: float
+    p99_over_idle: float
+    q_p50: float
+    q_p99: float
+    elephants_bps: float                # the bottleneck's rate while the mice ran
+    rtts: list = private()              # each mouse's, us
+    samples: list = private()           # the queue sampler's
+
+    q_p50_kb = derived("q_p50", kb)
+    q_p99_kb = derived("q_p99", kb)
+    elephants_mbps = derived("elephants_bps", mbps)
+
+
+def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
     if algo.kind == "kernel":
         try:
             check_available(algo.cc)
@@ -159,7 +180,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
                     raise RuntimeError(f"iperf3 elephant with -C {algo.cc} failed: "
                                        f"{err.decode(errors='replace').strip()[-300:]}") from None
         finally:
-            _stop(elephants + servers)
+            stop_processes(elephants + servers)
             busy = cpu.stop()
             samples = rec.stop()
     else:
@@ -189,18 +210,17 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> dict[str, 
     # byte counter (the mice's bytes are noise): the same for every algorithm
     if t1 > t0 and samples:
         bps = [measure.port_rate(samples, t0, t1, t1 - t0)[0][1]]
-    return {
-        "algo": algo.name, "t0_ns": t0, "link_bps": link_bps, "mice": len(rtts),
-        "mice_kind": "kernel TCP request/response" if algo.kind == "kernel" else
-                     "native flows of size bytes (open to last ACK)",
-        "idle_p50_us": idle_p50, "rtt_p50_us": measure.percentile(rtts, 50),
-        "rtt_p99_us": measure.percentile(rtts, 99), "rtt_p999_us": measure.percentile(rtts, 99.9),
-        "p99_over_idle": measure.percentile(rtts, 99) / idle_p50,
-        "q_p50": measure.percentile(during, 50), "q_p99": measure.percentile(during, 99),
-        "elephants_bps": sum(bps), "cpu_busy": busy, "queue_bound": verdict.queue_bound,
-        **(native.send_time(flows, lab.native) if algo.kind != "kernel" else {}),
-        "verdict": verdict.text, "_rtts": rtts, "_samples": samples,
-    }
+    row = MiceRow(
+        algo=algo.name, t0_ns=t0, link_bps=link_bps, mice=len(rtts),
+        mice_kind="kernel TCP request/response" if algo.kind == "kernel" else
+                  "native flows of size bytes (open to last ACK)",
+        idle_p50_us=idle_p50, rtt_p50_us=measure.percentile(rtts, 50),
+        rtt_p99_us=measure.percentile(rtts, 99), rtt_p999_us=measure.percentile(rtts, 99.9),
+        p99_over_idle=measure.percentile(rtts, 99) / idle_p50,
+        q_p50=measure.percentile(during, 50), q_p99=measure.percentile(during, 99),
+        elephants_bps=sum(bps), cpu_busy=busy, queue_bound=verdict.queue_bound,
+        verdict=verdict.text, rtts=rtts, samples=samples)
+    return row.send_time(native.send_time(flows, lab.native)) if algo.kind != "kernel" else row
 
 
 COLUMNS = [("algo", "algo"), ("rtt_p50_us", "mice p50 us"), ("rtt_p99_us", "mice p99 us"),
@@ -210,7 +230,7 @@ COLUMNS = [("algo", "algo"), ("rtt_p50_us", "mice p50 us"), ("rtt_p99_us", "mice
            ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
 
-def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
+def report(res: Results, rows: list[MiceRow], skipped: dict[str, str],
            p: dict[str, Any], idle: list[float]) -> str:
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
@@ -219,17 +239,15 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     ax1.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label="idle", color="black",
              lw=1)
     for r in rows:
-        rtts, qs, t0 = r.pop("_rtts"), r.pop("_samples"), r["t0_ns"]
-        res.csv(f"mice_{r['algo']}.csv", ["rtt_us"], [(x,) for x in rtts])
-        res.csv(f"queue_{r['algo']}.csv", ["t_ms", "backlog_bytes", "tx_bytes", "drops"],
+        rtts, qs, t0 = r.rtts, r.samples, r.t0_ns
+        res.csv(f"mice_{r.algo}.csv", ["rtt_us"], [(x,) for x in rtts])
+        res.csv(f"queue_{r.algo}.csv", ["t_ms", "backlog_bytes", "tx_bytes", "drops"],
                 [((s.ts_ns - t0) / 1e6, s.backlog_bytes, s.tx_bytes, s.drops) for s in qs])
         xs = sorted(rtts)
-        ax1.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label=r["algo"], lw=1)
-        g = measure.queue_over_time(qs, r["link_bps"], t0, t0 + int(p["duration"] * 1e9),
+        ax1.plot(xs, [(i + 1) / len(xs) for i in range(len(xs))], label=r.algo, lw=1)
+        g = measure.queue_over_time(qs, r.link_bps, t0, t0 + int(p["duration"] * 1e9),
                                     step_ns=100_000)
-        ax2.plot([(t - t0) / 1e6 for t, _ in g], [b / 1e3 for _, b in g], label=r["algo"], lw=1)
-        r.update(q_p50_kb=r["q_p50"] / 1e3, q_p99_kb=r["q_p99"] / 1e3,
-                 elephants_mbps=r["elephants_bps"] / 1e6)
+        ax2.plot([(t - t0) / 1e6 for t, _ in g], [b / 1e3 for _, b in g], label=r.algo, lw=1)
     ax1.set_xscale("log")
     ax1.set_xlabel("mouse RTT (us, 1 KB each way)")
     ax1.set_ylabel("CDF")
@@ -242,13 +260,13 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
     text = table(rows, COLUMNS)
     text += f"\nidle mouse RTT p50 {measure.percentile(idle, 50):.0f} us ({len(idle)} mice alone)"
     text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
-    res.summary(text, {"experiment": NAME, "params": p, "results": rows, "skipped": skipped,
-                       "idle_p50_us": measure.percentile(idle, 50)})
+    res.summary(text, Summary(NAME, p, rows, skipped,
+                              extra={"idle_p50_us": measure.percentile(idle, 50)}))
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
-    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p = with_defaults(DEFAULTS, params)
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
     from ..lab.topology import Topology
@@ -261,12 +279,12 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                          3)
         idle_srv = _servers(lab, None, RR_PORT, p, elephants=False)
         idle = _rr(lab, None, p["idle_count"], p)
-        _stop(idle_srv)
+        stop_processes(idle_srv)
         progress(NAME, f"lab up; idle mouse RTT p50 {measure.percentile(idle, 50):.0f} us")
         rows, skipped = run_each(
             NAME, algos, kcc, ["e1", "e2", "m1"], ["r1"], lambda a: run_one(lab, a, p, idle),
             f"two elephants, then {p['duration']:g} s of mice",
-            lambda r: f"mice p99 {r['rtt_p99_us']:.0f} us ({r['p99_over_idle']:.1f}x idle)")
+            lambda r: f"mice p99 {r.rtt_p99_us:.0f} us ({r.p99_over_idle:.1f}x idle)")
     if math.isnan(measure.percentile(idle, 50)):
         raise RuntimeError("no idle mice")
     return report(res, rows, skipped, p, idle), res.dir

@@ -26,24 +26,24 @@ lab steers each flow through one CPU per hop so that it has none, docs/lab.md
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-import struct
-import sys
 import threading
 import time
 from typing import Any
 
+from ..lab.loss import LinkLoss
 from . import loaded_rtt, measure, native
 from .algos import Algo
-from .common import Skip, UsageError, dumbbell, native_engines, parse_shares
+from .common import Skip, UsageError, dumbbell, native_engines, parse_shares, with_defaults
 from .report import Results, progress, pyplot, table
+from .results import Record, Summary, derived, mbps, ms, pct, value
 
 NAME = "gbn-vs-sr"
 RECOVERIES = ("sr", "gbn")
 DEFAULTS = {"flows": 2, "size": 4_000_000, "rate_mbps": 1000, "buffer_bytes": 1_000_000,
             "bottleneck_buffer_bytes": 64_000, "k_bytes": 30_000, "losses": "0,0.001,0.01",
             "timeout": 60.0}
-LOSS_TC = (2, 2)      # lab_loss's tc ingress filter (handle, priority): after the lab's own
 
 
 def topology(p: dict[str, Any]) -> str:
@@ -59,50 +59,6 @@ def parse_losses(text: str | float) -> list[float]:
                         "0 <= p <= 0.5; 1 % is 0.01", "loss probability")
 
 
-class LinkLoss:
-    """Random loss `p` on tc ingress of both ends of the s1 - s2 link (one
-    lab_loss object per switch: its maps are not per interface); removed by
-    close()."""
-
-    def __init__(self, lab, p: float):
-        from ..bpf import loader as bpf
-        self.lab, self.objs = lab, []
-        try:
-            for sw, peer in (("s2", "s1"), ("s1", "s2")):
-                port = next(pt.number for pt in lab.topology.switches[sw].ports
-                            if pt.peer == peer)
-                obj = bpf.BpfObject.open(bpf.object_path("lab_loss"))
-                self.objs.append((sw, f"p{port}", obj, False))
-                obj.load()
-                obj.map("hpccd_loss_cfg").update(0, struct.pack("<II", min(int(p * 2 ** 32),
-                                                                          2 ** 32 - 1), 0))
-                with bpf.in_netns(lab.netns(sw)):
-                    bpf.tc_attach(f"p{port}", obj.program("hpccd_lab_loss"), "ingress",
-                                  *LOSS_TC)
-                self.objs[-1] = (sw, f"p{port}", obj, True)
-        except BaseException:
-            self.close()
-            raise
-
-    def dropped(self) -> int:
-        n = 0
-        for _, _, obj, _ in self.objs:
-            n += sum(int.from_bytes(v[:8], sys.byteorder)
-                     for v in obj.map("hpccd_loss_cnt").lookup(1))
-        return n
-
-    def close(self) -> None:
-        from ..bpf import loader as bpf
-        objs, self.objs = self.objs, []
-        for sw, port, obj, attached in objs:
-            try:
-                if attached:
-                    with bpf.in_netns(self.lab.netns(sw)):
-                        bpf.tc_detach(port, "ingress", *LOSS_TC)
-            finally:
-                obj.close()
-
-
 def _host_drops(tp) -> int:
     """Packets the host lost on its way in (the AF_XDP socket's RX ring
     full, the kernel's drops): the shared cores' losses, not the link's."""
@@ -110,7 +66,39 @@ def _host_drops(tp) -> int:
     return st["k_rx_dropped"] + st["k_rx_ring_full"]
 
 
-def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(kw_only=True)
+class RecoveryRow(Record):
+    """One algorithm's flows with one recovery at one loss rate: goodput,
+    completion times, and what each loss cost."""
+
+    algo: str
+    recovery: str                       # "sr" or "gbn"
+    loss: float                         # random loss probability, each way
+    variant: str                        # "<recovery> <loss %>": the row's name in reps
+    flows: int
+    goodput_bps: float                  # all flows' bytes over the time until the last finished
+    fct_p50_s: float
+    fct_max_s: float
+    retx_pkts: int
+    dropped: int                        # random_drops + queue_drops + host_drops
+    random_drops: int                   # lab_loss's
+    queue_drops: int                    # the bottleneck queue's own
+    host_drops: int                     # the hosts' (AF_XDP RX ring full, kernel drops)
+    retx_per_drop: float
+    go_backs: int
+    recoveries: int                     # selective-repeat recoveries
+    rtos: int
+    dup_pkts: int                       # the receivers' duplicates
+    ooo_pkts: int                       # the receivers' packets ahead of their turn
+    cpu_busy: float
+
+    loss_pct = derived("loss", pct)
+    goodput_mbps = derived("goodput_bps", mbps)
+    fct_p50_ms = derived("fct_p50_s", ms)
+    fct_max_ms = derived("fct_max_s", ms)
+
+
+def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> RecoveryRow:
     if algo.kind != "native":
         raise Skip(f"{algo.name}: go-back-N or selective repeat is the native transport's "
                    f"choice; kernel TCP always repairs selectively (SACK)")
@@ -190,16 +178,14 @@ def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> d
                            + "; ".join(bad))
     span = (end_ns - start_ns) / 1e9
     drops = dropped + q_drops + host
-    return {"algo": algo.name, "recovery": recovery, "loss": loss,
-            "variant": f"{recovery} {loss:.1%}", "flows": n,
-            "goodput_bps": n * p["size"] * 8 / span if span > 0 else math.nan,
-            "fct_p50_s": measure.percentile(fcts, 50), "fct_max_s": max(fcts),
-            "retx_pkts": retx, "dropped": drops, "random_drops": dropped, "queue_drops": q_drops,
-            "host_drops": host,
-            "retx_per_drop": retx / drops if drops else math.nan,
-            "go_backs": go_backs, "recoveries": recs, "rtos": rtos, "dup_pkts": dups,
-            "ooo_pkts": ooo,
-            "cpu_busy": busy}
+    return RecoveryRow(
+        algo=algo.name, recovery=recovery, loss=loss, variant=f"{recovery} {loss:.1%}",
+        flows=n, goodput_bps=n * p["size"] * 8 / span if span > 0 else math.nan,
+        fct_p50_s=measure.percentile(fcts, 50), fct_max_s=max(fcts),
+        retx_pkts=retx, dropped=drops, random_drops=dropped, queue_drops=q_drops,
+        host_drops=host, retx_per_drop=retx / drops if drops else math.nan,
+        go_backs=go_backs, recoveries=recs, rtos=rtos, dup_pkts=dups, ooo_pkts=ooo,
+        cpu_busy=busy)
 
 
 COLUMNS = [("algo", "algo"), ("recovery", "recovery"), ("loss_pct", "loss %"),
@@ -210,16 +196,13 @@ COLUMNS = [("algo", "algo"), ("recovery", "recovery"), ("loss_pct", "loss %"),
            ("dup_pkts", "rx dups"), ("ooo_pkts", "rx out of order")]
 
 
-def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
+def report(res: Results, rows: list[RecoveryRow], skipped: dict[str, str],
            p: dict[str, Any], losses: list[float]) -> str:
-    for r in rows:
-        r.update(loss_pct=r["loss"] * 100, goodput_mbps=r["goodput_bps"] / 1e6,
-                 fct_p50_ms=r["fct_p50_s"] * 1e3, fct_max_ms=r["fct_max_s"] * 1e3)
     res.csv("gbn_vs_sr.csv", [k for k, _ in COLUMNS],
-            [[r.get(k) for k, _ in COLUMNS] for r in rows])
+            [[value(r, k, None) for k, _ in COLUMNS] for r in rows])
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    algos = list(dict.fromkeys(r["algo"] for r in rows))
+    algos = list(dict.fromkeys(r.algo for r in rows))
     width = 0.8 / max(1, 2 * len(algos))
     for k, (key, head) in enumerate((("goodput_mbps", "goodput (Mbit/s)"),
                                      ("fct_max_ms", "FCT max (ms)"),
@@ -228,8 +211,8 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
         j = 0
         for a in algos:
             for rec in RECOVERIES:
-                ys = [next((r[key] for r in rows if r["algo"] == a and r["recovery"] == rec
-                            and r["loss"] == ld), math.nan) for ld in losses]
+                ys = [next((getattr(r, key) for r in rows if r.algo == a and r.recovery == rec
+                            and r.loss == ld), math.nan) for ld in losses]
                 ax.bar([i + (j - len(algos) + 0.5) * width for i in range(len(losses))], ys,
                        width, label=f"{a} {rec.upper()}", hatch="//" if rec == "gbn" else None,
                        color=f"C{algos.index(a)}", alpha=0.9 if rec == "sr" else 0.55)
@@ -253,13 +236,12 @@ def report(res: Results, rows: list[dict[str, Any]], skipped: dict[str, str],
              f"drops + the bottleneck queue's own + the hosts' (AF_XDP RX ring full, kernel drops)")
     text += p["hpcc_text"]
     text += "".join(f"\n{name}: skipped: {why}" for name, why in skipped.items())
-    res.summary(text, {"experiment": NAME, "params": p, "losses": losses, "results": rows,
-                       "skipped": skipped})
+    res.summary(text, Summary(NAME, p, rows, skipped, extra={"losses": losses}))
     return text
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
-    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p = with_defaults(DEFAULTS, params)
     if params.get("senders") is not None:      # hpccctl experiment --senders
         p["flows"] = params["senders"]
     losses = parse_losses(p["losses"])
@@ -268,7 +250,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<gbn-vs-sr experiment>")
     res = Results(out, NAME)
-    rows: list[dict[str, Any]] = []
+    rows: list[RecoveryRow] = []
     skipped: dict[str, str] = {}
     with lab_factory(topo) as lab, native.Engines(lab):
         for i in range(1, p["flows"] + 1):
@@ -290,7 +272,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                         break
                     rows.append(r)
                     progress(NAME, f"{a.name} {rec.upper()} at {loss:.1%} loss: goodput "
-                                   f"{r['goodput_bps'] / 1e6:.0f} Mbit/s, {r['retx_pkts']} "
-                                   f"retransmitted for {r['dropped']} dropped")
+                                   f"{r.goodput_mbps:.0f} Mbit/s, {r.retx_pkts} "
+                                   f"retransmitted for {r.dropped} dropped")
                     time.sleep(0.2)
     return report(res, rows, skipped, p, losses), res.dir

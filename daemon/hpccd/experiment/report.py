@@ -30,9 +30,12 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
-    """A plain-text table of `rows` with `columns` [(key, header)]."""
-    cells = [[h for _, h in columns]] + [[_fmt(r.get(k, "")) for k, _ in columns] for r in rows]
+def table(rows: Sequence[Any], columns: Sequence[tuple[str, str]]) -> str:
+    """A plain-text table of `rows` (results.Row, or dicts read from JSON)
+    with `columns` [(key, header)]."""
+    from .results import value
+
+    cells = [[h for _, h in columns]] + [[_fmt(value(r, k)) for k, _ in columns] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = ["  ".join(c[i].rjust(widths[i]) if i else c[i].ljust(widths[i])
                        for i in range(len(columns))) for c in cells]
@@ -66,7 +69,12 @@ class Results:
             w.writerows(rows)
         return p
 
-    def summary(self, text: str, data: dict[str, Any]) -> None:
+    def summary(self, text: str, data: "Summary | dict[str, Any]") -> None:
+        """summary.txt (`text`) and summary.json (`data`, a results.Summary)."""
+        from .results import Summary
+
+        if isinstance(data, Summary):
+            data = data.to_json()
         with open(self.path("summary.txt"), "w") as f:
             f.write(text + "\n")
         with open(self.path("summary.json"), "w") as f:

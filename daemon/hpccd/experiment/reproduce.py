@@ -29,7 +29,7 @@ of its own, so a terminal's Ctrl-C reaches only this process).  SIGINT or
 SIGTERM stops the run: it is passed on to the stage's child as SIGINT, whose
 experiment unwinds and takes its lab down as any interrupted experiment
 does; when the child has exited (after CHILD_GRACE_S it is killed), every
-lab it made that is still there is taken down from here (hpccd.lab.netns.down:
+lab it made that is still there is taken down from here (hpccd.lab.teardown.down:
 namespaces, BPF pins, state file) -- an interrupt can land anywhere, e.g.
 while a transport engine is being made, and what it leaves is held only
 by the child's descriptors, gone with it.  Further signals are ignored
@@ -274,7 +274,8 @@ def _labs_of(labs_file: str) -> list[str]:
 def _remove_left(labs: list[str]) -> list[str]:
     """Take down what is left of `labs` (their state files, namespaces,
     pins); returns the errors."""
-    from ..lab.netns import NETNS_DIR, STATE_DIR, LabError, down, state_path
+    from ..lab.names import NETNS_DIR, STATE_DIR, LabError, state_path
+    from ..lab.teardown import down
     from ..lab.int_switch import pin_dir, remove_pins
     errors = []
     for name in labs:

@@ -21,12 +21,12 @@ run in progress removes its lab, as any interrupted experiment does).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from typing import Any, Callable, Sequence
 
 from .report import Results, _clean, progress, pyplot, table
+from .results import Experiment, Summary
 
 __all__ = ["run_reps", "aggregate", "ID_KEYS"]
 
@@ -87,9 +87,9 @@ def _agg_rows(rows_per_run: Sequence[Sequence[dict[str, Any]]],
     return out
 
 
-def aggregate(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The "results" of several runs' summary.json, aggregated per row."""
-    return _agg_rows([s.get("results") or [] for s in summaries])
+def aggregate(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
+    """The "results" of several runs' summaries, aggregated per row."""
+    return _agg_rows([s.results for s in summaries])
 
 
 def _cell(v: Any) -> Any:
@@ -102,14 +102,11 @@ def _cell(v: Any) -> Any:
     return v
 
 
-def _columns(mod) -> list[tuple[str, str]]:
-    for name in ("COLUMNS", "RUN_COLUMNS"):
-        if hasattr(mod, name):
-            return list(getattr(mod, name))
-    return [("algo", "algo")]
+def _columns(mod: Experiment) -> list[tuple[str, str]]:
+    return list(mod.COLUMNS)
 
 
-def _text(mod, n_done: int, n_asked: int, agg: list[dict[str, Any]], folders: list[str]) -> str:
+def _text(mod: Experiment, n_done: int, n_asked: int, agg: list[dict[str, Any]], folders: list[str]) -> str:
     cols = _columns(mod)
     ids = [c for c in cols if c[0] in ID_KEYS]
     extra = [(k, k) for k in ID_KEYS if any(k in r for r in agg) and k not in dict(cols)]
@@ -127,10 +124,10 @@ def _text(mod, n_done: int, n_asked: int, agg: list[dict[str, Any]], folders: li
     return text
 
 
-def _hpcc_runs(summaries: Sequence[dict[str, Any]]) -> str:
+def _hpcc_runs(summaries: Sequence[Summary]) -> str:
     """Each run measured its own loaded RTT and set T from it
     (loaded_rtt.py): both per run, and N."""
-    ps = [s.get("params") or {} for s in summaries]
+    ps = [s.params for s in summaries]
     if not any("T_us" in p for p in ps):
         return ""
     return ("\nper run: loaded RTT " + ", ".join(f"{p.get('loaded_rtt_us', float('nan')):.0f}"
@@ -139,7 +136,7 @@ def _hpcc_runs(summaries: Sequence[dict[str, Any]]) -> str:
             + f" us; HPCC's N {ps[0].get('hpcc_N')}")
 
 
-def _plot(mod, agg: list[dict[str, Any]], res: Results) -> None:
+def _plot(mod: Experiment, agg: list[dict[str, Any]], res: Results) -> None:
     cols = [c for c in _columns(mod) if c[0] not in ID_KEYS and
             any(isinstance(r.get(c[0]), dict) for r in agg)]
     if not cols or not agg:
@@ -163,7 +160,7 @@ def _plot(mod, agg: list[dict[str, Any]], res: Results) -> None:
     res.figure("reps.png", fig)
 
 
-def run_reps(mod, lab_factory: Callable, algos, params: dict[str, Any], out: str, n: int,
+def run_reps(mod: Experiment, lab_factory: Callable, algos, params: dict[str, Any], out: str, n: int,
              clock: Callable[[], float] = time.monotonic) -> tuple[str, str]:
     """Run `mod` `n` times; aggregate and write (module docstring)."""
     if n < 1:
@@ -180,8 +177,7 @@ def run_reps(mod, lab_factory: Callable, algos, params: dict[str, Any], out: str
             progress(mod.NAME, f"interrupted in run {i + 1}: keeping the {i} finished")
             break
         folders.append(folder)
-        with open(os.path.join(folder, "summary.json")) as f:
-            summaries.append(json.load(f))
+        summaries.append(Summary.load(folder))
         spent = clock() - t0
         left = spent / (i + 1) * (n - i - 1)
         progress(mod.NAME, f"run {i + 1} of {n} done in {spent / (i + 1):.0f} s on average; "
@@ -197,7 +193,7 @@ def run_reps(mod, lab_factory: Callable, algos, params: dict[str, Any], out: str
         f.write(text + "\n")
     with open(res.path("reps.json"), "w") as f:
         json.dump(_clean({"experiment": mod.NAME, "runs": len(summaries), "asked": n,
-                          "params": summaries[0].get("params"), "folders": folders,
+                          "params": summaries[0].params, "folders": folders,
                           "results": agg}), f, indent=1, default=str)
         f.write("\n")
     _plot(mod, agg, res)

@@ -31,6 +31,7 @@ from . import native
 from .common import UsageError
 from .report import Results, _clean, progress, pyplot, table
 from .reps import ID_KEYS, _cell, _columns, aggregate, run_reps
+from .results import Summary
 
 __all__ = ["SWEEPABLE", "parse_sweeps", "run_sweep"]
 
@@ -82,8 +83,7 @@ def _point(mod, lab_factory, algos, params, out, reps: int) -> tuple[list[dict],
             doc = json.load(f)
         return doc["results"], doc["folders"]
     _, folder = mod.run(lab_factory, algos, params, out)
-    with open(os.path.join(folder, "summary.json")) as f:
-        return aggregate([json.load(f)]), [folder]
+    return aggregate([Summary.load(folder)]), [folder]
 
 
 def _text(mod, points: list[dict[str, Any]], sweeps) -> str:

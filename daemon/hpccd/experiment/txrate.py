@@ -27,15 +27,17 @@ this experiment is about HPCC alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
 from typing import Any
 
 from . import loaded_rtt, measure
-from .common import base_rtt, star
+from .common import base_rtt, star, with_defaults
 from .native import Engines, NativeFlow, NativeSink
 from .report import Results, progress, pyplot, table
+from .results import Record, Summary, derived, kb, private
 
 NAME = "txrate-vs-rxrate"
 DEFAULTS = {"rate_mbps": 1000, "buffer_bytes": 1_000_000, "duration": 2.0, "settle": 0.2}
@@ -55,7 +57,40 @@ def _swings(values: list[float]) -> int:
     return sum(1 for a, b in zip(above, above[1:]) if a != b)
 
 
-def run_one(lab, variant: str, p: dict[str, Any]) -> dict[str, Any]:
+@dataclasses.dataclass(kw_only=True)
+class TxRateRow(Record):
+    """HPCC's run with one variant of the utilisation estimate ([HPCC]
+    section 3.4: txRate or rxRate): the queue two flows build into one
+    port, the link's use and the flows' rates."""
+
+    variant: str                        # "txRate" or "rxRate"
+    t0_ns: int
+    link_bps: int
+    q_p50: float
+    q_p99: float
+    q_max: float
+    q_sd_settled: float                 # the queue's standard deviation once settled
+    swings_per_s: float                 # crossings of its mean, per second, settled
+    flow_bps: list[float]               # each flow's rate, settled
+    utilisation: float
+    cpu_busy: float
+    use_sd_early: float                 # the link's use, 1 ms bins: sd while converging
+    q_busy: float                       # share of the time the queue held more than a frame
+    use_sd_settled: float
+    rate_cv: float                      # the flows' rates' coefficient of variation, mean
+    queue_bound: bool
+    verdict: str
+    grid: list = private()              # the queue, time-weighted
+    use: list = private()               # the link's use, 1 ms bins
+    rates: list = private()             # each flow's rate, RATE_BIN_NS bins
+
+    q_p50_kb = derived("q_p50", kb)
+    q_p99_kb = derived("q_p99", kb)
+    q_max_kb = derived("q_max", kb)
+    q_sd_kb = derived("q_sd_settled", kb)
+
+
+def run_one(lab, variant: str, p: dict[str, Any]) -> TxRateRow:
     from .._bpf import lib
     sw = lab.topology.switches["s1"]
     port = next(pt.number for pt in sw.ports if pt.peer == "r1")
@@ -103,20 +138,21 @@ def run_one(lab, variant: str, p: dict[str, Any]) -> dict[str, Any]:
         v = [bps for t, bps in fr if t >= t_set]
         if len(v) > 1 and statistics.fmean(v) > 0:
             cvs.append(statistics.pstdev(v) / statistics.fmean(v))
-    return {"variant": variant, "t0_ns": t0, "link_bps": link,
-            "q_p50": measure.percentile(q, 50), "q_p99": measure.percentile(q, 99),
-            "q_max": max((s.backlog_bytes for s in samples), default=math.nan),
-            "q_sd_settled": statistics.pstdev(settled) if settled else math.nan,
-            "swings_per_s": _swings(settled) / max(1e-9, p["duration"] - p["settle"]),
-            "flow_bps": rates, "utilisation": verdict.utilisation, "cpu_busy": busy,
-            "use_sd_early": statistics.pstdev(early) if len(early) > 1 else math.nan,
-            # rxRate differs from txRate only while the queue grows: how
-            # often it held more than a frame
-            "q_busy": sum(1 for b in q if b > 1514) / len(q) if q else math.nan,
-            "use_sd_settled": statistics.pstdev(late) if len(late) > 1 else math.nan,
-            "rate_cv": statistics.fmean(cvs) if cvs else math.nan,
-            "queue_bound": verdict.queue_bound, "verdict": verdict.text, "_grid": grid,
-            "_use": use, "_rates": flow_rates}
+    return TxRateRow(
+        variant=variant, t0_ns=t0, link_bps=link,
+        q_p50=measure.percentile(q, 50), q_p99=measure.percentile(q, 99),
+        q_max=max((s.backlog_bytes for s in samples), default=math.nan),
+        q_sd_settled=statistics.pstdev(settled) if settled else math.nan,
+        swings_per_s=_swings(settled) / max(1e-9, p["duration"] - p["settle"]),
+        flow_bps=rates, utilisation=verdict.utilisation, cpu_busy=busy,
+        use_sd_early=statistics.pstdev(early) if len(early) > 1 else math.nan,
+        # rxRate differs from txRate only while the queue grows: how
+        # often it held more than a frame
+        q_busy=sum(1 for b in q if b > 1514) / len(q) if q else math.nan,
+        use_sd_settled=statistics.pstdev(late) if len(late) > 1 else math.nan,
+        rate_cv=statistics.fmean(cvs) if cvs else math.nan,
+        queue_bound=verdict.queue_bound, verdict=verdict.text, grid=grid,
+        use=use, rates=flow_rates)
 
 
 RATE_BIN_NS = 20_000_000
@@ -149,32 +185,30 @@ COLUMNS = [("variant", "HPCC with"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p
            ("queue_bound", "link-bound")]
 
 
-def report(res: Results, rows, p, rtt: float) -> str:
+def report(res: Results, rows: list[TxRateRow], p: dict[str, Any], rtt: float) -> str:
     plt = pyplot()
     fig, (ax1, ax3, ax2) = plt.subplots(3, 1, figsize=(8, 9))
     for k, r in enumerate(rows):
-        g, t0, use, flows = r.pop("_grid"), r["t0_ns"], r.pop("_use"), r.pop("_rates")
-        res.csv(f"queue_{r['variant']}.csv", ["t_ms", "backlog_bytes"],
+        g, t0, use, flows = r.grid, r.t0_ns, r.use, r.rates
+        res.csv(f"queue_{r.variant}.csv", ["t_ms", "backlog_bytes"],
                 [((t - t0) / 1e6, b) for t, b in g])
-        res.csv(f"link_use_{r['variant']}.csv", ["t_ms", "use"],
+        res.csv(f"link_use_{r.variant}.csv", ["t_ms", "use"],
                 [((t - t0) / 1e6, u) for t, u in use])
-        res.csv(f"flow_rates_{r['variant']}.csv", ["t_ms"] + [f"flow{i + 1}_bps"
+        res.csv(f"flow_rates_{r.variant}.csv", ["t_ms"] + [f"flow{i + 1}_bps"
                                                               for i in range(len(flows))],
                 [[(flows[0][j][0] - t0) / 1e6] + [f[j][1] if j < len(f) else "" for f in flows]
                  for j in range(len(flows[0]) if flows else 0)])
         color = f"C{k}"
         pts = [((t - t0) / 1e6, b / 1e3) for t, b in g if (t - t0) / 1e6 <= 100.0]
         ax1.plot([x for x, _ in pts], [y for _, y in pts], color=color,
-                 label=f"HPCC with {r['variant']}", lw=1)
+                 label=f"HPCC with {r.variant}", lw=1)
         pts = [((t - t0) / 1e6, u) for t, u in use if (t - t0) / 1e6 <= 100.0]
         ax3.plot([x for x, _ in pts], [y for _, y in pts], color=color,
-                 label=f"HPCC with {r['variant']}", lw=1)
+                 label=f"HPCC with {r.variant}", lw=1)
         for i, f in enumerate(flows):
             ax2.plot([(t - t0) / 1e6 for t, _ in f], [b / 1e6 for _, b in f], color=color,
                      ls="-" if i == 0 else "--", lw=1,
-                     label=f"{r['variant']} flow {i + 1}")
-        r.update(q_p50_kb=r["q_p50"] / 1e3, q_p99_kb=r["q_p99"] / 1e3,
-                 q_max_kb=r["q_max"] / 1e3, q_sd_kb=r["q_sd_settled"] / 1e3)
+                     label=f"{r.variant} flow {i + 1}")
     ax1.set_title("2-to-1: queue at the bottleneck (first 100 ms)")
     ax1.set_ylabel("queue (KB)")
     ax3.set_title("the bottleneck's use, 1 ms bins (first 100 ms)")
@@ -190,14 +224,14 @@ def report(res: Results, rows, p, rtt: float) -> str:
     text += f"\nbase RTT {rtt * 1e6:.0f} us; settled = after {p['settle']:g} s"
     text += p["hpcc_text"]
     for r in rows:
-        text += (f"\n{r['variant']}: flows " + " / ".join(f"{b / 1e6:.0f}" for b in r["flow_bps"])
-                 + f" Mbit/s; {r['verdict']}")
-    res.summary(text, {"experiment": NAME, "params": p, "results": rows})
+        text += (f"\n{r.variant}: flows " + " / ".join(f"{b / 1e6:.0f}" for b in r.flow_bps)
+                 + f" Mbit/s; {r.verdict}")
+    res.summary(text, Summary(NAME, p, rows))
     return text
 
 
 def run(lab_factory, algos, params: dict[str, Any], out: str) -> tuple[str, str]:
-    p = {**DEFAULTS, **{k: v for k, v in params.items() if v is not None and k in DEFAULTS}}
+    p = with_defaults(DEFAULTS, params)
     if params.get("observe") is not None:
         p["duration"] = params["observe"]
     from ..lab.topology import Topology
@@ -213,7 +247,7 @@ def run(lab_factory, algos, params: dict[str, Any], out: str) -> tuple[str, str]
                            f"{p['duration']:g} s")
             r = run_one(lab, variant, p)
             rows.append(r)
-            progress(NAME, f"{variant}: queue sd {r['q_sd_settled'] / 1e3:.1f} KB, "
-                           f"p99 {r['q_p99'] / 1e3:.1f} KB")
+            progress(NAME, f"{variant}: queue sd {r.q_sd_kb:.1f} KB, "
+                           f"p99 {r.q_p99_kb:.1f} KB")
             time.sleep(0.3)
     return report(res, rows, p, rtt), res.dir

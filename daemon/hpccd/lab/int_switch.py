@@ -195,7 +195,7 @@ class IntSwitch:
 
     def __call__(self, sp) -> None:
         """Attach to one port (hpccd.lab.netns.SwitchPort); runs in its namespace."""
-        from .netns import HOST_IFNAME, netns_name, port_ifname
+        from .names import HOST_IFNAME, netns_name, port_ifname
 
         self.lab = sp.lab
         obj = self.objs.get(sp.switch.name)

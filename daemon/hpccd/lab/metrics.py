@@ -31,7 +31,8 @@ import socket
 from typing import Any, Iterator
 
 from ..cli.errors import not_root
-from .netns import STATE_DIR, LabError, load_state, netns_name, state_path
+from .names import STATE_DIR, LabError, netns_name, state_path
+from .state import load_state
 
 __all__ = ["POOL", "MGMT_IFNAME", "add_links", "prometheus_yml", "cli"]
 

@@ -83,6 +83,7 @@ from ..bpf import loader as bpf
 from ..bpf.abi import check_format
 from ..core import cc
 from .._tcpside import ffi as _tffi, lib as _tlib
+from .trains import TrainCap, TrainCapError
 
 __all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_packet",
            "HPCC_COUNTERS", "DCTCP_COUNTERS", "LOCK_FILE", "CC_NAMES", "WIN_FMT", "CFG_FMT",
@@ -132,6 +133,10 @@ LOCK_FILE = "/run/hpccd/tcp_cc.lock"
 PROBE_DSCP_DEFAULT = _abi.HPCCD_PROBE_DSCP_DEFAULT      # include/hpccd/wire.h
 # cwnd = W + R x min(srtt - probe RTT, T) x this, R = W / T paced (engine.c, cwnd_for)
 CWND_RTT_GAIN_DEFAULT = 1.5
+# ... with the hosts' share (srtt - probe RTT) counted at most this x the flow's T
+HOST_CAP_T_DEFAULT = 1.0
+# R at most this x the slowest link of the path the INT describes
+PATH_RATE_GAIN_DEFAULT = 1.0
 INT_ROOM_DEFAULT = _cc_lib.HPCCD_INT_DEFAULT_HOPS    # include/hpccd/int_hop.h
 
 
@@ -585,7 +590,13 @@ class TcpSide:
     ``netns``: where probes are sent from (None: the calling thread's
     namespace).  ``tcp_cc``: a started :class:`TcpCc` to use (e.g. shared by
     several hosts of a lab, since registrations are host-wide); by default
-    TcpSide makes and owns one."""
+    TcpSide makes and owns one.  ``gso_max_segs`` (0: leave it): the
+    largest GSO train of the flows leaving by ``gso_dev`` (in ``netns``),
+    set from start() to stop() (hpccd.tcp_side.trains: the CC cannot
+    lower it, and trains as large as the lab's make the INT's U swing).
+    ``host_cap_t``: the hosts' share of a flow's RTT counts in its cwnd at
+    most this x its T (engine.c, cwnd_for).  ``path_rate_gain``: the pacing
+    rate R at most this x the slowest link of the path (engine.c, pace_bps)."""
 
     def __init__(self, tracker: Any, xdp: Any, *,
                  hpcc_params: Mapping[str, Any], netns: str | None = None,
@@ -596,7 +607,10 @@ class TcpSide:
                  probe_timeout_min_s: float = 0.001, probe_timeout_max_s: float = 0.2,
                  heartbeat_s: float = 0.01, sweep_s: float = 0.1, max_flows: int = 4096,
                  probe_gap_rtt: float = 1.0, cwnd_rtt_gain: float = CWND_RTT_GAIN_DEFAULT,
-                 nice: int = -10, lock_wait_s: float = 0.0):
+                 nice: int = -10, lock_wait_s: float = 0.0,
+                 gso_max_segs: int = 0, gso_dev: str | None = None,
+                 host_cap_t: float = HOST_CAP_T_DEFAULT,
+                 path_rate_gain: float = PATH_RATE_GAIN_DEFAULT):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -632,7 +646,16 @@ class TcpSide:
         if not 0 <= cwnd_rtt_gain <= 16:
             raise ValueError(f"cwnd_rtt_gain must be within [0, 16], got {cwnd_rtt_gain}")
         self.cwnd_rtt_gain = float(cwnd_rtt_gain)
+        if not 0 <= host_cap_t <= 64:
+            raise ValueError(f"host_cap_t must be within [0, 64] (T), got {host_cap_t}")
+        self.host_cap_t = float(host_cap_t)
+        if not 0.1 <= path_rate_gain <= 4:
+            raise ValueError(f"path_rate_gain must be within [0.1, 4], got {path_rate_gain}")
+        self.path_rate_gain = float(path_rate_gain)
         self.lock_wait_s = lock_wait_s
+        # the trains of the host's flows: gso_dev's gso_max_segs capped while
+        # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
+        self.trains = TrainCap(gso_dev, gso_max_segs, netns)
         # on_int(path_id, hop index, 8-byte hop record): called by
         # publish_int() with the last response of each flow updated since
         # (the daemon's hpccd_int_hop_* metrics)
@@ -664,6 +687,8 @@ class TcpSide:
         c.t_from_rtt, c.t_rtt_factor = int(self.t_from_rtt), self.t_rtt_factor
         c.probe_gap_rtt = self.probe_gap_rtt
         c.cwnd_rtt_gain = self.cwnd_rtt_gain
+        c.host_cap_t = self.host_cap_t
+        c.path_rate_gain = self.path_rate_gain
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 
@@ -680,6 +705,10 @@ class TcpSide:
             with ctx:
                 self._sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
             self._sock.setblocking(False)
+            try:
+                self.trains.apply()
+            except (TrainCapError, bpf.BpfError) as e:
+                raise TcpSideError(f"tcp_side.gso_max_segs: {e}") from e
             out = _tffi.new("struct hpccd_tcpp **")
             rc = _tlib.hpccd_tcpp_new(self._config(), out)
             if rc < 0:
@@ -712,6 +741,8 @@ class TcpSide:
             if self._sock is not None:
                 self._sock.close()
                 self._sock = None
+            with contextlib.suppress(bpf.BpfError):
+                self.trains.restore()
             if self._own_cc and self.tcp_cc is not None:
                 self.tcp_cc.stop()
 
@@ -861,6 +892,7 @@ if _Component is not None:
                                 cc_obj_dir=getattr(self.ctx, "bpf_dir", None),
                                 probe_dscp=getattr(self.ctx.config, "probe_dscp",
                                                    PROBE_DSCP_DEFAULT),
+                                gso_dev=ifc.name,
                                 **(opts.kwargs() if opts is not None else {}))
             self.side.on_int = self.ctx.flows.observe_hop
             self.side.start()

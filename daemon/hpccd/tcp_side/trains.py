@@ -1,0 +1,120 @@
+"""The largest GSO/TSO train a host's kernel TCP flows send: the interface's
+gso_max_segs, capped while the TCP side runs (docs/tcp-side.md, "Trains").
+
+A kernel TCP flow sends one skb per pacing slot, of min(cwnd / 2, cwnd -
+in flight, the autosize goal, the device's gso_max_segs) segments.  The
+autosize goal is the pacing rate's 1 ms plus gso_max_size >> (min RTT >>
+tcp_tso_rtt_log), i.e. the whole gso_max_size for any flow whose minimum
+RTT is below 512 us, whatever its pacing rate; and a struct_ops CC can raise
+the floor (min_tso_segs) but not lower the goal, nor write sk_gso_max_segs or
+sk_pacing_shift.  So below cwnd / 2 the train of a data-centre flow is the
+device's cap, the one knob left, and it is per interface: every flow that
+connects through it after the cap is set (the socket copies the device's
+cap at connect) sends trains of at most that many segments, whatever its CC.
+
+Why HPCC needs it: a train lands in the bottleneck's queue whole (the sender
+sends it at its NIC's rate), and the INT the probes carry sees the queue
+and the port's byte counter move in steps of one train.  With the lab's
+8-segment trains (11.6 KB, two BDPs of a 50 us, 1 Gbit/s path, 0.75 of
+B x T at T = 125 us) one probe per RTT read U anywhere from 0.01 to 5 with
+two flows on a link used at 0.7, and W swung between W_max and a sixth of
+it; with 2-segment trains the same flows read U 0.8-1.1.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from ..bpf import loader as bpf
+
+
+# A train at most this share of B x T (B the bottleneck's rate, T the flows'
+# T): one probe's U then moves by at most about this much with the queue and
+# byte counter stepping by a train.  Measured in the lab (1 Gbit/s, T 125 us,
+# B x T 15.6 KB): 2 segments (0.19) kept U within 0.8-1.1; 8 (0.75) let it
+# swing 0.01-5.
+TRAIN_SHARE = 1 / 8
+# ... but never below this: 1-segment trains made the lab's senders CPU-bound
+# (4 flows 0.41 of the link against 0.72 with 2).
+TRAIN_MIN_SEGS = 2
+
+
+def segs_for(bottleneck_bps: float, T_ns: float, mss: int = 1448) -> int:
+    """gso_max_segs for flows of T `T_ns` through a bottleneck of
+    `bottleneck_bps`: trains of at most TRAIN_SHARE of B x T, at least
+    TRAIN_MIN_SEGS segments."""
+    if bottleneck_bps <= 0 or T_ns <= 0 or mss <= 0:
+        raise ValueError(f"segs_for needs a positive rate, T and mss "
+                         f"({bottleneck_bps}, {T_ns}, {mss})")
+    segs = int(bottleneck_bps / 8 * T_ns / 1e9 * TRAIN_SHARE // mss)
+    return min(max(segs, TRAIN_MIN_SEGS), 65535)
+
+
+class TrainCapError(RuntimeError):
+    """The interface's gso_max_segs could not be read or set."""
+
+
+def _ipr():
+    from pyroute2 import IPRoute
+    return IPRoute()
+
+
+def gso_max_segs(ifname: str, netns: str | None = None) -> int:
+    """The interface's gso_max_segs (IFLA_GSO_MAX_SEGS)."""
+    ctx = bpf.in_netns(netns) if netns else contextlib.nullcontext()
+    try:
+        with ctx, _ipr() as ipr:
+            idx = ipr.link_lookup(ifname=ifname)
+            if not idx:
+                raise TrainCapError(f"{ifname}: no such interface")
+            v = ipr.get_links(idx[0])[0].get_attr("IFLA_GSO_MAX_SEGS")
+    except OSError as e:
+        raise TrainCapError(f"{ifname}: reading gso_max_segs: {e}") from e
+    if v is None:
+        raise TrainCapError(f"{ifname}: the kernel reports no gso_max_segs")
+    return int(v)
+
+
+def set_gso_max_segs(ifname: str, segs: int, netns: str | None = None) -> None:
+    ctx = bpf.in_netns(netns) if netns else contextlib.nullcontext()
+    try:
+        with ctx, _ipr() as ipr:
+            idx = ipr.link_lookup(ifname=ifname)
+            if not idx:
+                raise TrainCapError(f"{ifname}: no such interface")
+            ipr.link("set", index=idx[0], gso_max_segs=int(segs))
+    except OSError as e:
+        raise TrainCapError(f"{ifname}: setting gso_max_segs {segs}: {e}") from e
+
+
+class TrainCap:
+    """Caps `ifname`'s gso_max_segs at `segs` (only lowers it) from apply()
+    to restore(), which puts back the value found unless someone changed it
+    meanwhile.  `segs` 0: leaves the interface alone."""
+
+    def __init__(self, ifname: str | None, segs: int, netns: str | None = None):
+        if segs < 0 or segs > 65535:
+            raise ValueError(f"gso_max_segs must be within [0, 65535], got {segs}")
+        if segs and not ifname:
+            raise ValueError("gso_max_segs needs the interface the flows leave by")
+        self.ifname, self.segs, self.netns = ifname, int(segs), netns
+        self.found: int | None = None        # the value before, while capped
+
+    @property
+    def active(self) -> bool:
+        return self.found is not None
+
+    def apply(self) -> None:
+        if not self.segs or self.active:
+            return
+        cur = gso_max_segs(self.ifname, self.netns)
+        if cur > self.segs:
+            set_gso_max_segs(self.ifname, self.segs, self.netns)
+            self.found = cur
+
+    def restore(self) -> None:
+        if self.found is None:
+            return
+        found, self.found = self.found, None
+        with contextlib.suppress(TrainCapError):      # the interface may be gone
+            if gso_max_segs(self.ifname, self.netns) == self.segs:
+                set_gso_max_segs(self.ifname, found, self.netns)

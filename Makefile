@@ -12,7 +12,8 @@
 PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 
-CC_SRCS := $(wildcard fastpath/cc/*.c)
+# The core's sources and its determinism flags (their one home).
+CC_SRCS := $(wildcard fastpath/cc/*.c) fastpath/cc/numeric.cflags
 CC_HDRS := $(wildcard include/hpccd/*.h)
 CC_MODULE := daemon/hpccd/_cc$(EXT_SUFFIX)
 # The libbpf bindings (loader): cffi_build/bpf_shim.[ch] linked with -lbpf.

@@ -606,15 +606,20 @@ int hpccd_bpf_tc_query(int ifindex, int direction, uint32_t handle, uint32_t pri
 
 /* ---- struct_ops ----------------------------------------------------------- */
 
-int hpccd_bpf_struct_ops_attach(const struct bpf_map *map, struct bpf_link **out,
-				struct hpccd_bpf_log *log)
+/* The two attach calls: libbpf's messages into log, the link into *out, and
+ * the error libbpf left in errno when it returned NULL (-EINVAL if none). */
+static int attach(const struct bpf_map *map, const struct bpf_program *prog,
+		  struct bpf_link **out, struct hpccd_bpf_log *log)
 {
 	struct bpf_link *link;
 	int err = 0;
 
+	*out = NULL;
+	if (!map && !prog)
+		return -EINVAL;
 	capture_begin(log);
 	errno = 0;
-	link = bpf_map__attach_struct_ops(map);
+	link = map ? bpf_map__attach_struct_ops(map) : bpf_program__attach(prog);
 	if (!link)
 		err = errno ? -errno : -EINVAL;
 	capture_end();
@@ -622,20 +627,16 @@ int hpccd_bpf_struct_ops_attach(const struct bpf_map *map, struct bpf_link **out
 	return err;
 }
 
+int hpccd_bpf_struct_ops_attach(const struct bpf_map *map, struct bpf_link **out,
+				struct hpccd_bpf_log *log)
+{
+	return attach(map, NULL, out, log);
+}
+
 int hpccd_bpf_program_attach(const struct bpf_program *prog, struct bpf_link **out,
 			     struct hpccd_bpf_log *log)
 {
-	struct bpf_link *link;
-	int err = 0;
-
-	capture_begin(log);
-	errno = 0;
-	link = bpf_program__attach(prog);
-	if (!link)
-		err = errno ? -errno : -EINVAL;
-	capture_end();
-	*out = link;
-	return err;
+	return attach(NULL, prog, out, log);
 }
 
 int hpccd_bpf_map_reuse_fd(struct bpf_map *map, int fd)

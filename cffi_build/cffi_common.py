@@ -7,6 +7,7 @@ by the shared wire headers are declared first.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import pathlib
 import re
@@ -21,8 +22,64 @@ EBPF = ROOT / "ebpf"
 
 CFLAGS = ["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
 # The congestion-control core also needs: the same events give the same bits
-# on every build (include/hpccd/cc.h, "Numeric type").
-CFLAGS_NUMERIC = ["-ffp-contract=off", "-fno-fast-math"]
+# on every build (include/hpccd/cc.h, "Numeric type").  Written once, in
+# fastpath/cc/numeric.cflags, which the Makefiles and scripts read too.
+NUMERIC_CFLAGS_FILE = FASTPATH / "cc" / "numeric.cflags"
+
+
+def numeric_cflags(path: pathlib.Path = NUMERIC_CFLAGS_FILE) -> list[str]:
+    """The flags of `path`: its words, lines starting with # left out."""
+    return [w for line in path.read_text().splitlines()
+            if not line.lstrip().startswith("#") for w in line.split()]
+
+
+CFLAGS_NUMERIC = numeric_cflags()
+
+CORE_LIBRARY = ROOT / "build" / "core" / "libhpccd_core.a"
+
+
+def core_library() -> str:
+    """The congestion-control core and the wire's C side (fastpath/cc/*.c),
+    compiled once with CFLAGS and the numeric flags (position-independent)
+    into build/core/libhpccd_core.a, which hpccd._cc, hpccd._transport,
+    hpccd._tcpside and the engine's test harness link: one build of the
+    core with one set of flags.  Rebuilt when a source, a shared header,
+    the flags file or this file is newer; concurrent builders (make -j)
+    wait for one another on a lock and the archive is renamed into place
+    whole.  Returns its path."""
+    srcs = sorted((FASTPATH / "cc").glob("*.c"))
+    deps = [*srcs, *(INCLUDE / "hpccd").glob("*.h"), NUMERIC_CFLAGS_FILE, pathlib.Path(__file__)]
+
+    def fresh() -> bool:
+        return (CORE_LIBRARY.exists() and
+                CORE_LIBRARY.stat().st_mtime >= max(d.stat().st_mtime for d in deps))
+
+    if fresh():
+        return str(CORE_LIBRARY)
+    out = CORE_LIBRARY.parent
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if fresh():
+            return str(CORE_LIBRARY)
+        tmp = out / f".build.{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            cc = os.environ.get("CC", "cc")
+            objs = []
+            for src in srcs:
+                obj = tmp / f"{src.stem}.o"
+                subprocess.run([cc, *CFLAGS, *CFLAGS_NUMERIC, "-fPIC", f"-I{INCLUDE}", "-c",
+                                str(src), "-o", str(obj)], check=True)
+                objs.append(str(obj))
+            subprocess.run([os.environ.get("AR", "ar"), "rcs", str(tmp / "lib.a"), *objs],
+                           check=True)
+            os.replace(tmp / "lib.a", CORE_LIBRARY)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(CORE_LIBRARY)
+
 
 KERNEL_TYPES = """
 typedef uint8_t __u8; typedef uint16_t __u16; typedef uint32_t __u32;

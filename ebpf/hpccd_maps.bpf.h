@@ -27,9 +27,6 @@
 
 #include "hpccd/kern_user.h"
 
-#ifndef HPCCD_XSKS_MAX
-#define HPCCD_XSKS_MAX 64          /* rx queues of one interface */
-#endif
 #ifndef HPCCD_TCP_FLOWS_MAX
 #define HPCCD_TCP_FLOWS_MAX 16384  /* kernel TCP flows tracked at once (LRU) */
 #endif

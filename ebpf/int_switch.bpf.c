@@ -199,7 +199,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 
-#include "hpccd/parse.h"
+#include "hpccd/build.h"   /* and parse.h */
 
 #define HPCCD_MAPS_SWITCH
 #include "hpccd_maps.bpf.h"
@@ -207,8 +207,6 @@
 #define HPCCD_TC_ACT_OK        0        /* linux/pkt_cls.h: vmlinux.h has no macros */
 #define HPCCD_TC_ACT_SHOT      2
 #define HPCCD_TC_ACT_UNSPEC    (-1)     /* the next filter of the hook runs */
-#define HPCCD_IP_ECN_MASK      0x03
-#define HPCCD_IP_ECN_CE        0x03
 #define HPCCD_CHECKSUM_PARTIAL 3        /* linux/skbuff.h */
 /* Ethernet + 802.1Q + IPv4 with options + TCP with options: what a packet
  * that is not an hpccd candidate needs in the linear data. */

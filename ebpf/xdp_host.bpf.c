@@ -83,15 +83,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#include "hpccd/parse.h"
+#include "hpccd/build.h"   /* and parse.h */
 
 #define HPCCD_MAPS_XDP
 #include "hpccd_maps.bpf.h"
 
-#define HPCCD_ETH_ALEN     6       /* vmlinux.h has no macros */
-#define HPCCD_IP_ECN_MASK  0x03
-#define HPCCD_IP_ECN_CE    0x03
-#define HPCCD_IP_ECN_ECT0  0x02
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -158,138 +154,35 @@ static __always_inline __s64 sum_segment(void *p, __u32 n, void *end)
 	return sum;
 }
 
-/* (c) Rewrite the PROBE at v into its PROBE_RESP, in place (the packet
- * never grows: the tag goes into the slot the prober left), and return
- * the counter slot of the verdict; on a slot other than the two TX_* ones
- * the caller drops the packet.  l4: the UDP header, or the TCP header when
- * tcp is set.  One pointer and a flag rather than a UDP and a TCP pointer
- * of which one is NULL: clang merges the two inlined copies of this
- * function, and the verifier then follows a NULL header pointer that it
- * cannot rule out. */
+/* (c) Rewrite the PROBE at v into its PROBE_RESP, in place, with the one
+ * reflector of include/hpccd/build.h (the engine runs the same one when
+ * probes are left to it), and return the counter slot of the verdict; on a
+ * slot other than the two TX_* ones the caller drops the packet.  l4: the
+ * UDP header, or the TCP header when tcp is set.  A CHECKSUM_PARTIAL L4
+ * checksum (see the header comment) is recomputed here, with the kernel's
+ * bpf_csum_diff() (sum_segment). */
 static __always_inline __u32 reflect(struct ethhdr *eth, struct iphdr *iph, void *l4, int tcp,
 				     struct hpccd_view *v, void *end)
 {
-	struct hpccd_int_hdr *ih = v->int_hdr;
-	struct hpccd_hdr *h = v->hdr;
-	struct hpccd_tag *tag = v->tag;
-	/* source and dest are the first two words of a UDP and a TCP header */
-	__be16 *ports = (__be16 *)l4, *csum;
-	struct hpccd_tag_input ti;
-	__u16 w_old, w_new, pf;
-	__u8 mac[HPCCD_ETH_ALEN], tos;
-	__u64 k0, k1, t;
-	__be32 addr;
-	__be16 port;
-	__u32 d, l4_len, announced;
+	struct hpccd_reflect_csum rc;
+	__u64 k0, k1;
 	__s64 seg;
-	int kind;
+	int r;
 
-	if (!tag)
+	if (!v->tag)
 		return HPCCD_XDP_DROP_TAG_SLOT;
 	if (tag_key(&k0, &k1))
 		return HPCCD_XDP_DROP_NO_KEY;
-	/* Bounds for the verifier, which does not carry what hpccd__parse()
-	 * proved through the view on the stack; never true at run time. */
-	if ((void *)(eth + 1) > end || (void *)(iph + 1) > end || !ih || !h ||
-	    (void *)(ih + 1) > end || (void *)(h + 1) > end || (void *)(tag + 1) > end)
-		return HPCCD_XDP_DROP_TAG_SLOT;
-	/* L4 length: as parsed (header, INT header, room hop records, hpccd
-	 * header, tag: the parser found len == 8 and nothing after it), from
-	 * masked fields so that the verifier bounds it (<= 60 + 4 + 15 * 8 +
-	 * 40 = 224; a multiple of 4); and as the headers announce it. */
-	l4_len = HPCCD_INT_HDR_BYTES + (v->room & 0xf) * HPCCD_INT_HOP_BYTES + HPCCD_HDR_BYTES +
-		 HPCCD_TAG_BYTES;
-	if (tcp) {
-		if ((void *)((struct tcphdr *)l4 + 1) > end)
-			return HPCCD_XDP_DROP_TAG_SLOT;
-		csum = &((struct tcphdr *)l4)->check;
-		kind = HPCCD_CSUM_TCP;
-		l4_len += (__u32)(((__u8 *)l4)[12] >> 4) * 4;
-		announced = bpf_ntohs(iph->tot_len) - (__u32)(*(__u8 *)iph & 0xf) * 4;
-	} else {
-		if ((void *)((struct udphdr *)l4 + 1) > end)
-			return HPCCD_XDP_DROP_TAG_SLOT;
-		csum = &((struct udphdr *)l4)->check;
-		kind = HPCCD_CSUM_UDP;
-		l4_len += sizeof(struct udphdr);
-		announced = bpf_ntohs(((struct udphdr *)l4)->len);
-	}
-
-	/* L2: back to whoever handed us the probe (the last router or the
-	 * prober itself), out of the interface it came in on. */
-	__builtin_memcpy(mac, eth->h_dest, HPCCD_ETH_ALEN);
-	__builtin_memcpy(eth->h_dest, eth->h_source, HPCCD_ETH_ALEN);
-	__builtin_memcpy(eth->h_source, mac, HPCCD_ETH_ALEN);
-
-	/* IPv4: swap addresses (checksum-neutral), fresh TTL, CE -> ECT(0).
-	 * Header checksum words: byte 0-1 is version/ihl << 8 | tos, byte 8-9
-	 * is ttl << 8 | protocol. */
-	addr = iph->saddr;
-	iph->saddr = iph->daddr;
-	iph->daddr = addr;
-	d = 0;
-	tos = iph->tos;
-	if ((tos & HPCCD_IP_ECN_MASK) == HPCCD_IP_ECN_CE) {
-		__u8 vihl = *(__u8 *)iph;
-
-		iph->tos = (tos & ~HPCCD_IP_ECN_MASK) | HPCCD_IP_ECN_ECT0;
-		d = hpccd__csum_diff16(d, (__u16)(vihl << 8 | tos), (__u16)(vihl << 8 | iph->tos));
-	}
-	if (iph->ttl != HPCCD_REFLECT_TTL) {
-		w_old = (__u16)(iph->ttl << 8 | iph->protocol);
-		w_new = (__u16)(HPCCD_REFLECT_TTL << 8 | iph->protocol);
-		d = hpccd__csum_diff16(d, w_old, w_new);
-		iph->ttl = HPCCD_REFLECT_TTL;
-	}
-	/* The IPv4 header checksum is always present: CSUM_TCP semantics. */
-	hpccd__csum_apply(&iph->check, d, HPCCD_CSUM_TCP);
-
-	/* L4: swap ports (checksum-neutral). */
-	port = ports[0];
-	ports[0] = ports[1];
-	ports[1] = port;
-
-	/* INT: clear COLLECT so switches on the way back do not stamp into
-	 * the echo (spec "INT header"); hops, nHop, pathID, OVERFLOW kept. */
-	d = 0;
-	pf = bpf_ntohs(ih->path_flags);
-	w_new = pf & ~(HPCCD_INT_F_COLLECT << 12);
-	d = hpccd__csum_diff16(d, pf, w_new);
-	ih->path_flags = bpf_htons(w_new);
-
-	/* hpccd header: type PROBE -> PROBE_RESP; seq (probe number), ts
-	 * (echo of the prober's clock), flow_id and len (8) kept. */
-	w_old = (__u16)(h->ver_type << 8 | h->flags);
-	h->ver_type = (HPCCD_WIRE_VERSION << 4) | HPCCD_T_PROBE_RESP;
-	w_new = (__u16)(h->ver_type << 8 | h->flags);
-	d = hpccd__csum_diff16(d, w_old, w_new);
-
-	/* Tag over the response as it now stands, prefix = the 5-tuple as the
-	 * prober sees it (hpccd__tag_input reverses a PROBE_RESP's). */
-	hpccd__tag_input(&ti, iph, ports[0], ports[1], HPCCD_T_PROBE_RESP);
-	if (hpccd__tag(v, &ti, k0, k1, end, &t))
-		return HPCCD_XDP_DROP_TAG_SLOT;   /* cannot happen: tag checked above */
-	d = hpccd__csum_diff32(d, bpf_ntohl(tag->hi), (__u32)(t >> 32));
-	d = hpccd__csum_diff32(d, bpf_ntohl(tag->lo), (__u32)t);
-	tag->hi = bpf_htonl((__u32)(t >> 32));
-	tag->lo = bpf_htonl((__u32)t);
-
-	/* L4 checksum (see the header comment): a CHECKSUM_PARTIAL field,
-	 * recognised by holding exactly the folded pseudo-header sum, is
-	 * recomputed over the segment as it now stands; any other value
-	 * (complete, zero UDP, or wrong) is patched with d, so that a probe
-	 * corrupted on the way keeps a checksum that says so. */
-	if (announced == l4_len && (tcp || *csum) &&
-	    bpf_ntohs(*csum) == hpccd__csum_fold(hpccd__csum_pseudo4(iph, l4_len))) {
-		*csum = 0;
-		seg = sum_segment(l4, l4_len, end);
+	r = hpccd__reflect_probe(eth, iph, l4, tcp, v, end, k0, k1, &rc);
+	if (r == HPCCD_REFLECT_BAD)
+		return HPCCD_XDP_DROP_TAG_SLOT;   /* cannot happen: parsed above */
+	if (r == HPCCD_REFLECT_RESUM) {
+		seg = sum_segment(l4, rc.l4_len, end);
 		if (seg < 0)
 			return HPCCD_XDP_DROP_TAG_SLOT;   /* cannot happen: parsed above */
-		hpccd__csum_put(csum, hpccd__csum_pseudo4(iph, l4_len) +
-					      hpccd__csum_from_mem((__u32)seg),
-				kind);
-	} else {
-		hpccd__csum_apply(csum, d, kind);
+		hpccd__csum_put(rc.csum, hpccd__csum_pseudo4(iph, rc.l4_len) +
+						 hpccd__csum_from_mem((__u32)seg),
+				rc.kind);
 	}
 	return tcp ? HPCCD_XDP_TX_PROBE_RESP_TCP : HPCCD_XDP_TX_PROBE_RESP_UDP;
 }

@@ -23,6 +23,9 @@
  *    hpccd_wire_siphash24() (parse.h feeds it word by word, as BPF must);
  *    hpccd_wire_tag_verify() says whether the carried tag is that one, and
  *    hpccd_wire_tag_span() over the prefix and span gives the same tag;
+ *  - hpccd_wire_reflect_probe() (build.h's reflector) turns a valid PROBE
+ *    into its valid, tagged PROBE_RESP, keeping right checksums right,
+ *    and refuses anything else without touching it;
  *  - hpccd__stamp_hop() on a valid packet with a correct L4 checksum
  *    writes exactly the record at nHop (or sets OVERFLOW once, or leaves
  *    the packet alone without COLLECT), the packet stays valid, and the
@@ -37,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hpccd/parse.h"
+#include "hpccd/build.h"   /* and parse.h */
 #include "hpccd/wire_api.h"
 
 #include "fuzz_common.h"
@@ -337,7 +340,7 @@ static void check_tag(const uint8_t *f, size_t n, int rc, const struct hpccd_wir
 		return;
 	}
 	FUZZ_CHECK(vrc == (t == in->tag));
-	/* The reflector's write (parse.h hpccd__tag_put), then it verifies. */
+	/* The reflector's write (build.h hpccd__put_tag), then it verifies. */
 	{
 		uint8_t *g = malloc(n + 2);
 		struct hpccd_view v;
@@ -346,7 +349,7 @@ static void check_tag(const uint8_t *f, size_t n, int rc, const struct hpccd_wir
 		memcpy(g + 2, f, n);
 		memset(&v, 0, sizeof(v));
 		v.tag = (struct hpccd_tag *)(g + 2 + in->tag_off);
-		hpccd__tag_put(&v, t);
+		hpccd__put_tag(v.tag, t, 0);
 		FUZZ_CHECK(hpccd__tag_get(&v) == t && be64(g + 2 + in->tag_off) == t);
 		FUZZ_CHECK(hpccd_wire_tag_verify(KEY, g + 2, n, PORT, DSCP) == 1);
 		free(g);
@@ -511,6 +514,55 @@ out:
 /* hpccd__stamp_hop() on an INT header the parser refused or that the
  * frame cuts: -1 and nothing written when the header is not in the frame
  * or breaks room <= 8 / nHop <= room (the caller should have parsed it). */
+/* The probe reflector (build.h hpccd__reflect_probe through
+ * hpccd_wire_reflect_probe): a valid PROBE with its tag slot becomes a
+ * valid PROBE_RESP of the same length, 5-tuple reversed, COLLECT cleared,
+ * hops, nHop, pathID, flow, probe number and ts kept, a tag that verifies,
+ * and checksums that were right stay right; anything else is refused and
+ * left alone. */
+static void check_reflect(const uint8_t *f, size_t n, const struct ref *r,
+			  const struct hpccd_wire_info *in)
+{
+	uint8_t *buf = malloc(n + 2), *g;
+	struct hpccd_wire_info out;
+	size_t seg;
+	int rc, csum_ok, ip_ok;
+
+	FUZZ_CHECK(buf != NULL);
+	g = buf + 2;
+	memcpy(g, f, n);
+	seg = r->proto == 17 ? be16(f + r->l4 + 4) : be16(f + r->ip + 2) - (r->l4 - r->ip);
+	csum_ok = r->l4 + seg <= n && r->l4 + seg == r->end && l4_sum(f, r, seg) == 0xffff;
+	ip_ok = fold(sum16(f + r->ip, (size_t)(f[r->ip] & 0xf) * 4, 0)) == 0xffff;
+	rc = hpccd_wire_reflect_probe(KEY, g, n, PORT, DSCP);
+	if (in->hdr_type != HPCCD_T_PROBE || !in->has_tag) {
+		FUZZ_CHECK(rc == -ENODATA && memcmp(f, g, n) == 0);
+		free(buf);
+		return;
+	}
+	FUZZ_CHECK(rc == 0);
+	FUZZ_CHECK(hpccd_wire_parse_frame(g, n, PORT, DSCP, &out) == HPCCD_E_OK);
+	FUZZ_CHECK(out.hdr_type == HPCCD_T_PROBE_RESP && out.has_tag && out.hdr_len == in->hdr_len);
+	FUZZ_CHECK(out.saddr == in->daddr && out.daddr == in->saddr && out.sport == in->dport &&
+		   out.dport == in->sport && out.l4 == in->l4 && out.dscp == in->dscp);
+	FUZZ_CHECK(out.ecn == (in->ecn == 3 ? 2 : in->ecn));
+	FUZZ_CHECK(out.int_flags == (in->int_flags & ~HPCCD_INT_F_COLLECT));
+	FUZZ_CHECK(out.int_nhop == in->int_nhop && out.int_room == in->int_room &&
+		   out.int_path_id == in->int_path_id);
+	FUZZ_CHECK(memcmp(g + r->start + 4, f + r->start + 4, 8 * (size_t)in->int_room) == 0);
+	FUZZ_CHECK(out.flow_id == in->flow_id && out.seq == in->seq && out.ack == in->ack &&
+		   out.ts == in->ts && out.aux == in->aux && out.hdr_flags == in->hdr_flags);
+	FUZZ_CHECK(g[r->ip + 8] == HPCCD_REFLECT_TTL);
+	FUZZ_CHECK(hpccd_wire_tag_verify(KEY, g, n, PORT, DSCP) == 1);
+	if (ip_ok)
+		FUZZ_CHECK(fold(sum16(g + r->ip, (size_t)(g[r->ip] & 0xf) * 4, 0)) == 0xffff);
+	if (csum_ok && !(r->proto == 17 && be16(f + r->l4 + 6) == 0))
+		FUZZ_CHECK(l4_sum(g, r, seg) == 0xffff);
+	if (r->proto == 17 && be16(f + r->l4 + 6) == 0)
+		FUZZ_CHECK(be16(g + r->l4 + 6) == 0);
+	free(buf);
+}
+
 static void check_stamp_refused(uint8_t *f, size_t n, const struct ref *r)
 {
 	uint8_t *before = malloc(n + 1);
@@ -573,6 +625,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_tag(f, size, rc, &in_place);
 	if (rc == HPCCD_E_OK) {
 		check_tag_input(f, &r, &in_place);
+		check_reflect(f, size, &r, &in_place);
 		check_stamp(f, size, &r);
 	} else if (rc > 0 && rc < HPCCD_E_HOPS_TRUNC) {
 		check_stamp_refused(f, size, &r);

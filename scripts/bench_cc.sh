@@ -42,7 +42,8 @@ BIN=build/bench_cc
 # The core's flags (include/hpccd/cc.h, "Numeric type"), plus debug info
 # for callgrind's symbols, as DWARF 4: valgrind 3.19 cannot read clang 14's
 # default DWARF 5 (CC=clang).
-CFLAGS=(-O2 -gdwarf-4 -std=gnu11 -ffp-contract=off -fno-fast-math
+mapfile -t NUMERIC < <(grep -v '^[[:space:]]*#' fastpath/cc/numeric.cflags)
+CFLAGS=(-O2 -gdwarf-4 -std=gnu11 "${NUMERIC[@]}"
 	-Wall -Wextra -Wno-unused-parameter -Werror -Iinclude)
 
 die() { echo "bench_cc.sh: $*" >&2; exit 1; }

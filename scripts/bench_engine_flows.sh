@@ -25,7 +25,8 @@ FLOWS=${*:-1 100 1000 10000}
 EXE=$(mktemp -d)/harness
 trap 'rm -rf "$(dirname "$EXE")"' EXIT
 SRCS=$(ls "$ROOT"/fastpath/transport/*.c | grep -v '/rings.c$')
-gcc -O2 -std=gnu11 -ffp-contract=off -fno-fast-math -I"$ROOT/include" -I"$ROOT/fastpath/transport" \
+mapfile -t NUMERIC < <(grep -v '^[[:space:]]*#' "$ROOT/fastpath/cc/numeric.cflags")   # the core's flags
+gcc -O2 -std=gnu11 "${NUMERIC[@]}" -I"$ROOT/include" -I"$ROOT/fastpath/transport" \
 	-o "$EXE" "$ROOT/tests/unit/engine/harness.c" "$ROOT/tests/unit/engine/fake_rings.c" $SRCS \
 	"$ROOT"/fastpath/cc/*.c -lxdp -lbpf -lisal -lm -lpthread
 if [[ ${CACHEGRIND:-0} == 1 ]]; then

@@ -2,7 +2,9 @@
 /*
  * Userspace wire API (include/hpccd/wire_api.h): the shared parser of
  * include/hpccd/parse.h run over a whole frame, its result copied into a
- * plain struct, and the integrity tag.  The hpccd classification itself
+ * plain struct, the integrity tag, and the shared writers of
+ * include/hpccd/build.h that rewrite a parsed frame in place (the switch's
+ * departure stamp, the probe reflector).  The hpccd classification itself
  * is hpccd__parse(), the same inline code the BPF programs run.
  */
 #include <errno.h>
@@ -12,7 +14,8 @@
 
 /* ACK and NACK tags run longer than the BPF programs' (parse.h) */
 #define HPCCD_TAG_MAX_WORDS 24
-#include "hpccd/parse.h"
+#include "hpccd/build.h"
+#include "hpccd/csum.h"
 #include "hpccd/wire_api.h"
 
 /* One frame, parsed as far as the shared parser goes. */
@@ -224,27 +227,55 @@ int hpccd_wire_parse_frame(const void *frame, size_t len, uint16_t udp_port,
 	return rc;
 }
 
+/* A frame to rewrite in place, parsed where it can be written: at its own
+ * address when it is placed as the parser wants it, else in a copy (*copy,
+ * which wire__rewritten() copies back and frees).  Returns the class, or
+ * -EINVAL / -ENOMEM. */
+static int wire__parse_rw(void *frame, size_t len, uint16_t udp_port, uint8_t probe_dscp,
+			  struct wire_parsed *p, void **copy)
+{
+	const void *base;
+
+	*copy = NULL;
+	if (!frame)
+		return -EINVAL;
+	base = wire__align(frame, len, copy);
+	if (!base)
+		return -ENOMEM;
+	return wire__parse(base, len, udp_port, probe_dscp, p);
+}
+
+/* The end of a rewrite: the copy (if any) back into the frame when it was
+ * written, then freed. */
+static void wire__rewritten(void *frame, size_t len, void *copy, int written)
+{
+	if (written && copy)
+		memcpy(frame, (char *)copy + 2, len);     /* wire__align's placement */
+	free(copy);
+}
+
+/* The L4 header of a parsed frame. */
+static void *wire__l4(const struct wire_parsed *p)
+{
+	return (char *)p->iph + (p->iph->ihl & 0xf) * 4;
+}
+
 int hpccd_wire_restamp(void *frame, size_t len, uint16_t udp_port, uint8_t probe_dscp,
 		       unsigned int idx, uint64_t old_word, uint64_t new_word)
 {
 	struct wire_parsed p;
-	__be16 *csum = NULL;
-	void *base, *copy;
-	int rc, kind = HPCCD_CSUM_NONE;
+	__be16 *csum;
+	void *copy;
+	int rc, kind;
 
-	if (!frame)
-		return -EINVAL;
-	base = (void *)wire__align(frame, len, &copy);
-	if (!base)
-		return -ENOMEM;
-	rc = wire__parse(base, len, udp_port, probe_dscp, &p);
+	rc = wire__parse_rw(frame, len, udp_port, probe_dscp, &p, &copy);
 	if (rc != 0)
 		goto out;
 	if (p.l4 == HPCCD_IPPROTO_UDP) {
-		csum = &((struct udphdr *)((char *)p.iph + p.iph->ihl * 4))->check;
+		csum = &((struct udphdr *)wire__l4(&p))->check;
 		kind = HPCCD_CSUM_UDP;
 	} else {
-		csum = &((struct tcphdr *)((char *)p.iph + p.iph->ihl * 4))->check;
+		csum = &((struct tcphdr *)wire__l4(&p))->check;
 		kind = HPCCD_CSUM_TCP;
 	}
 	rc = hpccd__restamp_hop(p.v.int_hdr, p.c.end, idx,
@@ -253,10 +284,50 @@ int hpccd_wire_restamp(void *frame, size_t len, uint16_t udp_port, uint8_t probe
 				csum, kind);
 	if (rc < 0)
 		rc = 2;
-	if (rc == 0 && copy)
-		memcpy(frame, base, len);
 out:
-	free(copy);
+	wire__rewritten(frame, len, copy, rc == 0);
+	return rc;
+}
+
+int hpccd_wire_reflect_probe(const uint8_t *key, void *frame, size_t len, uint16_t udp_port,
+			     uint8_t probe_dscp)
+{
+	struct hpccd_reflect_csum rc_csum;
+	struct wire_parsed p;
+	void *copy = NULL, *l4;
+	int rc = -EINVAL;
+
+	if (!key)
+		goto out;
+	rc = wire__parse_rw(frame, len, udp_port, probe_dscp, &p, &copy);
+	if (rc != 0)
+		goto out;
+	rc = -ENODATA;
+	if (p.v.type != HPCCD_T_PROBE || !p.v.tag)
+		goto out;
+	l4 = wire__l4(&p);
+	switch (hpccd__reflect_probe(p.eth, p.iph, l4, p.l4 == HPCCD_IPPROTO_TCP, &p.v, p.c.end,
+				     hpccd_siphash__le64(key), hpccd_siphash__le64(key + 8),
+				     &rc_csum)) {
+	case HPCCD_REFLECT_RESUM:
+		/* CHECKSUM_PARTIAL: the segment's sum, field at 0 (build.h) */
+		hpccd_csum_store(rc_csum.csum,
+				 hpccd_csum_partial(l4, rc_csum.l4_len,
+						    hpccd_csum_pseudo4(p.iph->saddr, p.iph->daddr,
+								       p.iph->protocol,
+								       (uint16_t)rc_csum.l4_len)),
+				 rc_csum.kind == HPCCD_CSUM_UDP);
+		rc = 0;
+		break;
+	case HPCCD_REFLECT_DONE:
+		rc = 0;
+		break;
+	default:
+		rc = -EBADMSG;           /* cannot happen: parsed above */
+		break;
+	}
+out:
+	wire__rewritten(frame, len, copy, rc == 0);
 	return rc;
 }
 

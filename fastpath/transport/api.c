@@ -649,18 +649,31 @@ static void int_copy(const struct hpccd_hpcc *h, uint32_t *path_id, uint32_t *nh
 	memcpy(hops, h->L, n * sizeof(*hops));
 }
 
-int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_flow_stats *o)
+/* Sender flow flow_id with the engine's lock held, or NULL with the lock
+ * released and *rc the recorded failure (-ENOENT). */
+static struct tp_flow *flow_lock(struct hpccd_tp *t, uint32_t flow_id, int *rc)
 {
 	struct tp_flow *fl;
 
-	if (!t || !o)
-		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
 	fl = flow_by_id(t, flow_id);
 	if (!fl) {
 		pthread_mutex_unlock(&t->lock);
-		return tp__fail(t, -ENOENT, "flow %#x: no such flow", flow_id);
+		*rc = tp__fail(t, -ENOENT, "flow %#x: no such flow", flow_id);
 	}
+	return fl;
+}
+
+int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_flow_stats *o)
+{
+	struct tp_flow *fl;
+	int rc;
+
+	if (!t || !o)
+		return -EINVAL;
+	fl = flow_lock(t, flow_id, &rc);
+	if (!fl)
+		return rc;
 	*o = fl->st;
 	o->flow_id = fl->flow_id;
 	o->state = fl->state;
@@ -692,15 +705,13 @@ int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_f
 int hpccd_tp__flow_close(struct hpccd_tp *t, uint32_t flow_id)
 {
 	struct tp_flow *fl;
+	int rc;
 
 	if (!t)
 		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
-	fl = flow_by_id(t, flow_id);
-	if (!fl) {
-		pthread_mutex_unlock(&t->lock);
-		return tp__fail(t, -ENOENT, "flow %#x: no such flow", flow_id);
-	}
+	fl = flow_lock(t, flow_id, &rc);
+	if (!fl)
+		return rc;
 	if (fl->state == HPCCD_TP_RUNNING)
 		flow_finish(t, fl, HPCCD_TP_FAILED, -ECANCELED, now_ns());
 	fl->state = HPCCD_TP_FREE;

@@ -42,7 +42,10 @@ uint32_t raw_schedule(struct hpccd_tp *t)
 
 int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, uint64_t frames)
 {
-	uint8_t tmpl[HPCCD_TP_FRAME_MAX];
+	/* the frame 2 bytes past a multiple of 4, as in the UMEM (HEADROOM):
+	 * the writers store through the header structs */
+	uint8_t buf[HEADROOM + HPCCD_TP_FRAME_MAX] __attribute__((aligned(4)));
+	uint8_t *tmpl = buf + HEADROOM;
 	const uint32_t cap = t ? t->cfg.frame_size - HEADROOM : 0;
 	uint32_t off = L2L4, len, plen, i;
 
@@ -51,7 +54,7 @@ int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, ui
 	len = c->mtu + ETH_HLEN_;
 	if (c->mtu < 128 || c->mtu > hpccd_tp__mtu_max(t))
 		return -EINVAL;
-	memset(tmpl, 0, sizeof(tmpl));
+	memset(tmpl, 0, HPCCD_TP_FRAME_MAX);
 	put_l2l4(tmpl, c->dmac, c->smac, c->saddr, c->daddr, c->sport, c->dport, 0);
 	off += put_int(tmpl + off, 0);
 	plen = len - off - HPCCD_HDR_BYTES;
@@ -61,10 +64,13 @@ int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, ui
 		/* multi-buffer: every frame holds the template's first piece,
 		 * whatever its place in a packet (frames come back in any
 		 * order); the lengths are the packet's, no UDP checksum */
-		put16(tmpl + 16, (uint16_t)(len - ETH_HLEN_));
-		put16(tmpl + 38, (uint16_t)(len - ETH_HLEN_ - IP_HLEN));
+		struct iphdr *ip = (struct iphdr *)(tmpl + ETH_HLEN_);
+		struct udphdr *uh = (struct udphdr *)(tmpl + ETH_HLEN_ + IP_HLEN);
+
+		hpccd__put_ip4_len(ip, (uint16_t)(len - ETH_HLEN_), ntohs(ip->id));
+		hpccd__put_udp_len(uh, (uint16_t)(len - ETH_HLEN_ - IP_HLEN));
 		fill_l3_csums(tmpl, cap);
-		memset(tmpl + 40, 0, 2);
+		uh->check = 0;
 		len = cap;               /* bytes of the template each frame holds */
 	}
 	pthread_mutex_lock(&t->lock);

@@ -9,7 +9,8 @@
 
 #include <unistd.h>
 
-static uint32_t rx_sack_blocks(const struct hpccd_tp *t, struct tp_rx *r, uint8_t *body);
+static uint32_t rx_sack_blocks(const struct hpccd_tp *t, struct tp_rx *r,
+			       struct hpccd_sack_block *body);
 static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uint32_t n);
 
 /* The unfinished receiver flows of each source address (rx_peer_max),
@@ -187,16 +188,15 @@ uint32_t put_fb_trailer(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f, uint32_
 		.saddr = htonl(r->saddr), .daddr = htonl(r->daddr),
 		.sport = htons(r->sport), .dport = htons(r->dport), .proto = IPPROTO_UDP,
 	};
-	uint32_t end = off + HPCCD_FB_TRAILER_BYTES;
+	struct hpccd_fb_trailer *tr = (struct hpccd_fb_trailer *)(f + off);
 	uint64_t tag = 0;
 
-	put32(f + off, ++r->fb_seq);
-	put32(f + off + 4, fb_flags);
-	if (hpccd_wire_tag_span(t->cfg.tag_key, &ti, f + L2L4, off + 8 - L2L4, &tag))
+	hpccd__put_fb_head(tr, ++r->fb_seq, fb_flags);
+	if (hpccd_wire_tag_span(t->cfg.tag_key, &ti, f + L2L4,
+				off + hpccd__off(struct hpccd_fb_trailer, tag_hi) - L2L4, &tag))
 		t->st.bad_body++;        /* cannot happen: within the longest ACK */
-	put32(f + off + 8, (uint32_t)(tag >> 32));
-	put32(f + off + 12, (uint32_t)tag);
-	return end;
+	hpccd__put_tag((struct hpccd_tag *)&tr->tag_hi, tag, 0);
+	return off + HPCCD_FB_TRAILER_BYTES;
 }
 
 /* Feedback frame of receiver flow r: ACK or NACK, with the INT echo when
@@ -218,7 +218,7 @@ static void send_feedback(struct hpccd_tp *t, struct tp_rx *r, uint32_t type, ui
 		/* Echo: nHop, pathID, OVERFLOW and the records as received,
 		 * COLLECT cleared so that the return path does not stamp. */
 		memcpy(f + off, r->echo, r->echo_len);
-		f[off + 2] &= (uint8_t)~(HPCCD_INT_F_COLLECT << 4);
+		hpccd__int_clear_collect((struct hpccd_int_hdr *)(f + off), 0);
 		off += r->echo_len;
 		flags |= HPCCD_F_INT_ECHO;
 		r->have_echo = 0;
@@ -227,7 +227,8 @@ static void send_feedback(struct hpccd_tp *t, struct tp_rx *r, uint32_t type, ui
 	}
 	if (r->hold_n) {
 		/* selective repeat: what is held past the cumulative ACK */
-		blen = HPCCD_SACK_BLOCK_BYTES * rx_sack_blocks(t, r, f + off + HPCCD_HDR_BYTES);
+		blen = HPCCD_SACK_BLOCK_BYTES * rx_sack_blocks(t, r,
+				(struct hpccd_sack_block *)(f + off + HPCCD_HDR_BYTES));
 		if (blen)
 			flags |= HPCCD_F_SACK;
 	}
@@ -306,10 +307,10 @@ static uint64_t pkt_csum(const struct hpccd_tp *t, const uint8_t *f, uint32_t of
 	uint32_t rl[MB_FRAGS], k = pkt_runs(t, f, off, n, rp, rl), i, odd = 0;
 
 	for (i = 0; i < k; i++) {
-		uint64_t s = csum_partial(rp[i], rl[i], 0);
+		uint64_t s = hpccd_csum_partial(rp[i], rl[i], 0);
 
 		if (odd) {
-			uint16_t v = csum_fold(s);
+			uint16_t v = hpccd_csum_fold64(s);
 
 			s = (uint16_t)(v >> 8 | v << 8);
 		}
@@ -477,7 +478,8 @@ void rx_release(struct hpccd_tp *t, struct tp_rx *r)
 
 /* Up to HPCCD_SACK_MAX_BLOCKS [start, end) ranges held past rcv_nxt, the
  * lowest first, into body (wire order); returns how many. */
-static uint32_t rx_sack_blocks(const struct hpccd_tp *t, struct tp_rx *r, uint8_t *body)
+static uint32_t rx_sack_blocks(const struct hpccd_tp *t, struct tp_rx *r,
+			       struct hpccd_sack_block *body)
 {
 	uint64_t seq = r->rcv_nxt, start = 0, end = 0;
 	uint32_t n = 0, k;
@@ -492,21 +494,13 @@ static uint32_t rx_sack_blocks(const struct hpccd_tp *t, struct tp_rx *r, uint8_
 			start = seq;
 			end = seq + h->len;
 		} else if (end > start) {
-			put32(body + 16 * n, (uint32_t)(start >> 32));
-			put32(body + 16 * n + 4, (uint32_t)start);
-			put32(body + 16 * n + 8, (uint32_t)(end >> 32));
-			put32(body + 16 * n + 12, (uint32_t)end);
-			n++;
+			hpccd__put_sack(&body[n++], start, end);
 			start = end = 0;
 		}
 		seq = held ? seq + h->len : (seq / r->unit + 1) * r->unit;
 	}
 	if (end > start && n < HPCCD_SACK_MAX_BLOCKS) {
-		put32(body + 16 * n, (uint32_t)(start >> 32));
-		put32(body + 16 * n + 4, (uint32_t)start);
-		put32(body + 16 * n + 8, (uint32_t)(end >> 32));
-		put32(body + 16 * n + 12, (uint32_t)end);
-		n++;
+		hpccd__put_sack(&body[n++], start, end);
 	}
 	return n;
 }
@@ -523,19 +517,14 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 
 	if (!(t->cfg.flags & HPCCD_TP_F_NO_CSUM_CHECK)) {
 		uint32_t ulen = wi->l4_end_off - (wi->int_off - UDP_HLEN);
-		uint8_t ph[12];
-		uint16_t c;
 
 		/* pseudo-header from the parsed addresses: IPv4 options, if
 		 * any, do not move it */
-		put32(ph, wi->saddr);
-		put32(ph + 4, wi->daddr);
-		ph[8] = 0;
-		ph[9] = IPPROTO_UDP;
-		put16(ph + 10, (uint16_t)ulen);
-		memcpy(&c, udp + 6, 2);
-		if (c && csum_fold(pkt_csum(t, f, wi->int_off - UDP_HLEN, ulen,
-					    csum_partial(ph, 12, 0))) != 0xffff) {
+		if (((const struct udphdr *)udp)->check &&
+		    hpccd_csum_fold64(pkt_csum(t, f, wi->int_off - UDP_HLEN, ulen,
+					       hpccd_csum_pseudo4(htonl(wi->saddr), htonl(wi->daddr),
+								  IPPROTO_UDP, (uint16_t)ulen))) !=
+			    0xffff) {
 			t->st.bad_csum++;
 			return 0;
 		}
@@ -725,15 +714,14 @@ static int key_set(const uint8_t *key)
 
 /* A PROBE that reached the engine: xdp_host answers probes itself
  * (XDP_TX) unless it was loaded without HPCCD_CFG_REFLECT_PROBES; then the
- * engine answers, with the same response xdp_host writes
- * (docs/wire-format.md: addresses and ports swapped, TTL 64, CE -> ECT(0),
- * COLLECT cleared, hops, DSCP and IP id kept, type PROBE_RESP, the tag).
+ * engine answers with the same writer xdp_host runs
+ * (hpccd_wire_reflect_probe: include/hpccd/build.h hpccd__reflect_probe).
  * Like xdp_host it does not sign with the all-zero "no key". */
 void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_info *wi)
 {
 	uint32_t len = wi->l4_end_off;
-	uint64_t addr, tag;
-	uint8_t *f, tmp[6];
+	uint64_t addr;
+	uint8_t *f;
 
 	if (!wi->has_tag || wi->int_off != L2L4 || len > t->cfg.frame_size - HEADROOM) {
 		t->st.bad_body++;        /* a VLAN tag, IP options: not ours */
@@ -749,29 +737,12 @@ void answer_probe(struct hpccd_tp *t, const uint8_t *p, const struct hpccd_wire_
 		return;
 	}
 	memcpy(f, p, len);
-	memcpy(tmp, f, 6);
-	memcpy(f, f + 6, 6);
-	memcpy(f + 6, tmp, 6);
-	memcpy(tmp, f + 26, 4);          /* IPv4 addresses */
-	memcpy(f + 26, f + 30, 4);
-	memcpy(f + 30, tmp, 4);
-	memcpy(tmp, f + 34, 2);          /* UDP ports */
-	memcpy(f + 34, f + 36, 2);
-	memcpy(f + 36, tmp, 2);
-	if ((f[15] & 3) == 3)
-		f[15] = (uint8_t)((f[15] & ~3) | 2);
-	f[22] = 64;
-	f[wi->int_off + 2] &= (uint8_t)~(HPCCD_INT_F_COLLECT << 4);
-	f[wi->hdr_off] = (uint8_t)(HPCCD_WIRE_VERSION << 4 | HPCCD_T_PROBE_RESP);
-	if (hpccd_wire_tag(t->cfg.tag_key, f, len, t->cfg.udp_port, t->cfg.probe_dscp,
-			   &tag) != 0) {
+	if (hpccd_wire_reflect_probe(t->cfg.tag_key, f, len, t->cfg.udp_port,
+				     t->cfg.probe_dscp) != 0) {
 		t->tx_free[t->n_tx_free++] = addr - HEADROOM;
 		t->st.bad_body++;
 		return;
 	}
-	put32(f + wi->tag_off, (uint32_t)(tag >> 32));
-	put32(f + wi->tag_off + 4, (uint32_t)tag);
-	fill_l3_csums(f, len);
 	tx_put(t, addr, len);
 	t->st.probes_answered++;
 }

@@ -91,9 +91,7 @@ void rxw_put(const struct hpccd_tp *t, const struct tp_rx *r, uint8_t *b)
 	double u = h->U * 65536.0;
 	uint32_t n = rxw_n(t, r);
 
-	put32(b, h->W > 4e9 ? 0xffffffffu : (uint32_t)h->W);
-	put32(b + 4, u > 4294967295.0 ? 0xffffffffu : (uint32_t)u);
-	put16(b + 8, n > 0xffff ? 0xffff : (uint16_t)n);
-	put16(b + 10, 0);
-	put32(b + 12, (uint32_t)h->T);
+	hpccd__put_rxwin((struct hpccd_rxwin *)b, h->W > 4e9 ? 0xffffffffu : (uint32_t)h->W,
+			 u > 4294967295.0 ? 0xffffffffu : (uint32_t)u,
+			 n > 0xffff ? 0xffff : (uint16_t)n, (uint32_t)h->T);
 }

@@ -37,10 +37,12 @@
  *   api.c       the calls of include/hpccd/transport.h
  *
  * Byte order: the wire is big-endian; headers are written field by field
- * with htons/htonl into the frame through memcpy (frames are not
- * naturally aligned for every field).  Checksums are ones' complement
- * sums of native 16-bit words, which are byte-order independent (RFC
- * 1071 section 2(B)): the folded sum is stored as computed.
+ * through their structs by the writers of include/hpccd/build.h (the
+ * frames sit 2 bytes past a multiple of 4, HEADROOM, so that every field
+ * from IPv4 on is aligned).  Checksums are sums of native 16-bit words by
+ * the one userspace checksum (include/hpccd/csum.h), byte-order
+ * independent (RFC 1071 section 2(B)): the folded sum is stored as
+ * computed.
  */
 #ifndef HPCCD_TP_INTERNAL_H
 #define HPCCD_TP_INTERNAL_H
@@ -60,6 +62,8 @@
 #include <xdp/xsk.h>
 
 #include "hpccd/wire_api.h"
+#include "hpccd/build.h"
+#include "hpccd/csum.h"
 #include "hpccd/transport.h"
 
 #ifndef SOL_XDP
@@ -85,9 +89,11 @@
 #define STARVED_SLEEP_NS 20000ull   /* no TX frame: completions come without a wakeup */
 #define WAKE_EARLY_MAX_NS 50000ull  /* bound of the timer latency the thread makes up for */
 #define RING_MAX 4096
-#define ETH_HLEN_ 14
-#define IP_HLEN 20
-#define UDP_HLEN 8
+/* The engine's frames: Ethernet without a VLAN tag, IPv4 without options,
+ * UDP, then the INT header at L2L4 (include/hpccd/build.h). */
+#define ETH_HLEN_ HPCCD_ETH_HLEN
+#define IP_HLEN HPCCD_IP4_HLEN
+#define UDP_HLEN HPCCD_UDP_HLEN
 #define L2L4 (ETH_HLEN_ + IP_HLEN + UDP_HLEN)
 #define PACE_SHIFT 10             /* pacing wheel: 1.024 us slots ... */
 #define PACE_SLOTS 4096           /* ... 4.2 ms ahead */
@@ -396,20 +402,6 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static inline void put16(uint8_t *p, uint16_t host)
-{
-	uint16_t v = htons(host);
-
-	memcpy(p, &v, 2);
-}
-
-static inline void put32(uint8_t *p, uint32_t host)
-{
-	uint32_t v = htonl(host);
-
-	memcpy(p, &v, 4);
-}
-
 /* A pause in a busy loop (the CPU's spin-wait hint). */
 static inline void cpu_relax(void)
 {
@@ -469,17 +461,25 @@ static inline void tx_put(struct hpccd_tp *t, uint64_t addr, uint32_t len)
 }
 
 /* frame.c */
-uint64_t csum_partial(const uint8_t *p, size_t len, uint64_t sum);
-uint16_t csum_fold(uint64_t s);
 void fill_l3_csums(uint8_t *frame, uint32_t frame_len);
 void finish_frame_pieces(struct hpccd_tp *t, uint8_t *f, uint32_t len0, uint8_t *const *rest,
 			 const uint32_t *rest_len, uint32_t n_rest, uint32_t len);
 void put_l2l4(uint8_t *f, const uint8_t *dmac, const uint8_t *smac, uint32_t saddr,
 	      uint32_t daddr, uint16_t sport, uint16_t dport, uint8_t tos);
 void finish_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len);
-uint32_t put_int(uint8_t *p, uint32_t room);
-void put_hdr(uint8_t *p, uint32_t type, uint32_t flags, uint32_t len, uint32_t flow_id,
-	     uint64_t seq, uint64_t ack, uint32_t ts, uint32_t aux);
+
+/* The writers of include/hpccd/build.h at a byte position of a frame.  The
+ * engine's packets ask switches to stamp (COLLECT) iff they have room. */
+static inline uint32_t put_int(uint8_t *p, uint32_t room)
+{
+	return hpccd__put_int((struct hpccd_int_hdr *)p, room, room != 0);
+}
+
+static inline void put_hdr(uint8_t *p, uint32_t type, uint32_t flags, uint32_t len,
+			   uint32_t flow_id, uint64_t seq, uint64_t ack, uint32_t ts, uint32_t aux)
+{
+	hpccd__put_hdr((struct hpccd_hdr *)p, type, flags, len, flow_id, seq, ack, ts, aux);
+}
 
 /* outgoing.c */
 uint64_t flow_rto(const struct tp_flow *fl);

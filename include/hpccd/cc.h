@@ -17,7 +17,8 @@
  * parameter at fault (a static string).
  *
  * Numeric type: windows, U and rates are IEEE-754 binary64 (`double`).
- * The core is compiled with -ffp-contract=off and without -ffast-math, so
+ * The core is compiled with -ffp-contract=off and without -ffast-math
+ * (fastpath/cc/numeric.cflags, read by every build of the core), so
  * the same event sequence gives the same bits on every x86-64/aarch64
  * build (no FMA contraction, no reassociation).  Byte sequence numbers and
  * DCTCP state are exact integers.

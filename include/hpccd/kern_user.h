@@ -140,6 +140,13 @@ struct hpccd_local_addr {
 					* without it they pass to the kernel */
 #define HPCCD_CFG_DEFAULT         (HPCCD_CFG_REFLECT_PROBES | HPCCD_CFG_TCP_SIDE)
 
+/* Size of the XSKMAP hpccd_xsks (ebpf/hpccd_maps.bpf.h): rx queues of one
+ * interface that can have an AF_XDP socket; the configuration refuses a
+ * queue beyond it. */
+#ifndef HPCCD_XSKS_MAX
+#define HPCCD_XSKS_MAX 64
+#endif
+
 /* PROBEs answered per source address (xdp_host.bpf.c (c)): a host that
  * answers any source could be made to reflect traffic at a spoofed victim,
  * so each source gets a token bucket (GCRA: one theoretical arrival time
@@ -149,10 +156,6 @@ struct hpccd_local_addr {
  * second is 10 flows at a 100 us RTT.  rate 0: no limit. */
 #define HPCCD_PROBE_RATE_DEFAULT  100000
 #define HPCCD_PROBE_BURST_DEFAULT 256
-
-/* TTL of the PROBE_RESP the XDP program writes over a PROBE (see
- * xdp_host.bpf.c: the answer is a new packet of this host). */
-#define HPCCD_REFLECT_TTL         64
 
 /* ---- counters ----------------------------------------------------------- */
 

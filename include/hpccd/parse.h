@@ -785,13 +785,4 @@ static __always_inline __u64 hpccd__tag_get(const struct hpccd_view *v)
 	return (__u64)HPCCD_NTOHL(v->tag->hi) << 32 | HPCCD_NTOHL(v->tag->lo);
 }
 
-/* Writes tag big-endian at v->tag (the reflector fills the slot in
- * place).  The caller updates the checksum (hpccd__csum_diff32 of both
- * halves). */
-static __always_inline void hpccd__tag_put(const struct hpccd_view *v, __u64 tag)
-{
-	v->tag->hi = HPCCD_HTONL((__u32)(tag >> 32));
-	v->tag->lo = HPCCD_HTONL((__u32)tag);
-}
-
 #endif /* HPCCD_PARSE_H */

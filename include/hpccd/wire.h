@@ -89,6 +89,13 @@ enum hpccd_type {
 #define HPCCD_SACK_BLOCK_BYTES 16
 #define HPCCD_SACK_MAX_BLOCKS  4
 
+struct hpccd_sack_block {
+	__be32 start_hi;    /* first byte held */
+	__be32 start_lo;
+	__be32 end_hi;      /* one past the last byte held */
+	__be32 end_lo;
+};
+
 struct hpccd_hdr {
 	__u8 ver_type;      /* HPCCD_WIRE_VERSION << 4 | type */
 	__u8 flags;
@@ -141,7 +148,11 @@ struct hpccd_notify {
 };
 
 /* PROBE carries a zeroed tag slot (len = 8) so that the reflector writes
- * the tag of its PROBE_RESP in place and never grows the packet. */
+ * the tag of its PROBE_RESP in place and never grows the packet.  The
+ * PROBE_RESP is a new packet of the reflecting host: its IPv4 TTL is reset
+ * to this (the probe's was spent on the forward path; include/hpccd/build.h
+ * hpccd__reflect_probe). */
+#define HPCCD_REFLECT_TTL        64
 
 /* Integrity tag ([HPCC++2022] section 9.1, [HPCC++2020] section 9): SipHash-2-4
  * with a 128-bit key from configuration, over the flow's 5-tuple (struct
@@ -222,6 +233,7 @@ _Static_assert(sizeof(struct hpccd_tag) == HPCCD_TAG_BYTES, "tag is 8 bytes");
 _Static_assert(sizeof(struct hpccd_tag_input) == HPCCD_TAG_INPUT_BYTES, "tag input is 16 bytes");
 _Static_assert(sizeof(struct hpccd_fb_trailer) == HPCCD_FB_TRAILER_BYTES, "trailer is 16 bytes");
 _Static_assert(sizeof(struct hpccd_rxwin) == HPCCD_RXWIN_BYTES, "window block is 16 bytes");
+_Static_assert(sizeof(struct hpccd_sack_block) == HPCCD_SACK_BLOCK_BYTES, "SACK block is 16 bytes");
 _Static_assert(HPCCD_INT_MAX_HOPS <= 15, "room and nHop are 4-bit fields");
 #endif
 

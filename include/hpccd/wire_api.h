@@ -155,6 +155,18 @@ int hpccd_wire_tag_verify(const uint8_t *key, const void *frame, size_t len,
 int hpccd_wire_restamp(void *frame, size_t len, uint16_t udp_port, uint8_t probe_dscp,
 		       unsigned int idx, uint64_t old_word, uint64_t new_word);
 
+/* The probe reflector (hpccd__reflect_probe() of include/hpccd/build.h,
+ * which xdp_host runs): in a valid PROBE (UDP or TCP-side) with its tag
+ * slot, rewrites frame[0..len) in place into its PROBE_RESP, tagged under
+ * key (16 bytes), its L4 checksum patched, or recomputed when the probe's
+ * was CHECKSUM_PARTIAL.  Returns 0 when rewritten; -ENODATA when the frame
+ * is valid but not a PROBE with a tag slot; the frame's class (> 0) when it
+ * is malformed; HPCCD_WIRE_NOT_HPCCD; -EINVAL/-ENOMEM; the frame is then
+ * untouched (-EBADMSG, a frame the parser passed and the tag could not
+ * cover, cannot happen). */
+int hpccd_wire_reflect_probe(const uint8_t *key, void *frame, size_t len, uint16_t udp_port,
+			     uint8_t probe_dscp);
+
 /* SipHash-2-4 of msg[0..len) under the 16-byte key (include/hpccd/
  * siphash.h), exported for the reference-vector self-check. */
 uint64_t hpccd_wire_siphash24(const uint8_t *key, const void *msg, size_t len);

@@ -567,6 +567,20 @@ def test_counter_layout_matches_header(xdp):
     assert xdp.telem.key_size == 16
 
 
+def test_configuration_takes_the_queues_the_xskmap_holds(xdp):
+    """The configuration's queue limit is the size of the loaded program's XSKMAP
+    (HPCCD_XSKS_MAX of include/hpccd/kern_user.h, read through hpccd._cc): a
+    configured queue always has a slot for its AF_XDP socket."""
+    from hpccd.agent import config
+
+    assert xdp.obj.map("hpccd_xsks").max_entries == config.XSKS_MAX
+    base = '[[interfaces]]\nname = "eth0"\nqueues = [%d]\n'
+    assert config.loads(base % (config.XSKS_MAX - 1), "hpccd.toml").interfaces[0].queues == \
+        (config.XSKS_MAX - 1,)
+    with pytest.raises(config.ConfigError, match="out of range"):
+        config.loads(base % config.XSKS_MAX, "hpccd.toml")
+
+
 # ---- the shared vectors --------------------------------------------------------------
 
 @by_name(VECTORS)
@@ -827,6 +841,54 @@ def test_reflect(xdp, make):
     assert scapy_checksums_ok(out)[0]
     if UDP not in Ether(frame) or Ether(frame)[UDP].chksum:
         assert scapy_checksums_ok(out) == (True, True)
+
+
+# ---- one reflector: the engine's PROBE_RESP is xdp_host's, byte for byte ------------------
+
+def _partial(frame: bytes) -> bytes:
+    """The probe with its L4 checksum CHECKSUM_PARTIAL (the folded pseudo-header
+    sum), as a kernel socket hands it over a veth."""
+    kind, l4, _, _, end = hpccd_offsets(frame)
+    b = bytearray(frame)
+    struct.pack_into("!H", b, l4 + (6 if kind == "udp" else 16),
+                     partial_csum(frame, ip_offset(frame), end - l4))
+    return bytes(b)
+
+
+def _bad_l4_csum(frame: bytes) -> bytes:
+    kind, l4, _, _, _ = hpccd_offsets(frame)
+    b = bytearray(frame)
+    b[l4 + (6 if kind == "udp" else 16)] ^= 0x5A
+    return bytes(b)
+
+
+ONE_REFLECTOR_CASES = REFLECT_CASES + [
+    ("UDP probe, CHECKSUM_PARTIAL: recomputed", lambda: _partial(VEC["probe_udp"])),
+    ("TCP probe, CHECKSUM_PARTIAL: recomputed", lambda: _partial(VEC["tcp_probe"])),
+    ("UDP probe, wrong UDP checksum stays wrong", lambda: _bad_l4_csum(VEC["probe_udp"])),
+    ("TCP probe, wrong TCP checksum stays wrong", lambda: _bad_l4_csum(VEC["tcp_probe"])),
+]
+
+
+@pytest.mark.parametrize("make", [c[1] for c in ONE_REFLECTOR_CASES],
+                         ids=[c[0] for c in ONE_REFLECTOR_CASES])
+def test_engine_reflector_writes_what_xdp_host_writes(xdp, make):
+    """hpccd_wire_reflect_probe (what the engine answers with when xdp_host leaves
+    probes to it, fastpath/cc/wire.c) and xdp_host write the same PROBE_RESP:
+    both run include/hpccd/build.h hpccd__reflect_probe, the checksum of a
+    CHECKSUM_PARTIAL probe summed by the kernel's helper in one and by the
+    userspace checksum (include/hpccd/csum.h) in the other."""
+    from hpccd._cc import ffi as cffi, lib as clib
+
+    frame = make()
+    ret, out, _ = run_one(xdp, frame)
+    assert ret == XDP_TX
+    check_probe_resp(frame, out)
+    buf = cffi.new("uint8_t[]", len(frame))
+    cffi.memmove(buf, frame, len(frame))
+    assert clib.hpccd_wire_reflect_probe(KEY, buf, len(frame), PORT, DSCP) == 0
+    mine = cffi.buffer(buf, len(frame))[:]
+    assert mine == out, f"differs at bytes {[i for i in range(len(out)) if mine[i] != out[i]]}"
 
 
 # ---- frames that are not hpccd's, and well-formed ones that are not used ------------------

@@ -27,6 +27,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -34,8 +35,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent / "hpcc_diff"
 HPCC_C = ROOT / "fastpath" / "cc" / "hpcc.c"
 INT_DECODE_C = ROOT / "fastpath" / "cc" / "int_decode.c"
-# The core's numeric flags (include/hpccd/cc.h, "Numeric type").
-CFLAGS = ["-O2", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math", "-Wall",
+# The core's numeric flags (include/hpccd/cc.h, "Numeric type"), from their one
+# home, fastpath/cc/numeric.cflags.
+sys.path.insert(0, str(ROOT / "cffi_build"))
+try:
+    from cffi_common import CFLAGS_NUMERIC as NUMERIC   # noqa: E402
+finally:
+    sys.path.pop(0)
+CFLAGS = ["-O2", "-std=gnu11", *NUMERIC, "-Wall",
           "-Wextra", "-Wno-unused-parameter", "-Werror", f"-I{ROOT / 'include'}"]
 EXPORTED = ["params_default", "init", "new_ack", "new_int", "decode_hops",
             "new_ack_wire", "new_int_wire", "rate_bps", "set_active_flows", "run"]

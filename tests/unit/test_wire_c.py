@@ -22,6 +22,7 @@ import struct
 import pytest
 
 from hpccd._cc import ffi, lib
+from hpccd.core.checksum import internet_checksum
 
 VECTORS = pathlib.Path(__file__).resolve().parents[1] / "vectors" / "wire.json"
 
@@ -491,3 +492,68 @@ def test_tag_span_is_the_frames_tag(v):
     assert out[0] == int(v["fields"]["tag_hex"], 16)
     # beyond the longest tagged packet: refused, not read
     assert lib.hpccd_wire_tag_span(key, ti, buf + info.int_off, 24 * 8 + 1, out) == -errno.EINVAL
+
+
+# ---- the probe reflector (include/hpccd/build.h through hpccd_wire_reflect_probe) --------
+
+
+def _reflect(frame: bytes, key: bytes, port: int, dscp: int) -> tuple[int, bytes]:
+    buf = ffi.new("uint8_t[]", max(len(frame), 1))
+    ffi.memmove(buf, frame, len(frame))
+    rc = lib.hpccd_wire_reflect_probe(key, buf, len(frame), port, dscp)
+    return rc, ffi.buffer(buf, len(frame))[:]
+
+
+@pytest.mark.parametrize("v", [v for v in _vectors() if v["error"] == 0
+                               and v["fields"]["hdr"]["type"] == 4],
+                         ids=lambda v: v["name"])
+def test_reflected_probe_is_its_valid_tagged_response(v):
+    """A PROBE vector becomes a valid PROBE_RESP of the same length with the
+    5-tuple reversed, COLLECT cleared, the hops kept, a tag that verifies and
+    checksums that sum right; the prober's values (flow, probe number, ts) stay."""
+    doc = _load()
+    key, port, dscp = bytes.fromhex(doc["tag_key_hex"]), doc["udp_port"], doc["probe_dscp"]
+    frame = bytes.fromhex(v["hex"])
+    rc0, probe = parse(frame, port, dscp)
+    assert rc0 == 0
+    rc, out = _reflect(frame, key, port, dscp)
+    assert rc == 0 and len(out) == len(frame)
+    rc1, resp = parse(out, port, dscp)
+    assert rc1 == 0
+    assert resp.hdr_type == 5 and resp.has_tag
+    assert (resp.saddr, resp.daddr, resp.sport, resp.dport) == \
+        (probe.daddr, probe.saddr, probe.dport, probe.sport)
+    assert resp.int_flags == probe.int_flags & ~0x8
+    assert (resp.int_nhop, resp.int_room, resp.int_path_id) == \
+        (probe.int_nhop, probe.int_room, probe.int_path_id)
+    assert (resp.flow_id, resp.seq, resp.ts) == (probe.flow_id, probe.seq, probe.ts)
+    assert verify(key, out, port, dscp) == 1
+    ip = 14 if out[12:14] != b"\x81\x00" else 18
+    ihl = (out[ip] & 0xF) * 4
+    assert internet_checksum(out[ip:ip + ihl]) == 0, "IPv4 header checksum"
+    l4_len = struct.unpack_from("!H", out, ip + 2)[0] - ihl
+    pseudo = out[ip + 12:ip + 20] + bytes([0, out[ip + 9]]) + struct.pack("!H", l4_len)
+    seg = out[ip + ihl:ip + ihl + l4_len]
+    if out[ip + 9] == TCP or seg[6:8] != b"\0\0":
+        assert internet_checksum(pseudo + seg) == 0, "L4 checksum"
+
+
+def test_reflector_refuses_what_is_not_a_probe_and_leaves_it_alone():
+    doc = _load()
+    key, port, dscp = bytes.fromhex(doc["tag_key_hex"]), doc["udp_port"], doc["probe_dscp"]
+    by = {v["name"]: bytes.fromhex(v["hex"]) for v in doc["vectors"]}
+    others = [v for v in doc["vectors"] if v["error"] == 0 and v["fields"]["hdr"]["type"] != 4]
+    assert others
+    for v in others:
+        frame = by[v["name"]]
+        assert _reflect(frame, key, port, dscp) == (-errno.ENODATA, frame), v["name"]
+    bad = [v for v in doc["vectors"] if v["error"] > 0]
+    assert bad
+    for v in bad:
+        frame = by[v["name"]]
+        assert _reflect(frame, key, port, dscp) == (v["error"], frame), v["name"]
+    probe = next(f for n, f in by.items() if n == "probe_udp")
+    assert _reflect(probe[:-30], key, port, dscp)[1] == probe[:-30]
+    assert _reflect(b"\0" * 60, key, port, dscp) == (NOT_HPCCD, b"\0" * 60)
+    assert lib.hpccd_wire_reflect_probe(ffi.NULL, ffi.new("uint8_t[]", 60), 60, port,
+                                        dscp) == -errno.EINVAL

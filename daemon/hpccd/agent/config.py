@@ -48,9 +48,9 @@ DEFAULT_CONTROL_SOCKET = "/run/hpccd-daemon/control.sock"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9477"
 UDP_PORT_DEFAULT = _cc_lib.HPCCD_UDP_PORT_DEFAULT        # include/hpccd/wire.h
 PROBE_DSCP_DEFAULT = _cc_lib.HPCCD_PROBE_DSCP_DEFAULT
-XSKS_MAX = 64                       # HPCCD_XSKS_MAX: rx queues per interface (ebpf/hpccd_maps.bpf.h)
-# UMEM frame sizes the engine takes: HPCCD_TP_FRAME_MIN, _MAX (include/hpccd/transport.h)
-FRAME_SIZES = (2048, 4096)
+XSKS_MAX = _cc_lib.HPCCD_XSKS_MAX   # rx queues per interface (include/hpccd/kern_user.h)
+# UMEM frame sizes the engine takes (include/hpccd/transport.h)
+FRAME_SIZES = (_cc_lib.HPCCD_TP_FRAME_MIN, _cc_lib.HPCCD_TP_FRAME_MAX)
 TOP_FLOWS_MAX = 50
 DEFAULT_PEER = "default"
 

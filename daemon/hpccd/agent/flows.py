@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any, Iterable, Mapping
 
+from .._cc import lib as _cc_lib
 from ..core import algorithms as algorithms_mod, cc
 
 __all__ = ["Flow", "FlowTable", "FlowLimitError", "Histogram", "GROUP_COUNTERS",
@@ -46,9 +47,10 @@ FCT_BUCKETS = (100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 
 GROUP_COUNTERS = ("bytes_sent", "payload_sent", "bytes_acked", "retx_packets", "retx_bytes",
                   "probes_sent", "probes_answered", "probes_lost", "notify_sent",
                   "notify_received")
-# INT hop words: ts 24 bits of ns, txBytes 20 bits of 128-byte units.
-_TS_MOD = 1 << 24
-_TX_MOD = (1 << 20) * 128
+# INT hop words wrap (include/hpccd/int_hop.h): ts modulo 2^24 ns, txBytes
+# modulo 2^20 units of 128 bytes.
+_TS_MOD = 1 << _cc_lib.HPCCD_INT_TS_BITS
+_TX_MOD = (1 << _cc_lib.HPCCD_INT_TX_BITS) * _cc_lib.HPCCD_INT_TX_UNIT
 
 
 class FlowLimitError(RuntimeError):

@@ -3,8 +3,9 @@
 The 16-bit ones' complement of the ones' complement sum of the data taken as
 big-endian 16-bit words, an odd last byte padded with a zero byte.  It is
 the checksum of the IPv4 header, ICMP, UDP and TCP (for UDP and TCP the
-caller puts the pseudo-header in front of the segment).  The C fast path and
-the BPF programs have their own, in include/hpccd/parse.h.
+caller puts the pseudo-header in front of the segment).  C has one of its
+own, include/hpccd/csum.h (userspace; the BPF programs sum with the kernel's
+bpf_csum_diff(), include/hpccd/build.h "Checksums").
 
 Users: the lab's ICMP echo (hpccd.lab.netns) and the TCP-side probe
 (hpccd.tcp_side.engine).  A buffer that carries its correct checksum sums to 0.

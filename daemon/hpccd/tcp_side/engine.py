@@ -78,6 +78,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from .._bpf import lib as _abi
+from .._cc import lib as _cc_lib
 from ..bpf import loader as bpf
 from ..bpf.abi import check_format
 from ..core import cc
@@ -136,8 +137,7 @@ CWND_RTT_GAIN_DEFAULT = 1.5
 HOST_CAP_T_DEFAULT = 1.0
 # R at most this x the slowest link of the path the INT describes
 PATH_RATE_GAIN_DEFAULT = 1.0
-INT_ROOM_DEFAULT = 5
-_IPPROTO_TCP = 6
+INT_ROOM_DEFAULT = _cc_lib.HPCCD_INT_DEFAULT_HOPS    # include/hpccd/int_hop.h
 
 
 class TcpSideError(RuntimeError):
@@ -179,7 +179,7 @@ class FlowKey:
 def flow_key(saddr: str, daddr: str, sport: int, dport: int) -> bytes:
     """struct hpccd_flow_key of a TCP flow, as the tracker and the CCs build it."""
     return struct.pack(KEY_FMT, socket.inet_aton(saddr), socket.inet_aton(daddr),
-                       socket.htons(sport), socket.htons(dport), _IPPROTO_TCP)
+                       socket.htons(sport), socket.htons(dport), socket.IPPROTO_TCP)
 
 
 # ---- probes ----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import time
 from typing import Any, Mapping
 
 from .._bpf import lib as abi         # the kernel/user ABI (include/hpccd/kern_user.h)
+from .._cc import ffi as _cc_ffi, lib as _cc_lib
 from .._transport import ffi, lib
 from ..core import algorithms
 
@@ -52,7 +53,12 @@ XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
 INT_MODES = ("every", "none", "probe")    # or N: every Nth data packet
 RECOVERY = {"sr": lib.HPCCD_TP_SR, "gbn": lib.HPCCD_TP_GBN}   # enum hpccd_tp_recovery
 # The eight hpccd types and ten malformed classes of the stats arrays.
-TYPE_NAMES = {1: "DATA", 2: "ACK", 3: "NACK", 4: "PROBE", 5: "PROBE_RESP", 6: "NOTIFY"}
+# enum hpccd_type (include/hpccd/wire.h) by value: the stats' by_type names.
+TYPE_NAMES = dict(sorted((v, k.removeprefix("HPCCD_T_"))
+                         for k, v in _cc_ffi.typeof("enum hpccd_type").relements.items()
+                         if k != "HPCCD_T_MAX"))
+# struct hpccd_tp_config's tag_key (the SipHash key of include/hpccd/wire.h)
+TAG_KEY_BYTES = ffi.sizeof(ffi.new("struct hpccd_tp_config *").tag_key)
 
 
 class TransportError(OSError):
@@ -323,7 +329,7 @@ class Transport:
 
     def __init__(self, ifname: str = "eth0", queue_id: int = 0, *, netns: str | None = None,
                  attach_xdp: bool = True, xdp_mode: str = "generic", mode: str = "copy",
-                 sink: str = "verify", ack_every: int = 1, tag_key: bytes = bytes(16),
+                 sink: str = "verify", ack_every: int = 1, tag_key: bytes = bytes(TAG_KEY_BYTES),
                  echo: bool = True, notify: bool = True, csum_check: bool = True,
                  reflect: bool = True, raw: bool = False, cpu: int | None = None,
                  responder: bool = False, busy_poll: bool = False, sg: bool = True,
@@ -338,8 +344,9 @@ class Transport:
         self.where = f"{ifname} queue {queue_id}" + (f" in {netns}" if netns else "")
         if mode not in MODES:
             _check(-errno.EINVAL, f"{self.where}: mode {mode!r}, one of {sorted(MODES)}")
-        if len(tag_key) != 16:
-            _check(-errno.EINVAL, f"{self.where}: tag key of {len(tag_key)} bytes, 16 needed")
+        if len(tag_key) != TAG_KEY_BYTES:
+            _check(-errno.EINVAL, f"{self.where}: tag key of {len(tag_key)} bytes, "
+                   f"{TAG_KEY_BYTES} needed")
         c = ffi.new("struct hpccd_tp_config *")
         lib.hpccd_tp_config_default(c)
         c.flags = (MODES[mode] | lib.HPCCD_TP_F_NEED_WAKEUP |
@@ -357,7 +364,7 @@ class Transport:
             c.cnp_ns = cnp_ns
         if cpu is not None:
             c.cpu = cpu
-        ffi.memmove(c.tag_key, tag_key, 16)
+        ffi.memmove(c.tag_key, tag_key, TAG_KEY_BYTES)
         _apply(c.rx_hpcc, rx_hpcc, f"{self.where}: rx_hpcc")
         try:
             with _netns_ctx(netns):
@@ -517,7 +524,7 @@ class Transport:
         if timeout_s is not None:
             c.timeout_ns = int(timeout_s * 1e9)
         c.hpcc.line_rate_bps = line_rate_bps
-        c.hpcc.mtu_bytes = mtu + 14                 # w_min: one frame on the wire
+        c.hpcc.mtu_bytes = mtu + _cc_lib.HPCCD_ETH_HLEN   # w_min: one frame on the wire
         c.ldcp.line_rate_bps = line_rate_bps
         _apply(c.hpcc, hpcc, f"flow to {peer}: hpcc")
         c.ldcp.rtt_ns = int(c.hpcc.T_ns)
@@ -642,8 +649,9 @@ class Transport:
         counted from the next frame on.  The XDP program's key (hpccd_tag_key,
         which tags the PROBE_RESPs it reflects) is rotated with it when this
         engine attached xdp_host itself."""
-        if len(key) != 16:
-            _check(-errno.EINVAL, f"{self.where}: tag key of {len(key)} bytes, 16 needed")
+        if len(key) != TAG_KEY_BYTES:
+            _check(-errno.EINVAL, f"{self.where}: tag key of {len(key)} bytes, "
+                   f"{TAG_KEY_BYTES} needed")
         self._call(lib.hpccd_tp__set_tag_key, ffi.from_buffer(key))
         if self._obj is not None:
             self._obj.map("hpccd_tag_key").update(0, bytes(key))

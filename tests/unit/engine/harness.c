@@ -142,6 +142,15 @@ static void parse_list(const char *d, uint64_t *out, uint32_t *n)
 	}
 }
 
+/* A big-endian 16-bit field at p: the harness tampers with frames the
+ * engine wrote (lengths of a cut packet, a switch's pathID). */
+static void put16(uint8_t *p, uint16_t host)
+{
+	uint16_t v = htons(host);
+
+	memcpy(p, &v, 2);
+}
+
 static void maybe_mark(uint8_t *frame, uint32_t len, uint64_t i)
 {
 	uint8_t *tos = frame + ETH_HLEN_ + 1;

@@ -1,5 +1,6 @@
 """Builds the engine's protocol harness (harness.c + fake_rings.c + the
-engine's sources without rings.c) with the transport module's own flags:
+engine's sources without rings.c + the core library the module links) with
+the transport module's own flags:
 the one build of it, for tests/unit/test_engine_protocol.py and
 scripts/bench_feedback.py."""
 from __future__ import annotations
@@ -21,9 +22,10 @@ def build(exe: pathlib.Path) -> pathlib.Path:
         common = importlib.import_module("cffi_common")
     finally:
         sys.path.pop(0)
-    sources = [s for s in bt.SOURCES if not s.endswith("/transport/rings.c")]
-    if len(sources) != len(bt.SOURCES) - 1:
+    sources = [s for s in bt.ENGINE_SOURCES if not s.endswith("/transport/rings.c")]
+    if len(sources) != len(bt.ENGINE_SOURCES) - 1:
         raise RuntimeError("rings.c is where the fake goes, and it is not among the sources")
+    sources.append(bt.CORE)              # the one build of fastpath/cc/
     libs = [f"-l{lib}" for lib in ("xdp", "bpf", "isal", "m", "pthread")]
     r = subprocess.run(["gcc", *common.CFLAGS, *common.CFLAGS_NUMERIC, f"-I{ROOT / 'include'}",
                         f"-I{ROOT / 'fastpath' / 'transport'}", "-o", str(exe),

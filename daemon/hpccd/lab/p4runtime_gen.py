@@ -52,7 +52,7 @@ import sys
 from typing import Iterable, Optional
 
 from . import topology as topo_mod
-from .topology import Topology, TopologyError
+from .topology import ETH_HLEN, Topology, TopologyError
 
 __all__ = ["FAST_START_CLASSES", "switch_document", "cli_lines", "render", "write_runtime",
            "host_commands", "next_hops", "pmax_slope", "mac_of", "main"]
@@ -61,7 +61,6 @@ FORMAT = 1
 PROGRAM = "switch_p4/hpccd.p4"
 RUNTIME_DIR = pathlib.Path(__file__).resolve().parents[3] / "switch_p4" / "runtime"
 
-ETH_HLEN = 14
 # The shortest frame that reaches an egress queue: Ethernet + IPv4 header
 # (ingress drops everything else).  BMv2's queues count packets; sized at
 # buffer_bytes / this, the byte limit of the program always binds first.

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .topology import ETH_HLEN
+
 HTB_HANDLE = 0x10000          # 1:
 HTB_CLASS = 0x10001           # 1:1
 FIFO_HANDLE = 0x100000        # 10:
-ETH_HLEN = 14
 # HTB's bucket, in microseconds at the link rate (12 500 bytes at 1 Gbit/s).
 # A real port releases one frame at a time; the emulated one needs slack
 # because HTB's timer fires late on a busy two-core machine, and tokens

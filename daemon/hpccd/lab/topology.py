@@ -45,7 +45,7 @@ DEFAULT_RATE_MBPS = 1000
 DEFAULT_BUFFER_BYTES = 1_000_000
 DEFAULT_MTU = 1500
 
-ETH_HLEN = 14                      # a queued frame is the IP packet plus this
+ETH_HLEN = cc.lib.HPCCD_ETH_HLEN   # a queued frame is the IP packet plus this (wire.h)
 MIN_MTU, MAX_MTU = 576, 65535      # IPv4's minimum reassembly size; veth's maximum
 NODE_NAME = re.compile(r"[a-z0-9]{1,8}")
 # <lab>-<node> must stay a file name under /run/netns; the state file is

@@ -125,9 +125,8 @@ def test_the_main_job_lab_demo_runs_end_to_end(tmp_path):
 def test_txrate_vs_rxrate_runs_both_variants_and_restores_the_port(tmp_path):
     from conftest import lab_ctx
 
-    from hpccd._bpf import ffi
+    from hpccd._bpf import ffi, lib
     from hpccd.experiment import txrate
-    from hpccd.lab.int_switch import port_config
 
     seen = {}
 
@@ -141,10 +140,11 @@ def test_txrate_vs_rxrate_runs_both_variants_and_restores_the_port(tmp_path):
                 return self.lab
 
             def __exit__(self, *exc):
-                sw = self.lab.topology.switches["s1"]
                 sp = self.lab.int_switch.ports[("s1", 3)]
                 raw = self.lab.int_switch.objs["s1"].map("hpccd_sw_ports").lookup(sp.ifindex)
-                seen["restored"] = raw == ffi.buffer(port_config(sw, sw.port(3)))[:]
+                want = self.lab.int_switch.port_struct("s1", 3)
+                seen["restored"] = raw == ffi.buffer(want)[:]
+                seen["rx_bytes_off"] = not want.flags & lib.HPCCD_SW_F_RX_BYTES
                 return cm.__exit__(*exc)
         return Wrap()
 
@@ -154,7 +154,8 @@ def test_txrate_vs_rxrate_runs_both_variants_and_restores_the_port(tmp_path):
     for r in doc["results"]:
         assert all(b > 0 for b in r["flow_bps"]), r      # both flows delivered data
         assert r["utilisation"] <= 1.05
-    assert seen["restored"], "the bottleneck port kept the rxBytes flag after the run"
+    assert seen["rx_bytes_off"] and seen["restored"], \
+        "the bottleneck port kept the rxBytes flag after the run"
     assert {"txrate-vs-rxrate.png", "queue_txRate.csv", "queue_rxRate.csv"} <= \
         set(os.listdir(folder))
 

@@ -329,7 +329,11 @@ def test_dcqcn_under_marks_at_most_one_cnp_per_interval(harness, seed):
     assert res["ce_marked"] > 100, res
     # the notification point: at least one CNP, at most one per N per flow
     assert 0 < res["cnps_sent"] <= res["fct_us"] * 1000 / CNP_N_NS + 1, res
-    assert res["cnps"] == res["cnps_sent"] == res["cc_updates"], res
+    # every CNP that reached the sender while its flow ran was applied; the
+    # CNP timer's last one may still be on the wire when the last ACK ends
+    # the flow (seen: 689 of 690 taken, the 690th after the finish)
+    assert res["cnps"] == res["cc_updates"], res
+    assert res["cnps_sent"] - 1 <= res["cnps"] <= res["cnps_sent"], res
     assert res["cnps_sent"] < res["ce_marked"], res
     assert res["rate_min"] < LINE / 4, res
 

@@ -254,14 +254,23 @@ class IntSwitch:
         `fields` of struct hpccd_sw_port overriding the result (e.g.
         ``flags=``)."""
         sp = self._sp(switch, number)
-        c = port_config(sp.switch, sp.port, ecn=ecn, sample=self.sample_ns > 0, depart=depart)
-        if depart and sp.port.peer in sp.topology.hosts:
-            # the far end is a host, whose xdp_host may take the packet
-            # before tc ingress: the departure is also kept by hop word
-            c.flags |= lib.HPCCD_SW_F_DEPART_XDP
+        c = self.port_struct(switch, number, ecn=ecn, depart=depart)
         for k, v in fields.items():
             setattr(c, k, v)
         self.objs[switch].map("hpccd_sw_ports").update(sp.ifindex, ffi.buffer(c)[:])
+
+    def port_struct(self, switch: str, number: int, *, ecn: Ecn | None | object = _TOPOLOGY,
+                    depart: bool = True) -> Any:
+        """The struct hpccd_sw_port that configure() writes for port
+        `number` of `switch` with these arguments and no `fields`: the
+        topology's (port_config), this lab's sampling, and on a port whose
+        far end is a host the departure kept by hop word too (that host's
+        xdp_host may take the packet before tc ingress)."""
+        sp = self._sp(switch, number)
+        c = port_config(sp.switch, sp.port, ecn=ecn, sample=self.sample_ns > 0, depart=depart)
+        if depart and sp.port.peer in sp.topology.hosts:
+            c.flags |= lib.HPCCD_SW_F_DEPART_XDP
+        return c
 
     def counters(self, switch: str, number: int) -> dict[str, tuple[int, int]]:
         """(packets, bytes) per counter of port `number` (COUNTER_NAMES)."""

@@ -618,12 +618,18 @@ def test_hpcc_under_tcp_side_keeps_the_queue_below_cubic(chain):
         assert p["probes_answered"] > 0.5 * p["probes_sent"] > 100, p
         assert p["windows_written"] > 100, p
         assert r["goodput_mbps"] > 400, r
-        # The flow's first segment woke the engine (a wake record); the
-        # probes followed their responses (a chain), each one sent when
-        # its response arrived or its flow sent data again (lateness).
+        # The flow's first segment woke the engine (a wake record); every
+        # later probe followed an event, not a timer: its response (a
+        # chain) or, when the flow had nothing in flight as the response
+        # came, the flow's next segment after a park (a wake).  How the
+        # probes split between the two depends on how often the sender's
+        # GSO trains leave the pipe empty (chain 37-75 % of the probes in
+        # CI), so the test asserts the sum and that the chain works.
         assert p["flows_started"] == 1 and p["wake_records"] >= 1, p
         assert p["resp_records"] >= p["probes_answered"] - p["probes_lost"], p
-        assert p["chain_n"] > 0.5 * p["probes_sent"], p
+        caused = p["chain_n"] + p["parks"] + p["probes_lost"] + p["flows_started"]
+        assert caused >= 0.99 * p["probes_sent"], p
+        assert p["chain_n"] > 0.1 * p["probes_sent"], p
         assert p["late_n"] >= p["chain_n"], p
     for cub, hp in zip(runs[0::2], runs[1::2]):
         assert cub["p50"] > 0.5 * BUFFER, cub

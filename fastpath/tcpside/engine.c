@@ -97,8 +97,26 @@ struct flow {
 	uint64_t host_n;               /* its samples (cwnd_for) */
 	uint16_t path_id;
 	uint8_t nhop, nhop_prev;
+	/* its part of a path group (grp_join): the path it joined with, the W
+	 * it counts there */
+	uint8_t in_grp;
+	uint16_t grp_path;
+	double grp_w, grp_r;           /* its W and pacing rate (bits/s) counted there */
 	uint8_t hops[64];
 	uint8_t hops_prev[64];         /* the response before (a pair gives utilisation) */
+};
+
+/* The flows of this host to one destination over one path (same daddr,
+ * same path_id: the same switches and the same last hop) cross the same
+ * links, so the same slowest link: their W summed (flows with data in
+ * flight) caps their pacing rates together (pace_bps). */
+struct grp {
+	uint32_t daddr;
+	uint16_t path_id;
+	uint16_t used;
+	uint32_t n;                    /* flows counted */
+	double sum_w;                  /* their W */
+	double sum_r;                  /* the pacing rates last written for them, bits/s */
 };
 
 struct hpccd_tcpp {
@@ -108,6 +126,9 @@ struct hpccd_tcpp {
 	struct ring_buffer *rb;
 	struct flow *ft;               /* open addressing, linear probing */
 	uint32_t cap, n;
+	struct grp *grp;               /* path groups: open addressing, cap slots, rebuilt
+					* by the sweep (no deletion) */
+	uint32_t n_grp;
 	uint32_t n_cand;               /* of n, candidates (not probed, see struct flow) */
 	uint32_t next_flow_id;
 	uint64_t now;
@@ -181,6 +202,103 @@ static void ft_del(struct hpccd_tcpp *e, struct flow *f)
 	}
 }
 
+/* ---- path groups ------------------------------------------------------- */
+
+static struct grp *grp_find(struct hpccd_tcpp *e, uint32_t daddr, uint16_t path_id, int add)
+{
+	uint32_t m = e->cap - 1, i = (daddr * 0x9E3779B1u ^ path_id * 0x85EBCA77u) & m;
+
+	for (;; i = (i + 1) & m) {
+		struct grp *g = &e->grp[i];
+
+		if (!g->used) {
+			if (!add || e->n_grp + 1 > e->cap / 2)
+				return NULL;           /* full until the sweep rebuilds */
+			g->used = 1;
+			g->daddr = daddr;
+			g->path_id = path_id;
+			g->n = 0;
+			g->sum_w = 0;
+			g->sum_r = 0;
+			e->n_grp++;
+			return g;
+		}
+		if (g->daddr == daddr && g->path_id == path_id)
+			return g;
+	}
+}
+
+/* The flow stops counting in its group (parked, ended, another path). */
+static void grp_leave(struct hpccd_tcpp *e, struct flow *f)
+{
+	struct grp *g;
+
+	if (!f->in_grp)
+		return;
+	f->in_grp = 0;
+	g = grp_find(e, f->key.daddr, f->grp_path, 0);
+	if (!g)
+		return;
+	g->sum_w -= f->grp_w;
+	g->sum_r -= f->grp_r;
+	if (--g->n == 0 || g->sum_w < 0)
+		g->sum_w = 0;
+	if (!g->n || g->sum_r < 0)
+		g->sum_r = 0;
+}
+
+/* The flow counts W in the group of its path (joining it first). */
+static struct grp *grp_join(struct hpccd_tcpp *e, struct flow *f, double W)
+{
+	struct grp *g;
+
+	if (f->in_grp && f->grp_path != f->path_id)
+		grp_leave(e, f);
+	g = grp_find(e, f->key.daddr, f->path_id, !f->in_grp);
+	if (!g)
+		return NULL;
+	if (!f->in_grp) {
+		f->in_grp = 1;
+		f->grp_path = f->path_id;
+		f->grp_w = 0;
+		f->grp_r = 0;
+		g->n++;
+	}
+	g->sum_w += W - f->grp_w;
+	f->grp_w = W;
+	return g;
+}
+
+/* The sweep's: every group anew from the flows that count (no stale
+ * groups left, no drift of the sums).  A parked flow keeps its part while
+ * its window is younger than a sweep: a paced flow's pipe empties between
+ * its trains (parked until its next segment), and its rate, still in its
+ * window entry, applies again when it resumes. */
+static void grp_rebuild(struct hpccd_tcpp *e)
+{
+	uint32_t i;
+
+	memset(e->grp, 0, (size_t)e->cap * sizeof(*e->grp));
+	e->n_grp = 0;
+	for (i = 0; i < e->cap; i++) {
+		struct flow *f = &e->ft[i];
+
+		if (f->used && f->in_grp) {
+			double r = f->grp_r;
+			struct grp *g;
+
+			f->in_grp = 0;
+			if (f->parked && f->last_update_ns + e->c.sweep_ns < e->now)
+				continue;
+			g = grp_join(e, f, f->grp_w);
+			if (g) {
+				g->sum_r += r;
+				f->grp_r = r;
+			}
+		}
+	}
+}
+
 /* ---- maps --------------------------------------------------------------- */
 
 static int cst_of(struct hpccd_tcpp *e, const struct hpccd_flow_key *k,
@@ -198,6 +316,7 @@ static void forget(struct hpccd_tcpp *e, struct flow *f)
 
 static void end_flow(struct hpccd_tcpp *e, struct flow *f)
 {
+	grp_leave(e, f);
 	forget(e, f);
 	ft_del(e, f);
 	e->st.flows_ended++;
@@ -458,25 +577,49 @@ static void follow_T(struct hpccd_tcpp *e, struct flow *f)
 }
 
 /* The pacing rate, bits/s: R = W / T ([HPCC] Algorithm 1 line 27), at most
- * the slowest link of the path the INT describes (cwnd_rtt_gain > 0).  W_max
+ * the slowest link of the path the INT describes (cwnd_rtt_gain > 0) and,
+ * with path_rate_shared, the flows of the group `g` (this host's flows with
+ * data in flight to the same destination over the same path) at most that
+ * link together, each its W's part of their sum W_g: R <= B W / W_g.  In
+ * HPCC's equilibrium W_g = eta B T and this does not bind (W / T < B W /
+ * W_g); it binds when the flows' W together overshoot B x T: every flow
+ * that read U near 0 (a host stall, a probe between two trains) jumps to
+ * W_max = B_NIC x T at once, and their next probes come an srtt of the
+ * flow later, several T on a host stack.  Measured: two flows each paced
+ * at the 1 Gbit/s bottleneck's rate at the same time (ss -tin), the queue
+ * at several BDP (docs/tcp-side.md, "Issue 19: two and four flows").  W_max
  * = B_NIC x T lets R reach the NIC's rate; for a native flow the NIC's
  * scheduler then only sends what its window allows, but a kernel TCP flow
  * whose host stalled (the probe saw the link idle: U near 0, W to W_max)
  * comes back with a window of a host RTT and would send it at B_NIC into
  * the slower bottleneck.  No flow gains from a rate above its path's
  * slowest link. */
-static double pace_bps(const struct hpccd_tcpp *e, const struct flow *f)
+static double pace_bps(struct hpccd_tcpp *e, const struct flow *f, const struct grp *g)
 {
 	const struct hpccd_hpcc *s = &f->hpcc;
-	double r = hpccd_hpcc_rate_bps(s), b;
+	double r = hpccd_hpcc_rate_bps(s), b, bmin = 0;
 	uint32_t i;
 
 	if (e->c.cwnd_rtt_gain <= 0)
 		return r;
 	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++) {
 		b = (double)s->L[i].bw_bps * e->c.path_rate_gain;
-		if (b > 0 && b < r)
+		if (b > 0 && (!bmin || b < bmin))
+			bmin = b;
+	}
+	if (bmin && bmin < r)
+		r = bmin;
+	if (bmin && g && g->n > 1 && g->sum_w > s->W && s->W > 0) {
+		/* its share, and no more than the others' rates as last written
+		 * leave of the link (theirs are lowered at their own responses,
+		 * an srtt of theirs later): not below a quarter of the share */
+		double share = bmin * s->W / g->sum_w, room = bmin - (g->sum_r - f->grp_r);
+
+		b = room < share ? (room > share / 4 ? room : share / 4) : share;
+		if (b < r) {
 			r = b;
+			e->st.rate_shared++;
+		}
 	}
 	return r;
 }
@@ -569,7 +712,15 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		memcpy(f->hops, t->hops, 8 * n);
 		if (hpccd_hpcc_new_ack_wire(&f->hpcc, t->rx_ns, t->probe_seq, t->probe_seq,
 					    t->path_id, t->hops, n) >= 0) {
-			w.pacing_bps = (uint64_t)(pace_bps(e, f) / 8);
+			struct grp *g = e->c.path_rate_shared ? grp_join(e, f, f->hpcc.W) : NULL;
+
+			double r = pace_bps(e, f, g);
+
+			if (g) {                       /* what the group's flows hold now */
+				g->sum_r += r - f->grp_r;
+				f->grp_r = r;
+			}
+			w.pacing_bps = (uint64_t)(r / 8);
 			w.cwnd_bytes = f->cwnd_bytes = cwnd_for(e, f, (double)w.pacing_bps);
 			w.updated_ns = t->rx_ns;
 			w.seq = t->probe_seq;
@@ -747,6 +898,7 @@ static void sweep(struct hpccd_tcpp *e)
 			send_probe(e, f, 0);
 		}
 	}
+	grp_rebuild(e);
 }
 
 /* The heartbeat's period: heartbeat_ns while there are flows; without
@@ -818,7 +970,8 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	e->epfd = e->evfd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	e->ft = calloc(cap, sizeof(*e->ft));
-	if (!e->ft) {
+	e->grp = calloc(cap, sizeof(*e->grp));
+	if (!e->ft || !e->grp) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -984,5 +1137,6 @@ void hpccd_tcpp_free(struct hpccd_tcpp *e)
 		close(e->evfd);
 	pthread_mutex_destroy(&e->mu);
 	free(e->ft);
+	free(e->grp);
 	free(e);
 }

@@ -69,6 +69,7 @@ const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1] = {
 struct flow {
 	struct hpccd_flow_key key;
 	uint32_t used;
+	uint32_t li;                   /* its index in the engine's list of keys (live) */
 	uint32_t flow_id;
 	/* Candidate: woken, but not (yet) run by "hpcc" (iperf3 -C sets the
 	 * CC after connect(), so the first segment may leave under the default
@@ -126,6 +127,10 @@ struct hpccd_tcpp {
 	struct ring_buffer *rb;
 	struct flow *ft;               /* open addressing, linear probing */
 	uint32_t cap, n;
+	/* the keys of the n flows, dense: the timers and the sweep walk these,
+	 * not the table's cap slots (8,192 of 912 bytes by default: 10-60 us a
+	 * walk, measured, at every gap's end) */
+	struct hpccd_flow_key *live;
 	struct grp *grp;               /* path groups: open addressing, cap slots, rebuilt
 					* by the sweep (no deletion) */
 	uint32_t n_grp;
@@ -182,11 +187,19 @@ static struct flow *ft_find(struct hpccd_tcpp *e, const struct hpccd_flow_key *k
 	}
 }
 
-/* Deletion with backward shift: no tombstones. */
+/* Deletion with backward shift: no tombstones.  The key list loses the
+ * flow's key, the last key taking its place. */
 static void ft_del(struct hpccd_tcpp *e, struct flow *f)
 {
-	uint32_t m = e->cap - 1, i = (uint32_t)(f - e->ft), j = i, h;
+	uint32_t m = e->cap - 1, i = (uint32_t)(f - e->ft), j = i, h, last = e->n - 1;
 
+	if (f->li != last) {
+		struct flow *g = ft_find(e, &e->live[last]);
+
+		e->live[f->li] = e->live[last];
+		if (g)
+			g->li = f->li;
+	}
 	e->ft[i].used = 0;
 	e->n--;
 	for (;;) {
@@ -280,10 +293,10 @@ static void grp_rebuild(struct hpccd_tcpp *e)
 
 	memset(e->grp, 0, (size_t)e->cap * sizeof(*e->grp));
 	e->n_grp = 0;
-	for (i = 0; i < e->cap; i++) {
-		struct flow *f = &e->ft[i];
+	for (i = 0; i < e->n; i++) {
+		struct flow *f = ft_find(e, &e->live[i]);
 
-		if (f->used && f->in_grp) {
+		if (f && f->in_grp) {
 			double r = f->grp_r;
 			struct grp *g;
 
@@ -521,6 +534,8 @@ static struct flow *new_flow(struct hpccd_tcpp *e, const struct hpccd_flow_key *
 		return NULL;
 	f->key = *k;
 	f->used = 1;
+	f->li = e->n;
+	e->live[e->n] = *k;
 	f->T_ns = e->c.hpcc.T_ns;
 	f->flow_id = e->next_flow_id++;
 	if (!e->next_flow_id)
@@ -825,10 +840,12 @@ static void timeouts(struct hpccd_tcpp *e)
 	struct hpccd_tcp_resp r;
 	uint32_t i;
 
-	for (i = 0; i < e->cap; i++) {
-		struct flow *f = &e->ft[i];
+	/* downwards: a flow that ends gives its place in the list to the last
+	 * key, already looked at */
+	for (i = e->n; i-- > 0;) {
+		struct flow *f = ft_find(e, &e->live[i]);
 
-		if (!f->used || (!f->outstanding && !f->cand && !f->pending))
+		if (!f || (!f->outstanding && !f->cand && !f->pending))
 			continue;
 		/* a gap that ends within 1/16 of the flow's srtt ends now: its
 		 * probe leaves with this wake's batch instead of a wake of its own */
@@ -867,8 +884,6 @@ static void timeouts(struct hpccd_tcpp *e)
 		if (f->used && (f->outstanding || f->cand || f->pending) &&
 		    f->deadline_ns < next_check)
 			next_check = f->deadline_ns;
-		/* (next() may have moved another flow into slot i: checked
-		 * at the next pass, at most timeout_min_ns later) */
 	}
 	e->check_at = next_check;
 }
@@ -880,14 +895,13 @@ static void sweep(struct hpccd_tcpp *e)
 
 	e->last_sweep = e->now;
 	e->st.sweeps++;
-	for (i = 0; i < e->cap; i++) {
-		struct flow *f = &e->ft[i];
+	for (i = e->n; i-- > 0;) {                     /* downwards, as timeouts() */
+		struct flow *f = ft_find(e, &e->live[i]);
 
-		if (!f->used || f->cand)
+		if (!f || f->cand)
 			continue;
 		if (cst_of(e, &f->key, &st)) {
 			end_flow(e, f);
-			i--;                           /* the shift may have filled slot i */
 			continue;
 		}
 		apply_cst(f, &st);
@@ -971,7 +985,8 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	pthread_mutex_init(&e->mu, NULL);
 	e->ft = calloc(cap, sizeof(*e->ft));
 	e->grp = calloc(cap, sizeof(*e->grp));
-	if (!e->ft || !e->grp) {
+	e->live = calloc(cap, sizeof(*e->live));
+	if (!e->ft || !e->grp || !e->live) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -1138,5 +1153,6 @@ void hpccd_tcpp_free(struct hpccd_tcpp *e)
 	pthread_mutex_destroy(&e->mu);
 	free(e->ft);
 	free(e->grp);
+	free(e->live);
 	free(e);
 }

@@ -136,7 +136,8 @@ struct hpccd_tcpp;
 int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out);
 /* Serve events until hpccd_tcpp_stop() or `timeout_ns` (< 0: no limit;
  * 0: what is pending now, then return).  Returns 0, or a negative errno
- * of a failure that stops the engine (the caller may call again). */
+ * of a failure that stops the engine (the caller may call again).  With
+ * no limit it sets the calling thread's timer slack to 1 us. */
 int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns);
 int hpccd_tcpp_stop(struct hpccd_tcpp *e);
 int hpccd_tcpp_stats(struct hpccd_tcpp *e, struct hpccd_tcpp_stats *out);

@@ -39,6 +39,8 @@ Printed:
   link instead of 1 x);
 - hpcc-ns: hpcc with path_rate_shared off (each flow's R up to the path's
   slowest link on its own, not the host's flows on that path together);
+- hpcc-g05: hpcc with probe_gap_rtt = 0.5 (the next probe half an srtt
+  after the last instead of one);
 - the load average before and after: the two cores are shared.
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
@@ -60,8 +62,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 nan = float("nan")
 # The rows of the table and the kernel CC each runs under.
 KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc",
-             "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc", "hpcc-p15": "hpcc", "hpcc-ns": "hpcc"}
-HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns")
+             "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc", "hpcc-p15": "hpcc", "hpcc-ns": "hpcc", "hpcc-g05": "hpcc"}
+HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 from bench_report import loadavg, machine_line, median, table  # noqa: E402
@@ -312,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
                         g["path_rate_gain"] = 1.5
                     elif cc == "hpcc-ns":
                         g["path_rate_shared"] = False
+                    elif cc == "hpcc-g05":
+                        g["probe_gap_rtt"] = 0.5
                     elif a.host_cap_t is not None:
                         g["host_cap_t"] = a.host_cap_t
                     segs = 0 if cc == "hpcc-nocap" else a.gso_segs

@@ -110,8 +110,8 @@ struct flow {
 
 /* The flows of this host to one destination over one path (same daddr,
  * same path_id: the same switches and the same last hop) cross the same
- * links, so the same slowest link: their W summed (flows with data in
- * flight) caps their pacing rates together (pace_bps). */
+ * links, so the same slowest link: their W summed (flows probed within a
+ * sweep) caps their pacing rates together (pace_bps). */
 struct grp {
 	uint32_t daddr;
 	uint16_t path_id;
@@ -242,7 +242,8 @@ static struct grp *grp_find(struct hpccd_tcpp *e, uint32_t daddr, uint16_t path_
 	}
 }
 
-/* The flow stops counting in its group (parked, ended, another path). */
+/* The flow stops counting in its group (ended, or on another path; a flow
+ * parked for longer than a sweep is left out by the sweep's rebuild). */
 static void grp_leave(struct hpccd_tcpp *e, struct flow *f)
 {
 	struct grp *g;
@@ -594,8 +595,8 @@ static void follow_T(struct hpccd_tcpp *e, struct flow *f)
 
 /* The pacing rate, bits/s: R = W / T ([HPCC] Algorithm 1 line 27), at most
  * the slowest link of the path the INT describes (cwnd_rtt_gain > 0) and,
- * with path_rate_shared, the flows of the group `g` (this host's flows with
- * data in flight to the same destination over the same path) at most that
+ * with path_rate_shared, the flows of the group `g` (this host's flows to
+ * the same destination over the same path, grp_join) at most that
  * link together, each its W's part of their sum W_g: R <= B W / W_g.  In
  * HPCC's equilibrium W_g = eta B T and this does not bind (W / T < B W /
  * W_g); it binds when the flows' W together overshoot B x T: every flow

@@ -23,7 +23,10 @@ Part 2, the lab (hpccd.lab.netns with its INT switch on every switch port):
 - hpcc under TcpSide (probes per RTT, INT on the path, the HPCC core, the
   struct_ops window) keeps the bottleneck queue well below cubic's in the
   same run: median, 90th percentile and mean at most a quarter of cubic's, with
-  probes answered and windows written, and throughput kept.
+  probes answered and windows written, and throughput kept;
+- two hpcc streams over one path: the pacing rates the engine writes add up
+  to at most the bottleneck's rate with path_rate_shared, and reach twice
+  it without.
 Each comparison runs twice (cubic, hpcc, cubic, hpcc) on the shared
 machine; the figures are printed (pytest -s) and in docs/tcp-side.md.
 

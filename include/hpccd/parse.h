@@ -554,6 +554,17 @@ static __always_inline __u32 hpccd__csum_pseudo4(const struct iphdr *iph, __u16 
 	return (s >> 16) + (s & 0xffff) + (d >> 16) + (d & 0xffff) + iph->protocol + l4_len;
 }
 
+/* Whether an L4 checksum field (csum_field, bounds-checked by the caller)
+ * is CHECKSUM_PARTIAL: a kernel socket's segment sent over a veth carries
+ * exactly the folded pseudo-header sum there and leaves the rest to the
+ * "device", which XDP cannot tell from the skb (ebpf/xdp_host.bpf.c says
+ * more).  Such a field is recomputed or left alone, never patched. */
+static __always_inline int hpccd__csum_is_partial(const __u16 *csum_field, const struct iphdr *iph,
+						  __u16 l4_len)
+{
+	return HPCCD_NTOHS(*csum_field) == hpccd__csum_fold(hpccd__csum_pseudo4(iph, l4_len));
+}
+
 /* A one's complement sum of host-order loads of packet bytes (the 32-bit
  * result of bpf_csum_diff() or csum_partial(), folded or not) as a term of
  * this file's accumulator: folded to 16 bits it is the big-endian sum with

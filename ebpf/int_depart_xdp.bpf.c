@@ -81,9 +81,7 @@ static __always_inline void depart(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	__u64 bytes = bpf_xdp_get_buff_len(ctx);
-	long linear = (long)end - (long)data;
-	struct hpccd_cursor c = { .pos = data, .end = end,
-				  .beyond = bytes > (__u64)linear ? (__u32)(bytes - linear) : 0 };
+	struct hpccd_cursor c = hpccd__cursor(data, end, bytes);
 	struct hpccd_int_hop_wire *hop;
 	struct hpccd_sw_depw_key key = {};
 	struct hpccd_sw_depw_val *e;

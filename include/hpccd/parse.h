@@ -122,6 +122,17 @@ struct hpccd_cursor {
 	__u32 beyond;
 };
 
+/* A cursor over a frame of frame_len bytes (linear part and fragments:
+ * bpf_xdp_get_buff_len() in XDP) whose bytes data..end are in hand. */
+static __always_inline struct hpccd_cursor hpccd__cursor(void *data, void *end, __u64 frame_len)
+{
+	long linear = (long)end - (long)data;
+	struct hpccd_cursor c = { .pos = data, .end = end,
+				  .beyond = frame_len > (__u64)linear ? (__u32)(frame_len - linear) : 0 };
+
+	return c;
+}
+
 /* ---- Ethernet, IPv4, UDP, TCP ------------------------------------------- */
 
 /* Ethernet with no VLAN tag or one 802.1Q tag.  Returns the EtherType of

@@ -201,7 +201,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups", "send_calls",
-                                     "send_ns", "rate_shared")}
+                                     "send_ns", "rate_shared", "chain_n", "wake_records")}
     from hpccd.tcp_side.engine import HPCC_COUNTERS
     modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,
@@ -212,6 +212,10 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
             "engine_cpu_per_s": (cpu1 - cpu0) / seconds,
             "probes_per_s": d["probes_sent"] / seconds, "probes_lost": d["probes_lost"],
             "rate_shared": d["rate_shared"],
+            # what each probe followed: its response (a chain), a park then the
+            # flow's next segment (a wake record), or neither (lost, the sweep)
+            "chained": d["chain_n"] / d["probes_sent"] if d["probes_sent"] else nan,
+            "parks_per_probe": d["parks"] / d["probes_sent"] if d["probes_sent"] else nan,
             "late_hist": [b - a for a, b in zip(s0["late_hist"], s1["late_hist"])],
             # the engine's CPU per probe, of which inside sendmmsg() (on veth the
             # probe's whole way through the lab runs in the call), probes per call
@@ -377,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
                                              f"{r['wakeups_per_probe']:.2f} wakeups/probe), "
                                              f"{r['probes_per_rtt']:.2f} per RTT, late "
                                              f"{r['late_us']:.0f} us, lost {r['probes_lost']}, "
+                                             f"chained {r['chained']:.0%}, parks/probe "
+                                             f"{r['parks_per_probe']:.2f}, "
                                              f"rate shared {r['rate_shared']}, late hist "
                                              f"{r['late_hist']}, "
                                              f"T {r['T_us']} us, median W "

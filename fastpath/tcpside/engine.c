@@ -82,6 +82,7 @@ struct flow {
 	uint64_t n_T;                  /* times T was set */
 	uint64_t probe_seq;            /* last probe sent */
 	uint64_t probe_sent_ns;
+	uint64_t probe_due_ns;         /* when the last probe was due (its schedule, next()) */
 	uint64_t deadline_ns;
 	int outstanding;
 	int pending;                   /* in flight, next probe due at deadline_ns (gap) */
@@ -449,6 +450,7 @@ static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	 * times out and is counted lost, and the next one follows. */
 	f->probe_seq = seq;
 	f->probe_sent_ns = now;
+	f->probe_due_ns = now;                         /* next() sets the schedule's own */
 	f->outstanding = 1;
 	f->pending = 0;
 	f->parked = 0;
@@ -493,12 +495,20 @@ static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	}
 	apply_cst(f, &st);
 	if (st.snd_una != st.snd_nxt || tracker_ahead(e, f)) {
-		/* Not sooner than probe_gap_rtt x the flow's srtt after the last
-		 * probe: once per RTT of the flow, which on a host stack is
-		 * several times the probe's own. */
-		uint64_t due = f->probe_sent_ns +
-			       (uint64_t)((double)f->srtt_us * 1000 * e->c.probe_gap_rtt);
+		/* probe_gap_rtt x the flow's srtt after the last probe was due,
+		 * not after it left: once per RTT of the flow (on a host stack
+		 * several times the probe's own), and a late probe does not push
+		 * the next ones back (counted from the send, the interval was an
+		 * srtt plus the lateness: 0.4-0.5 probes per RTT measured).  A
+		 * debt of more than one gap is dropped, and probes stay at least
+		 * half a gap apart. */
+		uint64_t gap = (uint64_t)((double)f->srtt_us * 1000 * e->c.probe_gap_rtt);
+		uint64_t due = f->probe_due_ns + gap;
 
+		if (due + gap < e->now)
+			due = e->now - gap;
+		if (due < f->probe_sent_ns + gap / 2)
+			due = f->probe_sent_ns + gap / 2;
 		if (due > e->now) {
 			f->pending = 1;
 			f->deadline_ns = due;
@@ -507,6 +517,7 @@ static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 			return;
 		}
 		send_probe(e, f, since && since < due ? due : since);
+		f->probe_due_ns = due;
 		return;
 	}
 	f->chained = 0;

@@ -74,8 +74,32 @@ def test_cpu_meter_reports_all_and_the_busiest_core():
 
 def test_drain_time_counts_from_t0_and_from_the_peak_to_back_at_the_level():
     s = [(1000, 0), (2000, 90_000), (3000, 200_000), (4000, 50_000), (5000, 2000), (6000, 500)]
-    assert incast._drain_time(s, 1000, 3000) == ((5000 - 1000) / 1e9, (5000 - 3000) / 1e9)
-    assert incast._drain_time(s[:4], 1000, 3000) == (math.inf, math.inf)
+    assert incast._drain_time(s, 1000, 3000) == ((5000 - 1000) / 1e9, (5000 - 3000) / 1e9,
+                                                 (3000 - 1000) / 1e9)
+    assert incast._drain_time(s[:4], 1000, 3000) == (math.inf, math.inf, 2000 / 1e9)
+
+
+def test_a_late_peak_is_waited_for_from_t0_but_drains_quickly_from_itself():
+    # the lab's incast (docs/experiments.md "What holds the incast's queue"):
+    # nothing queued at the start, small backlogs, the largest 30 ms in,
+    # gone 0.4 ms later: from t0 that reads as 30.4 ms, from the peak 0.4 ms
+    us = 1000
+    grid = [(t * us, 0) for t in range(0, 30_000, 100)]
+    grid[50] = (5000 * us, 20_000)                   # an earlier, smaller backlog
+    grid[51] = (5100 * us, 15_000)
+    grid += [(30_000 * us, 33_000), (30_100 * us, 30_000), (30_200 * us, 20_000),
+             (30_300 * us, 12_000), (30_400 * us, 4_000), (30_500 * us, 0)]
+    from_t0, from_peak, at = incast._drain_time(grid, 0, 9278)
+    assert at == pytest.approx(30e-3)
+    assert from_peak == pytest.approx(0.4e-3)
+    assert from_t0 == pytest.approx(30.4e-3)
+    # the longest stretch above the level: the late backlog's 0.4 ms
+    # (the earlier one lasted 0.2 ms: 5.0 to 5.2 ms)
+    assert incast._longest_backlog(grid, 0, 9278) == pytest.approx(0.4e-3)
+    # before t0 nothing counts; a stretch still open at the end counts to it
+    assert incast._longest_backlog(grid, 6000 * us, 9278) == pytest.approx(0.4e-3)
+    assert incast._longest_backlog(grid[:-3], 0, 9278) == pytest.approx(0.2e-3)
+    assert incast._longest_backlog([(0, 0), (100, 0)], 0, 9278) == 0
 
 
 def test_rate_between_two_instants():

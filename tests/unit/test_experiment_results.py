@@ -20,7 +20,8 @@ from hpccd.experiment.results import Experiment, Summary, check
 def _incast_row(**kw) -> incast.IncastRow:
     f = dict(algo="cubic", t0_ns=1, link_bps=10**9, base_rtt_s=1e-4, bdp_bytes=12500.0,
              q_p50=0.0, q_p99=1500.0, q_max=3000.0, q_p99_bdp=0.12, drain_s=math.inf,
-             drain_rtts=math.inf, drain_peak_rtts=1.0, fct_max_s=0.01, fct_p50_s=0.005,
+             drain_rtts=math.inf, drain_peak_rtts=1.0, peak_s=0.002, backlog_longest_rtts=3.0,
+             fct_max_s=0.01, fct_p50_s=0.005,
              long_before_bps=9e8, long_during_bps=1e8, long_after_bps=9e8, utilisation=0.9,
              cpu_busy=0.5, queue_bound=True, verdict="link-bound", samples=["raw"],
              long_points=[(0, 0)])
@@ -40,12 +41,13 @@ def test_incast_row_json_keys_are_the_summarys():
     kernel = _incast_row().as_dict()
     assert set(kernel) == {
         "algo", "t0_ns", "link_bps", "base_rtt_s", "bdp_bytes", "q_p50", "q_p99", "q_max",
-        "q_p99_bdp", "drain_s", "drain_rtts", "drain_peak_rtts", "fct_max_s", "fct_p50_s",
+        "q_p99_bdp", "drain_s", "drain_rtts", "drain_peak_rtts", "peak_s",
+        "backlog_longest_rtts", "peak_ms", "fct_max_s", "fct_p50_s",
         "long_before_bps", "long_during_bps", "long_after_bps", "utilisation", "cpu_busy",
         "queue_bound", "verdict", "q_p50_kb", "q_p99_kb", "q_max_kb", "fct_max_ms",
         "long_during_mbps", "long_after_mbps"}
-    assert (kernel["q_max_kb"], kernel["fct_max_ms"], kernel["long_during_mbps"]) == \
-        (3.0, 10.0, 100.0)
+    assert (kernel["q_max_kb"], kernel["fct_max_ms"], kernel["long_during_mbps"],
+            kernel["peak_ms"]) == (3.0, 10.0, 100.0, 2.0)
     native = _incast_row(algo="hpcc").send_time(
         {"wnd_limited": 0.25, "pace_lost": 0.0, "timer_late_us": 12.0}).as_dict()
     assert (native["wnd_limited"], native["pace_lost"], native["timer_late_us"]) == \

@@ -102,6 +102,27 @@ def test_a_late_peak_is_waited_for_from_t0_but_drains_quickly_from_itself():
     assert incast._longest_backlog([(0, 0), (100, 0)], 0, 9278) == 0
 
 
+def test_window_back_counts_time_and_wc_updates_from_the_short_flows_end():
+    from hpccd.experiment import longshort
+    ms = 1_000_000
+    # W 10,000 before (t < 100 ms), halved while the short flow runs
+    # (110-150 ms), then back in AI steps and one MI: 6 W^c updates
+    pts = [(t * ms, 10_000.0, t) for t in range(0, 100, 2)]
+    pts += [(t * ms, 5_000.0, t) for t in range(110, 151, 2)]
+    pts += [(151 * ms, 5_001.0, 152), (152 * ms, 5_002.0, 153), (153 * ms, 5_003.0, 154),
+            (154 * ms, 5_004.0, 155), (155 * ms, 5_005.0, 156), (156 * ms, 9_500.0, 156)]
+    low, back_s, updates = longshort.window_back(pts, 100 * ms, 110 * ms, 150 * ms)
+    assert low == 0.5
+    assert back_s == pytest.approx(6e-3) and updates == 6
+    # W never below 90 % at the short flow's end: back at once
+    flat = [(t * ms, 10_000.0 if t < 100 else 9_200.0, t) for t in range(0, 200, 2)]
+    assert longshort.window_back(flat, 100 * ms, 110 * ms, 150 * ms) == (0.92, 0.0, 0)
+    # never back; no samples at all (a kernel flow)
+    assert longshort.window_back(pts[:-1], 100 * ms, 110 * ms, 150 * ms)[1:] == \
+        (math.inf, math.inf)
+    assert all(math.isnan(x) for x in longshort.window_back([], 100 * ms, 110 * ms, 150 * ms))
+
+
 def test_rate_between_two_instants():
     pts = [(0, 0), (1_000_000_000, 125_000_000), (2_000_000_000, 187_500_000)]
     assert measure.delivered_rate(pts, 1_000_000_000, 2_000_000_000) == pytest.approx(0.5e9)

@@ -86,12 +86,15 @@ def test_summary_written_and_read_back(tmp_path):
     ls = longshort.LongShortRow(algo="cubic", t0_ns=0, t_end_ns=1, line_bps=10**9,
                                 base_rtt_s=1e-4, short_fct_s=0.01, long_before_bps=9e8,
                                 long_during_bps=5e8, recovery_s=math.inf,
-                                recovery_rtts=math.inf, cpu_busy=0.5, queue_bound=True,
-                                verdict="ok")
+                                recovery_rtts=math.inf, recovery_own_rtts=3.0,
+                                w_low=math.nan, w_back_rtts=math.nan, w_back_updates=math.nan,
+                                cpu_busy=0.5, queue_bound=True, verdict="ok")
     res2 = Results(str(tmp_path), "long-short")
     res2.summary("t", Summary("long-short", {}, [ls], {}))
     (r2,) = Summary.load(res2.dir).results
     assert r2["recovery_s"] is None and r2["recovery_ms"] is None and r2["short_fct_ms"] == 10.0
+    # a kernel flow has no window to read: null, not a figure
+    assert r2["w_low"] is None and r2["w_back_rtts"] is None and r2["recovery_own_rtts"] == 3.0
     # a summary without "skipped" (txrate's) stays without
     res3 = Results(str(tmp_path), "txrate")
     res3.summary("t", Summary("txrate", {}, []))

@@ -191,12 +191,28 @@ def _incast_vs_dcqcn(s: Stages) -> Outcome:
 
 
 def _ls_recovery(s: Stages) -> Outcome:
+    """[HPCC] Figure 9a: the long flow back at line rate right after the
+    short flow.  A miss says what held it, measured (longshort.py): its
+    own rate before the short flow (the hosts' ceiling when below 90 % of
+    the line rate) and how long HPCC's window W took to come back."""
     r = s.row("long-short", "hpcc")
     x = _never(r.get("recovery_rtts"))
     lab = (f"HPCC's long flow back at 90 % of line rate {_fmt(_never(r.get('recovery_s')) * 1e3, 'ms')}"
            f" = {_fmt(x)} RTTs after the short flow ended")
-    return Outcome(lab, _at_most(x, RTTS_FEW, "recovery",
-                                 f"one software-timed event; {s.why('long-short', r)}"))
+    why = []
+    before, line = _num(r.get("long_before_bps")), _num(r.get("line_bps"))
+    if before > 0 and line > 0:
+        why.append(f"alone before the short flow the long flow ran at "
+                   f"{_fmt(before / 1e6, 'Mbit/s')} ({before / line:.0%} of line rate), back at "
+                   f"90 % of that in {_fmt(_never(r.get('recovery_own_rtts')))} RTTs")
+    # w_low null: no window read (a kernel flow); w_back null: never back
+    if not math.isnan(_num(r.get("w_low"))):
+        why.append(f"its window fell to {_fmt(_num(r.get('w_low')))} of its level before and was "
+                   f"back at 90 % {_fmt(_never(r.get('w_back_rtts')))} RTTs "
+                   f"({_fmt(_never(r.get('w_back_updates')))} W^c updates) after the short flow "
+                   f"ended")
+    why.append(s.why("long-short", r))
+    return Outcome(lab, _at_most(x, RTTS_FEW, "recovery", "; ".join(w for w in why if w)))
 
 
 def _ls_vs_dcqcn(s: Stages) -> Outcome:

@@ -123,6 +123,19 @@ def test_window_back_counts_time_and_wc_updates_from_the_short_flows_end():
     assert all(math.isnan(x) for x in longshort.window_back([], 100 * ms, 110 * ms, 150 * ms))
 
 
+def test_srtt_over_T_is_the_long_flows_median_srtt_alone_in_units_of_T():
+    from hpccd.experiment import longshort
+    ms = 1_000_000
+    # srtt 150-250 us alone (median 200), 900 us while the short flow ran
+    pts = [(t * ms, 10_000.0, t, 150_000 + (t % 3) * 50_000) for t in range(600, 1000, 2)]
+    pts += [(t * ms, 5_000.0, t, 900_000) for t in range(1000, 1100, 2)]
+    assert longshort.srtt_over_T(pts, 1000 * ms, 100_000) == pytest.approx(2.0)
+    # no samples (a kernel flow), no srtt yet, no T: nothing to say
+    assert math.isnan(longshort.srtt_over_T([], 1000 * ms, 100_000))
+    assert math.isnan(longshort.srtt_over_T([(999 * ms, 1.0, 0, 0)], 1000 * ms, 100_000))
+    assert math.isnan(longshort.srtt_over_T(pts, 1000 * ms, 0))
+
+
 def test_rate_between_two_instants():
     pts = [(0, 0), (1_000_000_000, 125_000_000), (2_000_000_000, 187_500_000)]
     assert measure.delivered_rate(pts, 1_000_000_000, 2_000_000_000) == pytest.approx(0.5e9)

@@ -317,15 +317,18 @@ def test_verdict_thresholds_by_hand():
     # and how its window came back, measured
     ls = {"algo": "hpcc", "recovery_s": None, "recovery_rtts": None, "line_bps": 10**9,
           "long_before_bps": 4e8, "recovery_own_rtts": 12.0, "w_low": 0.5,
-          "w_back_rtts": 14.0, "w_back_updates": 6, "verdict": "CPU-bound: x"}
+          "w_back_rtts": 14.0, "w_back_updates": 6, "srtt_T": 2.0, "verdict": "CPU-bound: x"}
     o = by["_ls_recovery"].judge(stages(**{"long-short": [ls]}))
     assert o.verdict.startswith(
         "missed by never reached because alone before the short flow the long flow ran at "
-        "400 Mbit/s (40% of line rate), back at 90 % of that in 12 RTTs; its window fell to "
+        "400 Mbit/s (40% of line rate), back at 90 % of that in 12 RTTs; its smoothed RTT "
+        "alone was 2 T, so its window cap B x T let it deliver at most 50% of line rate; "
+        "its window fell to "
         "0.5 of its level before and was back at 90 % 14 RTTs (6 W^c updates) after the short "
         "flow ended; hpcc: CPU-bound: x"), o.verdict
     # no window read (w_low null): that part is left out, not made up
-    o = by["_ls_recovery"].judge(stages(**{"long-short": [{**ls, "w_low": None}]}))
+    o = by["_ls_recovery"].judge(stages(**{"long-short": [{**ls, "w_low": None,
+                                                            "srtt_T": None}]}))
     assert "window" not in o.verdict and "12 RTTs; hpcc: CPU-bound" in o.verdict
     # exactly at the bound is met
     s = stages(incast=[_incast_row("hpcc", 1.0, 3.0, 100)])

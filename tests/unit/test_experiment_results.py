@@ -88,6 +88,7 @@ def test_summary_written_and_read_back(tmp_path):
                                 long_during_bps=5e8, recovery_s=math.inf,
                                 recovery_rtts=math.inf, recovery_own_rtts=3.0,
                                 w_low=math.nan, w_back_rtts=math.nan, w_back_updates=math.nan,
+                                srtt_T=math.nan,
                                 cpu_busy=0.5, queue_bound=True, verdict="ok")
     res2 = Results(str(tmp_path), "long-short")
     res2.summary("t", Summary("long-short", {}, [ls], {}))

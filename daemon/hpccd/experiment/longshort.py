@@ -76,29 +76,39 @@ def recovery(rates: list[tuple[int, float]], t_end: int, line_bps: float,
     return math.inf
 
 
-def window_back(points: list[tuple[int, float, int]], t_start: int, t_first: int,
+def window_back(points: list[tuple], t_start: int, t_first: int,
                 t_end: int) -> tuple[float, float, float]:
-    """From the long flow's window samples [(ns, W, W^c updates so far)]
+    """From the long flow's window samples [(ns, W, W^c updates so far, ...)]
     (WindowRecorder): (W's least while the short flow ran, [t_first,
     t_end], over its median in the BEFORE_NS before `t_start`; seconds from
     `t_end` until W is >= 90 % of that median again, 0 if it is at t_end;
     the W^c updates meanwhile).  inf: never back; nan: no samples (a kernel
     flow)."""
-    before = [w for t, w, _ in points if t_start - BEFORE_NS <= t < t_start]
+    before = [p[1] for p in points if t_start - BEFORE_NS <= p[0] < t_start]
     if not before:
         return math.nan, math.nan, math.nan
     w0 = statistics.median(before)
-    low = min((w for t, w, _ in points if t_first <= t <= t_end), default=w0) / w0
-    upto = [(t, w, n) for t, w, n in points if t <= t_end]
+    low = min((p[1] for p in points if t_first <= p[0] <= t_end), default=w0) / w0
+    upto = [p for p in points if p[0] <= t_end]
     if not upto:
         return low, math.nan, math.nan
-    _, w_end, n_end = upto[-1]
+    w_end, n_end = upto[-1][1], upto[-1][2]
     if w_end >= 0.9 * w0:
         return low, 0.0, 0
-    for t, w, n in points:
+    for t, w, n, *_ in points:
         if t > t_end and w >= 0.9 * w0:
             return low, (t - t_end) / 1e9, n - n_end
     return low, math.inf, math.inf
+
+
+def srtt_over_T(points: list[tuple], t_start: int, T_ns: float) -> float:
+    """The long flow's median smoothed RTT over the BEFORE_NS before the
+    short flow, in units of HPCC's T (window samples: (ns, W, updates,
+    srtt ns)); nan without samples.  Above 1 the window cap W_init = B x T
+    ([HPCC] section 3.2) is below the flow's bandwidth-delay product at its
+    own RTT: alone it can deliver at most 1 / this of the line rate."""
+    v = [p[3] for p in points if t_start - BEFORE_NS <= p[0] < t_start and len(p) > 3 and p[3]]
+    return statistics.median(v) / T_ns if v and T_ns else math.nan
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -119,6 +129,7 @@ class LongShortRow(Row):
     w_low: float                        # W's least during the short flow / W before
     w_back_rtts: float                  # until W >= 90% of W before; nan: kernel flow
     w_back_updates: float               # W^c updates meanwhile
+    srtt_T: float                       # its median srtt alone / T (> 1: the cap B x T binds)
     rates: list = private()             # the long flow's [(bin start ns, bit/s)] at s2
     short_rates: list = private()       # the short flow's, same bins
 
@@ -198,7 +209,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
         long_before_bps=before,
         long_during_bps=avg(t_first, t_end),
         recovery_s=rec_s, recovery_rtts=rec_s / rtt, recovery_own_rtts=rec_own / rtt,
-        w_low=w_low, w_back_rtts=w_back_s / rtt, w_back_updates=w_back_n, cpu_busy=busy,
+        w_low=w_low, w_back_rtts=w_back_s / rtt, w_back_updates=w_back_n,
+        srtt_T=srtt_over_T(wpts, t_start, p.get("T_us", math.nan) * 1000), cpu_busy=busy,
         queue_bound=verdict.queue_bound, verdict=verdict.text,
         rates=rates, short_rates=measure.port_rate(ss, t_start - BEFORE_NS,
                                                    t_end + int(p["after"] * 1e9), BIN_NS),
@@ -210,6 +222,7 @@ COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
            ("recovery_ms", "recovery ms"), ("recovery_rtts", "recovery RTTs"),
            ("recovery_own_rtts", "to own rate RTTs"), ("w_low", "W low"),
            ("w_back_rtts", "W back RTTs"), ("w_back_updates", "W^c updates"),
+           ("srtt_T", "srtt / T"),
            ("wnd_limited", "wnd-limited"), ("pace_lost", "pace lost"),
            ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
@@ -239,7 +252,8 @@ def report(res: Results, rows: list[LongShortRow], skipped: dict[str, str],
                 f">= 90% of its rate before the short flow, the same way; W low: its window's " \
                 f"least while the short flow ran over its median before; W back: until W " \
                 f">= 90% of that median (read every {W_POLL_FAST_S * 1e3:g} ms), W^c updates " \
-                f"meanwhile"
+                f"meanwhile; srtt / T: the long flow's median srtt alone over HPCC's T (above 1 " \
+                f"its window cap B x T is below its own bandwidth-delay product)"
     text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
     res.summary(text, Summary(NAME, p, rows, skipped))
     return text

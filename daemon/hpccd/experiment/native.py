@@ -318,15 +318,16 @@ class NativeFlow:
 
 
 class WindowRecorder:
-    """A native flow's window over time: (ns, W bytes, W^c updates so far)
-    every `poll_s`, read from its engine (struct hpccd_tp_flow_stats:
-    window_bytes, cc_updates) in a thread from start() to stop(); nothing
+    """A native flow's window over time: (ns, W bytes, W^c updates so far,
+    smoothed RTT ns) every `poll_s`, read from its engine (struct
+    hpccd_tp_flow_stats: window_bytes, cc_updates, srtt_ns) in a thread from
+    start() to stop(); nothing
     for a kernel flow (its window is the kernel's).  What the algorithm
     asked for, beside what the receiver's counters say was delivered."""
 
     def __init__(self, flow: Any, poll_s: float = 0.001):
         self.flow, self.poll_s = flow, poll_s
-        self.points: list[tuple[int, float, int]] = []
+        self.points: list[tuple[int, float, int, int]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -340,7 +341,8 @@ class WindowRecorder:
                     s = f.stats().stats
                 except TransportError:          # closed meanwhile: nothing more to read
                     return
-                self.points.append((time.monotonic_ns(), s["window_bytes"], s["cc_updates"]))
+                self.points.append((time.monotonic_ns(), s["window_bytes"], s["cc_updates"],
+                                    s["srtt_ns"]))
             self._stop.wait(self.poll_s)
 
     def start(self) -> "WindowRecorder":
@@ -349,7 +351,7 @@ class WindowRecorder:
             self._thread.start()
         return self
 
-    def stop(self) -> list[tuple[int, float, int]]:
+    def stop(self) -> list[tuple[int, float, int, int]]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -24,7 +24,9 @@ Issue 15: every ACK, NACK and CNP carries a tagged trailer; forged, replayed or
 truncated ones are dropped and counted, never applied; Rx-HPCC carries the
 receiver's W in about one ACK per T (through a simulated switch port that
 stamps INT at departure), only to flows that asked, with N counted from
-the Rx-HPCC flows of the last hop.
+the Rx-HPCC flows of the last hop.  [HPCC] Figure 9's dynamics without the
+lab's CPUs: an incast's queue gone a few RTTs after its own transmission,
+and a long flow with the link back a few RTTs after a short one ends.
 """
 from __future__ import annotations
 
@@ -541,3 +543,27 @@ def test_long_flow_has_the_link_back_a_few_rtts_after_the_short_flow_ends(harnes
         back = next(t for t in range(end, end + 1000 * us, 5 * us)
                     if rate(t, t + 2 * rtt) >= 0.9 * alone)
         assert back - end <= 10 * rtt, (seed, (back - end) / rtt)
+
+
+def test_an_incasts_queue_is_gone_a_few_rtts_after_its_own_transmission(harness):
+    """[HPCC] section 5.2, Figure 9d on the engine's own code (no CPUs in the
+    way; docs/experiments.md "What holds the incast's queue"): eight HPCC
+    flows of 500 KB start together at W_init = B x T into one 10 Gbit/s port
+    (22 us RTT, T = 25 us).  The queue they build (224-229 KB measured) is
+    sent at the line rate, which no sender can shorten; HPCC cuts the windows
+    one round trip after the peak, so the queue is down to two frames within
+    that transmission plus 8 RTTs of the peak (measured 4.3-4.8 RTTs more)
+    and stays under ten frames after; no drop, every flow byte-exact."""
+    rtt_us = 22
+    for seed in (1, 2, 3):
+        res = run(harness, "bneck", seed, flows=8, algo="hpcc", bytes=500_000, bneck_gbps=10,
+                  T_us=25, delay_us=10, qtrace_us=2)
+        assert res["done_exact"] == 8 and res["port_drops"] == 0, res
+        tr = res["qtrace"]                           # [us from the first departure, bytes]
+        peak = max(range(len(tr)), key=lambda i: tr[i][1])
+        t_peak, q_peak = tr[peak]
+        assert q_peak >= 150_000, (seed, tr[peak])    # the start's queue, several BDPs
+        drained = next(i for i in range(peak, len(tr)) if tr[i][1] <= 2 * 1514)
+        own = q_peak * 8 / 10e9 * 1e6                 # its transmission at line rate, us
+        assert tr[drained][0] - t_peak <= own + 8 * rtt_us, (seed, tr[drained], own)
+        assert max(q for _, q in tr[drained:]) <= 10 * 1514, seed

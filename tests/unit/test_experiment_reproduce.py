@@ -326,6 +326,10 @@ def test_verdict_thresholds_by_hand():
         "its window fell to "
         "0.5 of its level before and was back at 90 % 14 RTTs (6 W^c updates) after the short "
         "flow ended; hpcc: CPU-bound: x"), o.verdict
+    # an RTT below T: the cap is not what held it
+    o = by["_ls_recovery"].judge(stages(**{"long-short": [{**ls, "srtt_T": 0.8}]}))
+    assert "its smoothed RTT alone was 0.8 T: the window cap B x T did not hold it back" \
+        in o.verdict and "at most" not in o.verdict
     # no window read (w_low null): that part is left out, not made up
     o = by["_ls_recovery"].judge(stages(**{"long-short": [{**ls, "w_low": None,
                                                             "srtt_T": None}]}))

@@ -206,9 +206,12 @@ def _ls_recovery(s: Stages) -> Outcome:
                    f"{_fmt(before / 1e6, 'Mbit/s')} ({before / line:.0%} of line rate), back at "
                    f"90 % of that in {_fmt(_never(r.get('recovery_own_rtts')))} RTTs")
     st = _num(r.get("srtt_T"))
-    if not math.isnan(st):
+    if st > 1:
         why.append(f"its smoothed RTT alone was {_fmt(st)} T, so its window cap B x T let it "
-                   f"deliver at most {min(1.0, 1 / st):.0%} of line rate" if st > 0 else "")
+                   f"deliver at most {1 / st:.0%} of line rate")
+    elif st > 0:
+        why.append(f"its smoothed RTT alone was {_fmt(st)} T: the window cap B x T did not "
+                   f"hold it back")
     # w_low null: no window read (a kernel flow); w_back null: never back
     if not math.isnan(_num(r.get("w_low"))):
         why.append(f"its window fell to {_fmt(_num(r.get('w_low')))} of its level before and was "

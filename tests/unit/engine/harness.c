@@ -793,9 +793,11 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows
 /* longshort ([HPCC] section 5.2, Figure 9a, without the lab's CPUs): a
  * long HPCC flow alone through the switch port for `start_us`, then a
  * short one of `bytes` joins from the same engine (its own pacing, as
- * from another host); every `step_us` the long flow's W, U, W^c updates
- * and bytes acknowledged, and the port's queue, until `after_us` past
- * the short flow's last byte acknowledged. */
+ * from another host); every `step_us` a row [ns, long W, long U, long W^c
+ * updates, long bytes acknowledged, port queue, short W, short bytes
+ * acknowledged] (and [ns, "short"] when it joins), until `after_us` past
+ * the short flow's last byte acknowledged.  Exit 4: the short flow failed;
+ * 5: not done in 3 s. */
 static int longshort(uint64_t bytes, uint64_t gbps, uint64_t buf_kb, uint64_t seed,
 		     uint64_t start_ns, uint64_t step_ns, uint64_t after_ns)
 {

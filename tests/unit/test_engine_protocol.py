@@ -500,11 +500,11 @@ def test_long_flow_has_the_link_back_a_few_rtts_after_the_short_flow_ends(harnes
     joins, shares, and leaves.  After the short flow's last byte U falls
     below eta within a few RTTs (its EWMA weighs each ACK by tau / T), then
     up to maxStage additive W^c updates and the multiplicative one ([HPCC]
-    Algorithm 1 lines 12-19): W is back at 90 % of its level alone within 8
-    base RTTs and the long flow's delivery rate within 10 (the issue's
-    target); 36 runs measured 2.2-6.6 and 3.2-7.5 RTTs.  The join's queue
-    (the short flow starts at line rate, W_init = B x T: 35-36 KB) is gone
-    within 5 RTTs (measured 3.2-3.6).  Their shares while together are
+    Algorithm 1 lines 12-19): W is back at 90 % of its level alone within 9
+    base RTTs (maxStage + 4) and the long flow's delivery rate within 10 (the
+    issue's target); 60 runs measured 2.2-7.3 and 3.2-8.0 RTTs.  The join's
+    queue (the short flow starts at line rate, W_init = B x T: 35-36 KB) is
+    gone within 5 RTTs (measured 3.2-3.6).  Their shares while together are
     HPCC's: W_AI = W_init (1 - eta) / 100 evens them out slowly (the long
     flow kept 0.30-0.50 of its rate alone)."""
     us = 1000
@@ -538,7 +538,7 @@ def test_long_flow_has_the_link_back_a_few_rtts_after_the_short_flow_ends(harnes
             [x for x in tr if join - 500 * us <= x[0] < join]) // 2]
         assert max(x[1] for x in tr if join + 200 * us <= x[0] <= end) <= 0.6 * w_alone
         w_back = next(x[0] for x in tr if x[0] > end and x[1] >= 0.9 * w_alone)
-        assert w_back - end <= 8 * rtt, (seed, (w_back - end) / rtt)
+        assert w_back - end <= 9 * rtt, (seed, (w_back - end) / rtt)
         # the rate: the first window of 2 RTTs at >= 90 % of alone
         back = next(t for t in range(end, end + 1000 * us, 5 * us)
                     if rate(t, t + 2 * rtt) >= 0.9 * alone)
@@ -552,7 +552,7 @@ def test_an_incasts_queue_is_gone_a_few_rtts_after_its_own_transmission(harness)
     (22 us RTT, T = 25 us).  The queue they build (224-229 KB measured) is
     sent at the line rate, which no sender can shorten; HPCC cuts the windows
     one round trip after the peak, so the queue is down to two frames within
-    that transmission plus 8 RTTs of the peak (measured 4.3-4.8 RTTs more)
+    that transmission plus 8 RTTs of the peak (measured 4.3-5.0 RTTs more)
     and stays under ten frames after; no drop, every flow byte-exact."""
     rtt_us = 22
     for seed in (1, 2, 3):

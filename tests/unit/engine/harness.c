@@ -472,6 +472,16 @@ static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint
 		fprintf(stderr, "harness: flow_open: %s\n", hpccd_tp__error(A));
 		exit(3);
 	}
+	/* flow_open stamps the real clock, which runs ahead of the simulated
+	 * one by the real time the harness has taken so far (more when its
+	 * process waits for a CPU): the flow starts now, in simulated time,
+	 * so flows opened together start together */
+	{
+		struct tp_flow *fl = &A->flows[id & A->slot_mask];
+
+		fl->start_ns = fl->last_progress_ns = fl->next_send_ns = sim_now;
+		sched_wake(A, fl, sim_now);
+	}
 	return id;
 }
 
@@ -815,14 +825,7 @@ static int longshort(uint64_t bytes, uint64_t gbps, uint64_t buf_kb, uint64_t se
 	printf("{\"trace\": [");
 	for (;;) {
 		if (n == (start_ns + step_ns - 1) / step_ns) {
-			struct tp_flow *sf;
-
 			sid = open_flow(bytes, HPCCD_ALGO_HPCC, HPCCD_TP_SR, seed + 1, 40001);
-			/* flow_open stamps the real clock; the simulation runs
-			 * on its own: the flow starts now, in simulated time */
-			sf = &A->flows[sid & A->slot_mask];
-			sf->start_ns = sf->last_progress_ns = sf->next_send_ns = sim_now;
-			sched_wake(A, sf, sim_now);
 			printf("%s[%llu, \"short\"]", sep, (unsigned long long)(sim_now - t0));
 			sep = ", ";
 		}

@@ -246,7 +246,8 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
 				   "ack_every %u, udp port %u, dscp %u", c.ack_every, c.udp_port,
 				   c.probe_dscp);
-	if (c.sink != HPCCD_TP_SINK_VERIFY && !(c.sink == HPCCD_TP_SINK_FD && c.sink_fd >= 0))
+	if (c.sink != HPCCD_TP_SINK_VERIFY && c.sink != HPCCD_TP_SINK_COUNT &&
+	    !(c.sink == HPCCD_TP_SINK_FD && c.sink_fd >= 0))
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
 				   "sink %u (fd %d)", c.sink, c.sink_fd);
 	if (hpccd_hpcc_init(&probe, &c.rx_hpcc, HPCCD_ALGO_RXHPCC, &why))
@@ -469,7 +470,8 @@ static int flow_check(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 		return tp__fail(t, -EINVAL, "%s: unknown algorithm %u", who, c->algo);
 	if (!c->bytes)
 		return tp__fail(t, -EINVAL, "%s: a flow carries at least one byte", who);
-	if (c->src != HPCCD_TP_SRC_PATTERN && !(c->src == HPCCD_TP_SRC_BUFFER && c->buf))
+	if (c->src != HPCCD_TP_SRC_PATTERN && !(c->src == HPCCD_TP_SRC_BUFFER && c->buf) &&
+	    !(c->src == HPCCD_TP_SRC_REPEAT && c->buf && c->buf_len))
 		return tp__fail(t, -EINVAL, "%s: source %u without a buffer", who, c->src);
 	if (c->int_room > HPCCD_INT_MAX_HOPS || c->int_mode > HPCCD_TP_INT_PROBE ||
 	    (c->int_mode == HPCCD_TP_INT_NTH && !c->int_every) ||

@@ -119,11 +119,29 @@ static inline uint32_t tx_frames_for(const struct hpccd_tp *t, uint32_t len)
 	return len <= cap ? 1 : (len + cap - 1) / cap;
 }
 
+/* HPCCD_TP_SRC_REPEAT: n bytes from stream offset seq of buf repeated,
+ * one memcpy per run up to the buffer's end. */
+static void repeat_put(const struct tp_flow *fl, uint64_t seq, uint8_t *p, uint32_t n)
+{
+	uint64_t at = seq % fl->c.buf_len;
+
+	while (n) {
+		uint64_t run = fl->c.buf_len - at < n ? fl->c.buf_len - at : n;
+
+		memcpy(p, fl->c.buf + at, run);
+		p += run;
+		n -= (uint32_t)run;
+		at = 0;
+	}
+}
+
 /* `n` bytes of the flow's stream from `seq` into p. */
 static inline void payload_put(const struct tp_flow *fl, uint64_t seq, uint8_t *p, uint32_t n)
 {
 	if (fl->c.src == HPCCD_TP_SRC_BUFFER)
 		memcpy(p, fl->c.buf + seq, n);
+	else if (fl->c.src == HPCCD_TP_SRC_REPEAT)
+		repeat_put(fl, seq, p, n);
 	else
 		hpccd_tp_pattern_fill(fl->c.seed, seq, p, n);
 }

@@ -88,6 +88,10 @@ enum {
 enum hpccd_tp_sink {
 	HPCCD_TP_SINK_VERIFY = 1,       /* CRC-32 (zlib's) of the in-order stream, discard */
 	HPCCD_TP_SINK_FD = 2,           /* also write() the in-order stream to sink_fd */
+	HPCCD_TP_SINK_COUNT = 3,        /* count the in-order bytes, check nothing (no
+					 * CRC-32): an application that takes the
+					 * bytes as they come, as iperf3's server;
+					 * the flow's crc32 stays 0 */
 };
 
 /* Which data packets carry an INT padding (room > 0). */
@@ -115,6 +119,12 @@ enum hpccd_tp_recovery {
 enum hpccd_tp_src {
 	HPCCD_TP_SRC_PATTERN = 1,       /* generated: hpccd_tp_pattern_fill(seed, ...) */
 	HPCCD_TP_SRC_BUFFER = 2,        /* the caller's buffer, kept alive by the caller */
+	HPCCD_TP_SRC_REPEAT = 3,        /* the caller's buffer of buf_len bytes, sent
+					 * again and again: byte o is buf[o % buf_len]
+					 * (an application that writes one buffer in a
+					 * loop, as iperf3's client; the engine copies
+					 * it into the UMEM as kernel TCP copies from
+					 * user memory) */
 };
 
 enum hpccd_tp_state {
@@ -211,6 +221,7 @@ struct hpccd_tp_flow_cfg {
 	 * 0 = none (the papers' algorithms) */
 	uint32_t rate_win;
 	uint32_t pad4;
+	uint64_t buf_len;               /* HPCCD_TP_SRC_REPEAT: bytes of buf (>= 1) */
 };
 
 struct hpccd_tp_flow_stats {

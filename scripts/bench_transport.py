@@ -75,7 +75,7 @@ def daemon_defaults() -> dict:
     from hpccd.agent import config
     cfg = config.loads('[[interfaces]]\nname = "eth0"\n')
     frames = cfg.umem_bytes // cfg.frame_bytes
-    return {"ack_every": cfg.ack_every,
+    return {"ack_every": cfg.ack_every, "csum_offload": cfg.tx_csum_offload,
             "config": {"frame_size": cfg.frame_bytes, "rx_frames": frames // 2,
                        "tx_frames": frames - frames // 2}}
 

@@ -82,6 +82,9 @@ enum {
 	HPCCD_TP_F_NO_SG = 16384,       /* do not bind with XDP_USE_SG: no packet
 					 * larger than one frame (multi-buffer is
 					 * tried, and left when the driver refuses) */
+	HPCCD_TP_F_CSUM_OFFLOAD = 32768, /* sender: leave DATA's UDP checksum to the
+					 * device (AF_XDP TX metadata, Linux 6.8+;
+					 * summed here when the kernel refuses it) */
 };
 
 /* Where a receiver puts the bytes of its flows. */
@@ -344,7 +347,14 @@ struct hpccd_tp_stats {
 	uint64_t rx_mb_bad;             /* of more than 16 pieces or 64 KB: dropped */
 	uint64_t tx_mb_pkts;            /* multi-buffer packets sent */
 	uint32_t sg;                    /* bound with XDP_USE_SG: packets over one frame */
-	uint32_t pad_sg;
+	uint32_t tx_csum_offload;       /* HPCCD_TP_F_CSUM_OFFLOAD asked and the kernel
+					 * took the UMEM's TX metadata: DATA leave with
+					 * the pseudo-header sum for the device to complete */
+	uint64_t csum_unverified;       /* DATA whose UDP checksum field held exactly
+					 * the pseudo-header sum: offloaded by their
+					 * sender and completed by no one on the path
+					 * (a veth), taken unchecked (docs/transport.md
+					 * "Checksum offload") */
 };
 
 struct hpccd_tp;

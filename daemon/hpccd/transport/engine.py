@@ -338,6 +338,10 @@ class Transport:
     sg: bind with XDP_USE_SG where the kernel and driver allow it, so that
     flows may have an MTU larger than a frame (multi-buffer packets of up
     to 16 frames); False keeps every packet in one frame.
+    csum_offload: DATA leave with the UDP checksum for the device to
+    complete (AF_XDP TX metadata, Linux 6.8+, copy mode;
+    stats()["tx_csum_offload"] says whether the kernel took it; False sums
+    it here: docs/transport.md "Checksum offload").
     Other engine settings go through ``config`` (struct hpccd_tp_config)."""
 
     def __init__(self, ifname: str = "eth0", queue_id: int = 0, *, netns: str | None = None,
@@ -346,6 +350,7 @@ class Transport:
                  echo: bool = True, notify: bool = True, csum_check: bool = True,
                  reflect: bool = True, raw: bool = False, cpu: int | None = None,
                  responder: bool = False, busy_poll: bool = False, sg: bool = True,
+                 csum_offload: bool = True,
                  rx_hpcc: Mapping[str, Any] | None = None, cnp_ns: int | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True):
         self._lock = threading.Lock()
@@ -369,7 +374,8 @@ class Transport:
                    (lib.HPCCD_TP_F_RAW if raw else 0) |
                    (lib.HPCCD_TP_F_ECHO if responder else 0) |
                    (lib.HPCCD_TP_F_BUSY_POLL if busy_poll else 0) |
-                   (0 if sg else lib.HPCCD_TP_F_NO_SG))
+                   (0 if sg else lib.HPCCD_TP_F_NO_SG) |
+                   (lib.HPCCD_TP_F_CSUM_OFFLOAD if csum_offload else 0))
         c.ack_every = ack_every
         if cnp_ns is not None:              # DCQCN's N at this receiver (cnp.c)
             if not 0 < cnp_ns < 1 << 63:

@@ -57,7 +57,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#include "hpccd/parse.h"
+#include "hpccd/build.h"   /* and parse.h */
 
 #define HPCCD_MAPS_SW_DEPART
 #include "hpccd_maps.bpf.h"
@@ -81,9 +81,7 @@ static __always_inline void depart(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	__u64 bytes = bpf_xdp_get_buff_len(ctx);
-	long linear = (long)end - (long)data;
-	struct hpccd_cursor c = { .pos = data, .end = end,
-				  .beyond = bytes > (__u64)linear ? (__u32)(bytes - linear) : 0 };
+	struct hpccd_cursor c = hpccd__cursor(data, end, bytes);
 	struct hpccd_int_hop_wire *hop;
 	struct hpccd_sw_depw_key key = {};
 	struct hpccd_sw_depw_val *e;
@@ -96,7 +94,7 @@ static __always_inline void depart(struct xdp_md *ctx)
 	struct tcphdr *th;
 	__be16 *csum = NULL;
 	void *l4_end;
-	__u64 w, tx, ql;
+	__u64 w;
 	__u32 idx, l4_len;
 	int proto, kind = HPCCD_CSUM_NONE;
 	__u8 *b;
@@ -161,17 +159,11 @@ static __always_inline void depart(struct xdp_md *ctx)
 	/* A CHECKSUM_PARTIAL field holds the folded pseudo-header sum only:
 	 * left alone (see the header comment). */
 	if (csum && (void *)(iph + 1) <= end && (void *)(csum + 1) <= end &&
-	    bpf_ntohs(*csum) == hpccd__csum_fold(hpccd__csum_pseudo4(iph, l4_len))) {
+	    hpccd__csum_is_partial(csum, iph, l4_len)) {
 		csum = NULL;
 		kind = HPCCD_CSUM_NONE;
 	}
-	tx = (d.tx_bytes / HPCCD_INT_TX_UNIT) & HPCCD_INT_TX_MASK;
-	ql = d.backlog / HPCCD_INT_QLEN_UNIT;
-	if (ql > HPCCD_INT_QLEN_MAX)
-		ql = HPCCD_INT_QLEN_MAX;
-	w = (d.hop & (HPCCD_INT_SPEED_MASK << HPCCD_INT_SPEED_SHIFT)) |
-	    (d.deq_ns & HPCCD_INT_TS_MASK) << HPCCD_INT_TS_SHIFT |
-	    tx << HPCCD_INT_TX_SHIFT | ql << HPCCD_INT_QLEN_SHIFT;
+	w = hpccd__int_hop_word(d.hop >> HPCCD_INT_SPEED_SHIFT, d.deq_ns, d.tx_bytes, d.backlog);
 	if (hpccd__restamp_hop(v.int_hdr, end, idx, bpf_htonl((__u32)(d.hop >> 32)),
 			       bpf_htonl((__u32)d.hop), bpf_htonl((__u32)(w >> 32)),
 			       bpf_htonl((__u32)w), csum, kind) != 0) {

@@ -415,7 +415,7 @@ static __always_inline __u32 stamp(struct pkt *p, void *end, const struct hpccd_
 {
 	struct hpccd_cursor c = { .pos = p->int_pos, .end = end };
 	struct hpccd_view v;
-	__u64 w, ts, tx, ql, b;
+	__u64 w;
 	__be16 *csum = NULL;
 	int kind = HPCCD_CSUM_NONE, r;
 
@@ -444,21 +444,12 @@ static __always_inline __u32 stamp(struct pkt *p, void *end, const struct hpccd_
 		}
 	}
 
-	/* The hop word (include/hpccd/int_hop.h). */
-	ts = bpf_ktime_get_ns() & HPCCD_INT_TS_MASK;
-	if (qv->percpu) {
-		b = HPCCD_SPEED_UNKNOWN;
-		tx = 0;
-		ql = 0;
-	} else {
-		b = pc->speed_code & HPCCD_INT_SPEED_MASK;
-		tx = (qv->tx_bytes / HPCCD_INT_TX_UNIT) & HPCCD_INT_TX_MASK;
-		ql = qv->backlog / HPCCD_INT_QLEN_UNIT;
-		if (ql > HPCCD_INT_QLEN_MAX)
-			ql = HPCCD_INT_QLEN_MAX;
-	}
-	w = b << HPCCD_INT_SPEED_SHIFT | ts << HPCCD_INT_TS_SHIFT | tx << HPCCD_INT_TX_SHIFT |
-	    ql << HPCCD_INT_QLEN_SHIFT;
+	/* The hop word (include/hpccd/int_hop.h); a per-CPU queue has no
+	 * port-wide state to say: speed unknown, the hop ignored. */
+	if (qv->percpu)
+		w = hpccd__int_hop_word(HPCCD_SPEED_UNKNOWN, bpf_ktime_get_ns(), 0, 0);
+	else
+		w = hpccd__int_hop_word(pc->speed_code, bpf_ktime_get_ns(), qv->tx_bytes, qv->backlog);
 	*word = w;
 	*idx = v.int_hdr->nhop_room >> 4;
 
@@ -629,7 +620,7 @@ int int_sw_depart(struct __sk_buff *skb)
 	struct hpccd_view v;
 	struct pkt p;
 	__be16 *csum = NULL;
-	__u64 key, w = 0, tx, ql, bytes = skb->len;
+	__u64 key, w = 0, bytes = skb->len;
 	__u32 port, want;
 	void *end;
 	int kind, ck = HPCCD_CSUM_NONE, r, parsed;
@@ -689,13 +680,8 @@ int int_sw_depart(struct __sk_buff *skb)
 					ck = HPCCD_CSUM_UDP;
 				}
 			}
-			tx = (d.tx_bytes / HPCCD_INT_TX_UNIT) & HPCCD_INT_TX_MASK;
-			ql = d.backlog / HPCCD_INT_QLEN_UNIT;
-			if (ql > HPCCD_INT_QLEN_MAX)
-				ql = HPCCD_INT_QLEN_MAX;
-			w = (d.hop & (HPCCD_INT_SPEED_MASK << HPCCD_INT_SPEED_SHIFT)) |
-			    (d.deq_ns & HPCCD_INT_TS_MASK) << HPCCD_INT_TS_SHIFT |
-			    tx << HPCCD_INT_TX_SHIFT | ql << HPCCD_INT_QLEN_SHIFT;
+			w = hpccd__int_hop_word(d.hop >> HPCCD_INT_SPEED_SHIFT, d.deq_ns,
+						d.tx_bytes, d.backlog);
 			if (!d.deq_ns)
 				w = d.hop;      /* only the check that the record is ours */
 			r = hpccd__restamp_hop(v.int_hdr, end, d.idx,

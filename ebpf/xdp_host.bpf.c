@@ -321,9 +321,7 @@ int hpccd_xdp_host(struct xdp_md *ctx)
 	/* Frame length (linear part and fragments) for the byte counters and
 	 * the parser. */
 	__u64 bytes = bpf_xdp_get_buff_len(ctx);
-	long linear = (long)end - (long)data;
-	struct hpccd_cursor c = { .pos = data, .end = end,
-				  .beyond = bytes > (__u64)linear ? (__u32)(bytes - linear) : 0 };
+	struct hpccd_cursor c = hpccd__cursor(data, end, bytes);
 	struct ethhdr *eth = NULL;
 	struct iphdr *iph = NULL;
 	struct udphdr *uh = NULL;

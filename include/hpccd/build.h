@@ -166,6 +166,25 @@ static __always_inline void hpccd__put_tcp_probe(struct tcphdr *th, __be16 sport
 
 /* ---- INT header, hpccd header, bodies ------------------------------------- */
 
+/* One INT hop word ([HPCC] section 4.1; its layout in int_hop.h) from an
+ * egress port's state: its speed code (HPCCD_SPEED_*), a time in ns, the
+ * bytes it has sent and its backlog in bytes.  TS and txBytes wrap, qLen
+ * saturates at HPCCD_INT_QLEN_MAX.  The lab switch's stamp at enqueue and
+ * both departure rewrites compose it here; hpccd_int_hop_pack() (C) is the
+ * range-checked twin for fields already in units. */
+static __always_inline __u64 hpccd__int_hop_word(__u64 speed_code, __u64 ts_ns, __u64 tx_bytes,
+						 __u64 backlog_bytes)
+{
+	__u64 ql = backlog_bytes / HPCCD_INT_QLEN_UNIT;
+
+	if (ql > HPCCD_INT_QLEN_MAX)
+		ql = HPCCD_INT_QLEN_MAX;
+	return (speed_code & HPCCD_INT_SPEED_MASK) << HPCCD_INT_SPEED_SHIFT |
+	       (ts_ns & HPCCD_INT_TS_MASK) << HPCCD_INT_TS_SHIFT |
+	       ((tx_bytes / HPCCD_INT_TX_UNIT) & HPCCD_INT_TX_MASK) << HPCCD_INT_TX_SHIFT |
+	       ql << HPCCD_INT_QLEN_SHIFT;
+}
+
 /* INT header with nHop 0, pathID 0 and `room` empty (zeroed) hop records;
  * COLLECT when `collect` is set (the engine's DATA and PROBEs ask for it
  * iff they have room; a TCP-side probe always does, so that a switch
@@ -391,7 +410,7 @@ static __always_inline int hpccd__reflect_probe(struct ethhdr *eth, struct iphdr
 	d = hpccd__put_tag(tag, t, d);
 
 	if (announced == rc->l4_len && (tcp || *rc->csum) &&
-	    HPCCD_NTOHS(*rc->csum) == hpccd__csum_fold(hpccd__csum_pseudo4(iph, rc->l4_len))) {
+	    hpccd__csum_is_partial(rc->csum, iph, rc->l4_len)) {
 		*rc->csum = 0;
 		return HPCCD_REFLECT_RESUM;
 	}

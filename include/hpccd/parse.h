@@ -122,6 +122,17 @@ struct hpccd_cursor {
 	__u32 beyond;
 };
 
+/* A cursor over a frame of frame_len bytes (linear part and fragments:
+ * bpf_xdp_get_buff_len() in XDP) whose bytes data..end are in hand. */
+static __always_inline struct hpccd_cursor hpccd__cursor(void *data, void *end, __u64 frame_len)
+{
+	long linear = (long)end - (long)data;
+	struct hpccd_cursor c = { .pos = data, .end = end,
+				  .beyond = frame_len > (__u64)linear ? (__u32)(frame_len - linear) : 0 };
+
+	return c;
+}
+
 /* ---- Ethernet, IPv4, UDP, TCP ------------------------------------------- */
 
 /* Ethernet with no VLAN tag or one 802.1Q tag.  Returns the EtherType of
@@ -552,6 +563,17 @@ static __always_inline __u32 hpccd__csum_pseudo4(const struct iphdr *iph, __u16 
 	__u32 s = HPCCD_NTOHL(iph->saddr), d = HPCCD_NTOHL(iph->daddr);
 
 	return (s >> 16) + (s & 0xffff) + (d >> 16) + (d & 0xffff) + iph->protocol + l4_len;
+}
+
+/* Whether an L4 checksum field (csum_field, bounds-checked by the caller)
+ * is CHECKSUM_PARTIAL: a kernel socket's segment sent over a veth carries
+ * exactly the folded pseudo-header sum there and leaves the rest to the
+ * "device", which XDP cannot tell from the skb (ebpf/xdp_host.bpf.c says
+ * more).  Such a field is recomputed or left alone, never patched. */
+static __always_inline int hpccd__csum_is_partial(const __u16 *csum_field, const struct iphdr *iph,
+						  __u16 l4_len)
+{
+	return HPCCD_NTOHS(*csum_field) == hpccd__csum_fold(hpccd__csum_pseudo4(iph, l4_len));
 }
 
 /* A one's complement sum of host-order loads of packet bytes (the 32-bit

@@ -99,12 +99,10 @@ void finish_frame_offload(struct hpccd_tp *t, uint8_t *f, uint32_t len)
 	struct udphdr *uh = frame_udp(f);
 	uint32_t udp_len = len - ETH_HLEN_ - IP_HLEN;
 	struct tp_tx_meta *m = (struct tp_tx_meta *)(void *)(f - TX_META_LEN);
-	uint16_t ps;
 
 	put_lengths(t, f, len);
 	ip4_csum(ip);
-	ps = hpccd_csum_fold64(udp_pseudo(ip, udp_len));
-	memcpy(&uh->check, &ps, 2);
+	hpccd_csum_store_partial(&uh->check, udp_pseudo(ip, udp_len));
 	m->flags = XDP_TXMD_FLAGS_CHECKSUM_;
 	m->csum_start = ETH_HLEN_ + IP_HLEN;
 	m->csum_offset = offsetof(struct udphdr, check);

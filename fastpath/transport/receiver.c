@@ -526,18 +526,19 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		 * any, do not move it */
 		uint64_t ps = hpccd_csum_pseudo4(htonl(wi->saddr), htonl(wi->daddr), IPPROTO_UDP,
 						 (uint16_t)ulen);
-		uint16_t field;
+		const void *field = &((const struct udphdr *)udp)->check;
+		uint16_t check;                 /* 0: sent without a checksum */
 
-		memcpy(&field, &((const struct udphdr *)udp)->check, 2);
+		memcpy(&check, field, 2);
 		/* A field that holds exactly the folded pseudo-header sum was
 		 * left for checksum offload and completed by no one on the
 		 * way (a veth: the kernel trusts such a packet too); taken
 		 * unchecked and counted.  On a path that completes it (a NIC)
 		 * a damaged packet's field matches it by chance once in 65,536
 		 * (docs/transport.md "Checksum offload"). */
-		if (field == hpccd_csum_fold64(ps)) {
+		if (hpccd_csum_is_partial(field, ps)) {
 			t->st.csum_unverified++;
-		} else if (field &&
+		} else if (check &&
 			   hpccd_csum_fold64(pkt_csum(t, f, wi->int_off - UDP_HLEN, ulen, ps)) !=
 				   0xffff) {
 			t->st.bad_csum++;

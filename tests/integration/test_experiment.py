@@ -80,9 +80,18 @@ def test_long_short_and_fairness_read_rates_off_the_switch(tmp_path):
 
     from hpccd.experiment import fairness, longshort
 
-    text, folder = longshort.run(lab_ctx, parse_algos("cubic"),
+    text, folder = longshort.run(lab_ctx, parse_algos("hpcc,cubic"),
                                  {"size": 300_000, "warmup": 0.5, "after": 0.3}, str(tmp_path))
-    (r,) = json.load(open(os.path.join(folder, "summary.json")))["results"]
+    h, r = json.load(open(os.path.join(folder, "summary.json")))["results"]
+    # the native flow's window, read from its engine: its least while the
+    # short flow ran over its level before, and when it was back (None:
+    # never); a kernel flow has none
+    assert h["algo"] == "hpcc" and 0 < h["w_low"] <= 1.0, h
+    assert h["w_back_rtts"] is None or h["w_back_rtts"] >= 0, h
+    assert h["w_back_updates"] is None or h["w_back_updates"] >= 0, h
+    assert h["recovery_own_rtts"] is None or h["recovery_own_rtts"] >= 0, h
+    assert r["w_low"] is None and r["w_back_rtts"] is None, r
+    assert "W back RTTs" in text and "to own rate RTTs" in text
     line = r["line_bps"]
     # alone: a good part of the link (cubic on the two shared cores; the
     # lab switch's departure stamp costs CPU per packet: 0.495 of the link

@@ -70,7 +70,11 @@ def test_native_xdp_takes_frames_larger_than_a_page(mtu):
             s_rx, x0 = rx.stats(), rx.xdp_counters()
             res, got = _transfer(tx, rx, pair.ip_b, 20_000_000, line_rate_bps=5_000_000_000)
             assert res.stats["mss"] + res.stats["hdr_bytes"] - 14 == mtu, res.stats
-            assert res.stats["retx_pkts"] == 0, res.stats
+            # Nothing lost: no retransmission but after a timeout (the
+            # engines starved for an RTO on the loaded machine resend one
+            # packet each time, seen 2 in 10 runs at load 4); a frame the
+            # receiver did not take would be resent on its report.
+            assert res.stats["retx_pkts"] <= res.stats["rtos"], res.stats
             e_rx = rx.stats()
             assert e_rx["rx_mb_pkts"] - s_rx["rx_mb_pkts"] >= res.stats["pkts"] - 1, e_rx
             assert e_rx["rx_mb_bad"] == s_rx["rx_mb_bad"] and e_rx["bad_csum"] == 0, e_rx

@@ -74,8 +74,66 @@ def test_cpu_meter_reports_all_and_the_busiest_core():
 
 def test_drain_time_counts_from_t0_and_from_the_peak_to_back_at_the_level():
     s = [(1000, 0), (2000, 90_000), (3000, 200_000), (4000, 50_000), (5000, 2000), (6000, 500)]
-    assert incast._drain_time(s, 1000, 3000) == ((5000 - 1000) / 1e9, (5000 - 3000) / 1e9)
-    assert incast._drain_time(s[:4], 1000, 3000) == (math.inf, math.inf)
+    assert incast._drain_time(s, 1000, 3000) == ((5000 - 1000) / 1e9, (5000 - 3000) / 1e9,
+                                                 (3000 - 1000) / 1e9)
+    assert incast._drain_time(s[:4], 1000, 3000) == (math.inf, math.inf, 2000 / 1e9)
+
+
+def test_a_late_peak_is_waited_for_from_t0_but_drains_quickly_from_itself():
+    # the lab's incast (docs/experiments.md "What holds the incast's queue"):
+    # nothing queued at the start, small backlogs, the largest 30 ms in,
+    # gone 0.4 ms later: from t0 that reads as 30.4 ms, from the peak 0.4 ms
+    us = 1000
+    grid = [(t * us, 0) for t in range(0, 30_000, 100)]
+    grid[50] = (5000 * us, 20_000)                   # an earlier, smaller backlog
+    grid[51] = (5100 * us, 15_000)
+    grid += [(30_000 * us, 33_000), (30_100 * us, 30_000), (30_200 * us, 20_000),
+             (30_300 * us, 12_000), (30_400 * us, 4_000), (30_500 * us, 0)]
+    from_t0, from_peak, at = incast._drain_time(grid, 0, 9278)
+    assert at == pytest.approx(30e-3)
+    assert from_peak == pytest.approx(0.4e-3)
+    assert from_t0 == pytest.approx(30.4e-3)
+    # the longest stretch above the level: the late backlog's 0.4 ms
+    # (the earlier one lasted 0.2 ms: 5.0 to 5.2 ms)
+    assert incast._longest_backlog(grid, 0, 9278) == pytest.approx(0.4e-3)
+    # before t0 nothing counts; a stretch still open at the end counts to it
+    assert incast._longest_backlog(grid, 6000 * us, 9278) == pytest.approx(0.4e-3)
+    assert incast._longest_backlog(grid[:-3], 0, 9278) == pytest.approx(0.2e-3)
+    assert incast._longest_backlog([(0, 0), (100, 0)], 0, 9278) == 0
+
+
+def test_window_back_counts_time_and_wc_updates_from_the_short_flows_end():
+    from hpccd.experiment import longshort
+    ms = 1_000_000
+    # W 10,000 before (t < 100 ms), halved while the short flow runs
+    # (110-150 ms), then back in AI steps and one MI: 6 W^c updates
+    pts = [(t * ms, 10_000.0, t) for t in range(0, 100, 2)]
+    pts += [(t * ms, 5_000.0, t) for t in range(110, 151, 2)]
+    pts += [(151 * ms, 5_001.0, 152), (152 * ms, 5_002.0, 153), (153 * ms, 5_003.0, 154),
+            (154 * ms, 5_004.0, 155), (155 * ms, 5_005.0, 156), (156 * ms, 9_500.0, 156)]
+    low, back_s, updates = longshort.window_back(pts, 100 * ms, 110 * ms, 150 * ms)
+    assert low == 0.5
+    assert back_s == pytest.approx(6e-3) and updates == 6
+    # W never below 90 % at the short flow's end: back at once
+    flat = [(t * ms, 10_000.0 if t < 100 else 9_200.0, t) for t in range(0, 200, 2)]
+    assert longshort.window_back(flat, 100 * ms, 110 * ms, 150 * ms) == (0.92, 0.0, 0)
+    # never back; no samples at all (a kernel flow)
+    assert longshort.window_back(pts[:-1], 100 * ms, 110 * ms, 150 * ms)[1:] == \
+        (math.inf, math.inf)
+    assert all(math.isnan(x) for x in longshort.window_back([], 100 * ms, 110 * ms, 150 * ms))
+
+
+def test_srtt_over_T_is_the_long_flows_median_srtt_alone_in_units_of_T():
+    from hpccd.experiment import longshort
+    ms = 1_000_000
+    # srtt 150-250 us alone (median 200), 900 us while the short flow ran
+    pts = [(t * ms, 10_000.0, t, 150_000 + (t % 3) * 50_000) for t in range(600, 1000, 2)]
+    pts += [(t * ms, 5_000.0, t, 900_000) for t in range(1000, 1100, 2)]
+    assert longshort.srtt_over_T(pts, 1000 * ms, 100_000) == pytest.approx(2.0)
+    # no samples (a kernel flow), no srtt yet, no T: nothing to say
+    assert math.isnan(longshort.srtt_over_T([], 1000 * ms, 100_000))
+    assert math.isnan(longshort.srtt_over_T([(999 * ms, 1.0, 0, 0)], 1000 * ms, 100_000))
+    assert math.isnan(longshort.srtt_over_T(pts, 1000 * ms, 0))
 
 
 def test_rate_between_two_instants():

@@ -31,8 +31,12 @@ from hpccd.experiment.reproduce import Stage
 
 
 def _incast_row(algo, q_p99_bdp, drain_rtts, q_max, util=0.9, verdict="link-bound, as intended"):
+    # drain_rtts: from the queue's peak (what the claim judges); the peak
+    # came 100 RTTs into the incast, so from t0 it is 100 more
     return {"algo": algo, "q_p99": q_p99_bdp * 3000, "q_p99_bdp": q_p99_bdp, "bdp_bytes": 3000,
-            "q_max": q_max, "drain_rtts": drain_rtts, "drain_s": drain_rtts * 25e-6,
+            "q_max": q_max, "drain_peak_rtts": drain_rtts, "drain_rtts": drain_rtts + 100,
+            "drain_s": (drain_rtts + 100) * 25e-6, "peak_s": 100 * 25e-6,
+            "base_rtt_s": 25e-6, "link_bps": 10**9, "backlog_longest_rtts": drain_rtts,
             "fct_max_s": 0.04, "utilisation": util, "long_during_bps": 2e8,
             "verdict": verdict}
 
@@ -289,10 +293,47 @@ def test_verdict_thresholds_by_hand():
     by = {c.judge.__name__: c for c in claims.CLAIMS}
     # drain "never" (null in summary.json) is a miss, not "not measured"
     s = stages(incast=[{**_incast_row("hpcc", 0.1, 0, 100), "drain_rtts": None,
-                        "drain_s": None}])
+                        "drain_s": None, "drain_peak_rtts": None}])
     o = by["_incast_drain"].judge(s)
     assert o.verdict.startswith("missed by never reached because")
     assert "load average 1.0 -> 2.0 on 2 CPUs" in o.verdict
+    # the drain is judged from the queue's peak, not from the incast's start:
+    # a peak 100 RTTs in that is gone 2 RTTs later is met ([HPCC] Figure 9d)
+    o = by["_incast_drain"].judge(stages(incast=[_incast_row("hpcc", 0.1, 2.0, 100)]))
+    assert o.verdict == "met"
+    assert "drained 2 base RTTs after its peak of 0.1 KB, 2.5 ms into the incast" in o.lab
+    assert "(102 RTTs from the incast's start)" in o.lab
+    # a miss says the floor any reactive sender has: one loaded round trip
+    # (from the stage's params) plus the peak's transmission at line rate
+    docs = {"incast": {"results": [_incast_row("hpcc", 0.1, 20.0, 12_500)],
+                       "params": {"loaded_rtt_us": 100.0, "T_us": 120.0}}}
+    o = by["_incast_drain"].judge(claims.Stages(
+        {"stages": [{"key": "incast", "status": "done"}], "cpus": 2}, docs))
+    assert "drained 20 base RTTs (4.17 T) after its peak of 12.5 KB" in o.lab
+    assert o.verdict.startswith("missed by 6.67x the bound because a backlog lasts at least "
+                                "one loaded round trip (100 us) plus its transmission at line "
+                                "rate: 8 base RTTs for this peak")
+    # long-short: a miss on the line rate says the long flow's own rate before
+    # and how its window came back, measured
+    ls = {"algo": "hpcc", "recovery_s": None, "recovery_rtts": None, "line_bps": 10**9,
+          "long_before_bps": 4e8, "recovery_own_rtts": 12.0, "w_low": 0.5,
+          "w_back_rtts": 14.0, "w_back_updates": 6, "srtt_T": 2.0, "verdict": "CPU-bound: x"}
+    o = by["_ls_recovery"].judge(stages(**{"long-short": [ls]}))
+    assert o.verdict.startswith(
+        "missed by never reached because alone before the short flow the long flow ran at "
+        "400 Mbit/s (40% of line rate), back at 90 % of that in 12 RTTs; its smoothed RTT "
+        "alone was 2 T, so its window cap B x T let it deliver at most 50% of line rate; "
+        "its window fell to "
+        "0.5 of its level before and was back at 90 % 14 RTTs (6 W^c updates) after the short "
+        "flow ended; hpcc: CPU-bound: x"), o.verdict
+    # an RTT below T: the cap is not what held it
+    o = by["_ls_recovery"].judge(stages(**{"long-short": [{**ls, "srtt_T": 0.8}]}))
+    assert "its smoothed RTT alone was 0.8 T: the window cap B x T did not hold it back" \
+        in o.verdict and "at most" not in o.verdict
+    # no window read (w_low null): that part is left out, not made up
+    o = by["_ls_recovery"].judge(stages(**{"long-short": [{**ls, "w_low": None,
+                                                            "srtt_T": None}]}))
+    assert "window" not in o.verdict and "12 RTTs; hpcc: CPU-bound" in o.verdict
     # exactly at the bound is met
     s = stages(incast=[_incast_row("hpcc", 1.0, 3.0, 100)])
     assert by["_incast_queue"].judge(s).verdict == "met"

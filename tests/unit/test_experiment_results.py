@@ -20,7 +20,8 @@ from hpccd.experiment.results import Experiment, Summary, check
 def _incast_row(**kw) -> incast.IncastRow:
     f = dict(algo="cubic", t0_ns=1, link_bps=10**9, base_rtt_s=1e-4, bdp_bytes=12500.0,
              q_p50=0.0, q_p99=1500.0, q_max=3000.0, q_p99_bdp=0.12, drain_s=math.inf,
-             drain_rtts=math.inf, drain_peak_rtts=1.0, fct_max_s=0.01, fct_p50_s=0.005,
+             drain_rtts=math.inf, drain_peak_rtts=1.0, peak_s=0.002, backlog_longest_rtts=3.0,
+             fct_max_s=0.01, fct_p50_s=0.005,
              long_before_bps=9e8, long_during_bps=1e8, long_after_bps=9e8, utilisation=0.9,
              cpu_busy=0.5, queue_bound=True, verdict="link-bound", samples=["raw"],
              long_points=[(0, 0)])
@@ -40,12 +41,13 @@ def test_incast_row_json_keys_are_the_summarys():
     kernel = _incast_row().as_dict()
     assert set(kernel) == {
         "algo", "t0_ns", "link_bps", "base_rtt_s", "bdp_bytes", "q_p50", "q_p99", "q_max",
-        "q_p99_bdp", "drain_s", "drain_rtts", "drain_peak_rtts", "fct_max_s", "fct_p50_s",
+        "q_p99_bdp", "drain_s", "drain_rtts", "drain_peak_rtts", "peak_s",
+        "backlog_longest_rtts", "peak_ms", "fct_max_s", "fct_p50_s",
         "long_before_bps", "long_during_bps", "long_after_bps", "utilisation", "cpu_busy",
         "queue_bound", "verdict", "q_p50_kb", "q_p99_kb", "q_max_kb", "fct_max_ms",
         "long_during_mbps", "long_after_mbps"}
-    assert (kernel["q_max_kb"], kernel["fct_max_ms"], kernel["long_during_mbps"]) == \
-        (3.0, 10.0, 100.0)
+    assert (kernel["q_max_kb"], kernel["fct_max_ms"], kernel["long_during_mbps"],
+            kernel["peak_ms"]) == (3.0, 10.0, 100.0, 2.0)
     native = _incast_row(algo="hpcc").send_time(
         {"wnd_limited": 0.25, "pace_lost": 0.0, "timer_late_us": 12.0}).as_dict()
     assert (native["wnd_limited"], native["pace_lost"], native["timer_late_us"]) == \
@@ -84,12 +86,16 @@ def test_summary_written_and_read_back(tmp_path):
     ls = longshort.LongShortRow(algo="cubic", t0_ns=0, t_end_ns=1, line_bps=10**9,
                                 base_rtt_s=1e-4, short_fct_s=0.01, long_before_bps=9e8,
                                 long_during_bps=5e8, recovery_s=math.inf,
-                                recovery_rtts=math.inf, cpu_busy=0.5, queue_bound=True,
-                                verdict="ok")
+                                recovery_rtts=math.inf, recovery_own_rtts=3.0,
+                                w_low=math.nan, w_back_rtts=math.nan, w_back_updates=math.nan,
+                                srtt_T=math.nan,
+                                cpu_busy=0.5, queue_bound=True, verdict="ok")
     res2 = Results(str(tmp_path), "long-short")
     res2.summary("t", Summary("long-short", {}, [ls], {}))
     (r2,) = Summary.load(res2.dir).results
     assert r2["recovery_s"] is None and r2["recovery_ms"] is None and r2["short_fct_ms"] == 10.0
+    # a kernel flow has no window to read: null, not a figure
+    assert r2["w_low"] is None and r2["w_back_rtts"] is None and r2["recovery_own_rtts"] == 3.0
     # a summary without "skipped" (txrate's) stays without
     res3 = Results(str(tmp_path), "txrate")
     res3.summary("t", Summary("txrate", {}, []))

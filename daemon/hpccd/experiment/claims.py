@@ -153,14 +153,34 @@ def _incast_queue(s: Stages) -> Outcome:
 
 
 def _incast_drain(s: Stages) -> Outcome:
+    """[HPCC] Figure 9d: the queue drains a round trip after HPCC sees it.
+    Read from the queue's peak (the incast's start in the paper's figure): the
+    lab's largest backlog may come tens of ms into the incast, and the time
+    from the start until it drained counts that wait (incast.py)."""
     r = s.row("incast", "hpcc")
-    x = _never(r.get("drain_rtts"))
-    lab = (f"HPCC drained in {_fmt(x)} base RTTs ({_fmt(_never(r.get('drain_s')) * 1e3, 'ms')}), "
-           f"incast FCT max {_fmt(_num(r.get('fct_max_s')) * 1e3, 'ms')}")
-    return Outcome(lab, _at_most(x, RTTS_FEW, "drain time",
-                                 f"the queue's peak was {_fmt(_num(r.get('q_max')) / 1e3, 'KB')}"
-                                 f" and its small backlogs lasted (software pacing); "
-                                 f"{s.why('incast', r)}"))
+    p = s.doc("incast").get("params") or {}
+    x = _never(r.get("drain_peak_rtts"))
+    rtt, link = _num(r.get("base_rtt_s")), _num(r.get("link_bps"))
+    q_max, loaded = _num(r.get("q_max")), _num(p.get("loaded_rtt_us")) * 1e-6
+    T = _num(p.get("T_us")) * 1e-6
+    peak_ms = _num(r.get("peak_s")) * 1e3
+    lab = f"HPCC's queue drained {_fmt(x)} base RTTs"
+    if math.isfinite(x) and T > 0:
+        lab += f" ({_fmt(x * rtt / T)} T)"
+    lab += f" after its peak of {_fmt(q_max / 1e3, 'KB')}"
+    if not math.isnan(peak_ms):
+        lab += f", {_fmt(peak_ms, 'ms')} into the incast"
+    lab += (f" ({_fmt(_never(r.get('drain_rtts')))} RTTs from the incast's start); longest "
+            f"backlog {_fmt(_num(r.get('backlog_longest_rtts')))} RTTs; incast FCT max "
+            f"{_fmt(_num(r.get('fct_max_s')) * 1e3, 'ms')}")
+    why = ""
+    if loaded > 0 and rtt > 0 and link > 0 and not math.isnan(q_max):
+        # no sender learns of a queue before one round trip of the lab's
+        # loaded RTT, and none drains faster than the line rate
+        floor = (loaded + q_max * 8 / link) / rtt
+        why = (f"a backlog lasts at least one loaded round trip ({_fmt(loaded * 1e6, 'us')}) "
+               f"plus its transmission at line rate: {_fmt(floor)} base RTTs for this peak; ")
+    return Outcome(lab, _at_most(x, RTTS_FEW, "drain time", why + s.why("incast", r)))
 
 
 def _incast_vs_dcqcn(s: Stages) -> Outcome:
@@ -171,12 +191,35 @@ def _incast_vs_dcqcn(s: Stages) -> Outcome:
 
 
 def _ls_recovery(s: Stages) -> Outcome:
+    """[HPCC] Figure 9a: the long flow back at line rate right after the
+    short flow.  A miss says what held it, measured (longshort.py): its
+    own rate before the short flow (the hosts' ceiling when below 90 % of
+    the line rate) and how long HPCC's window W took to come back."""
     r = s.row("long-short", "hpcc")
     x = _never(r.get("recovery_rtts"))
     lab = (f"HPCC's long flow back at 90 % of line rate {_fmt(_never(r.get('recovery_s')) * 1e3, 'ms')}"
            f" = {_fmt(x)} RTTs after the short flow ended")
-    return Outcome(lab, _at_most(x, RTTS_FEW, "recovery",
-                                 f"one software-timed event; {s.why('long-short', r)}"))
+    why = []
+    before, line = _num(r.get("long_before_bps")), _num(r.get("line_bps"))
+    if before > 0 and line > 0:
+        why.append(f"alone before the short flow the long flow ran at "
+                   f"{_fmt(before / 1e6, 'Mbit/s')} ({before / line:.0%} of line rate), back at "
+                   f"90 % of that in {_fmt(_never(r.get('recovery_own_rtts')))} RTTs")
+    st = _num(r.get("srtt_T"))
+    if st > 1:
+        why.append(f"its smoothed RTT alone was {_fmt(st)} T, so its window cap B x T let it "
+                   f"deliver at most {1 / st:.0%} of line rate")
+    elif st > 0:
+        why.append(f"its smoothed RTT alone was {_fmt(st)} T: the window cap B x T did not "
+                   f"hold it back")
+    # w_low null: no window read (a kernel flow); w_back null: never back
+    if not math.isnan(_num(r.get("w_low"))):
+        why.append(f"its window fell to {_fmt(_num(r.get('w_low')))} of its level before and was "
+                   f"back at 90 % {_fmt(_never(r.get('w_back_rtts')))} RTTs "
+                   f"({_fmt(_never(r.get('w_back_updates')))} W^c updates) after the short flow "
+                   f"ended")
+    why.append(s.why("long-short", r))
+    return Outcome(lab, _at_most(x, RTTS_FEW, "recovery", "; ".join(w for w in why if w)))
 
 
 def _ls_vs_dcqcn(s: Stages) -> Outcome:
@@ -407,8 +450,9 @@ def _long_flows(s: Stages) -> Outcome:
 def _reaction_rtt(s: Stages) -> Outcome:
     h, r = s.row("reaction", "hpcc"), s.row("reaction", "hpcc-rtt")
     a, b = _num(h.get("q_p99")), _num(r.get("q_p99"))
-    lab = (f"queue p99 HPCC {_fmt(a / 1e3, 'KB')}, per-RTT {_fmt(b / 1e3, 'KB')}; drained in "
-           f"{_fmt(_num(h.get('drain_rtts')))} and {_fmt(_num(r.get('drain_rtts')))} RTTs")
+    lab = (f"queue p99 HPCC {_fmt(a / 1e3, 'KB')}, per-RTT {_fmt(b / 1e3, 'KB')}; drained "
+           f"{_fmt(_never(h.get('drain_peak_rtts')))} and {_fmt(_never(r.get('drain_peak_rtts')))}"
+           f" RTTs after the peak")
     return Outcome(lab, _less(a, b, "HPCC", "per-RTT", s.why("reaction", r), _kb))
 
 

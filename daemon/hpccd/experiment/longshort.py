@@ -14,19 +14,30 @@ seconds, then the short flow of ``size`` bytes; recording goes on for
 Reported: the long flow's rate before the short flow, while it ran, and
 the recovery time: from the short flow's last byte until the long flow's
 rate, averaged over the next 5 ms, is >= 90% of the line rate again (in
-ms and in base RTTs; issue 8: HPCC within 3 RTTs).
+ms and in base RTTs; issue 8: HPCC within 3 RTTs).  Beside it, two figures
+that tell the algorithm from the hosts (docs/experiments.md "What holds the
+long flow back"): the recovery to 90 % of the long flow's own rate before
+the short flow (its ceiling on these hosts, when that is below the line
+rate), and, for a native flow, its window W read from the engine
+(native.WindowRecorder, every 0.2 ms from the short flow's start): W's
+least while the short flow ran against its median before, and the time
+and the W^c updates from the short flow's end until W is back at 90 % of
+that median ([HPCC] Algorithm 1: after U fell below eta, maxStage
+additive updates, one per round trip, come before the multiplicative
+one).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import time
 from typing import Any
 
 from . import measure
 from .algos import Algo
 from .kernel_cc import KernelCc
-from .native import Engines, send_time
+from .native import Engines, WindowRecorder, send_time
 from . import loaded_rtt
 from .common import (base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines,
                      with_defaults)
@@ -38,6 +49,8 @@ PORT = 5201
 BIN_NS = 500_000
 HOLD_NS = 5_000_000
 BEFORE_NS = 500_000_000      # the long flow's rate before: over this long (spans a 200 ms RTO)
+W_POLL_S = 0.002             # the long flow's W read this often before the short flow,
+W_POLL_FAST_S = 0.0002       # and this often from its start on
 DEFAULTS = {"size": 1_000_000, "rate_mbps": 1000, "buffer_bytes": 1_000_000,
             "k_bytes": 30_000, "warmup": 1.0, "after": 0.5}
 
@@ -63,6 +76,41 @@ def recovery(rates: list[tuple[int, float]], t_end: int, line_bps: float,
     return math.inf
 
 
+def window_back(points: list[tuple], t_start: int, t_first: int,
+                t_end: int) -> tuple[float, float, float]:
+    """From the long flow's window samples [(ns, W, W^c updates so far, ...)]
+    (WindowRecorder): (W's least while the short flow ran, [t_first,
+    t_end], over its median in the BEFORE_NS before `t_start`; seconds from
+    `t_end` until W is >= 90 % of that median again, 0 if it is at t_end;
+    the W^c updates meanwhile).  inf: never back; nan: no samples (a kernel
+    flow)."""
+    before = [p[1] for p in points if t_start - BEFORE_NS <= p[0] < t_start]
+    if not before:
+        return math.nan, math.nan, math.nan
+    w0 = statistics.median(before)
+    low = min((p[1] for p in points if t_first <= p[0] <= t_end), default=w0) / w0
+    upto = [p for p in points if p[0] <= t_end]
+    if not upto:
+        return low, math.nan, math.nan
+    w_end, n_end = upto[-1][1], upto[-1][2]
+    if w_end >= 0.9 * w0:
+        return low, 0.0, 0
+    for t, w, n, *_ in points:
+        if t > t_end and w >= 0.9 * w0:
+            return low, (t - t_end) / 1e9, n - n_end
+    return low, math.inf, math.inf
+
+
+def srtt_over_T(points: list[tuple], t_start: int, T_ns: float) -> float:
+    """The long flow's median smoothed RTT over the BEFORE_NS before the
+    short flow, in units of HPCC's T (window samples: (ns, W, updates,
+    srtt ns)); nan without samples.  Above 1 the window cap W_init = B x T
+    ([HPCC] section 3.2) is below the flow's bandwidth-delay product at its
+    own RTT: alone it can deliver at most 1 / this of the line rate."""
+    v = [p[3] for p in points if t_start - BEFORE_NS <= p[0] < t_start and len(p) > 3 and p[3]]
+    return statistics.median(v) / T_ns if v and T_ns else math.nan
+
+
 @dataclasses.dataclass(kw_only=True)
 class LongShortRow(Row):
     """One algorithm's long-short run: the short flow's completion time and
@@ -77,6 +125,11 @@ class LongShortRow(Row):
     long_during_bps: float
     recovery_s: float                   # until >= 90% of line rate again; inf: never
     recovery_rtts: float
+    recovery_own_rtts: float            # until >= 90% of its own rate before
+    w_low: float                        # W's least during the short flow / W before
+    w_back_rtts: float                  # until W >= 90% of W before; nan: kernel flow
+    w_back_updates: float               # W^c updates meanwhile
+    srtt_T: float                       # its median srtt alone / T (> 1: the cap B x T binds)
     rates: list = private()             # the long flow's [(bin start ns, bit/s)] at s2
     short_rates: list = private()       # the short flow's, same bins
 
@@ -96,15 +149,18 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
     sink_l = open_sink(lab, algo, "r1", PORT)
     sink_s = open_sink(lab, algo, "r2", PORT)
     flows = []
+    wrec = None
     try:
         rec = measure.QueueRecorder(lab, "s2", None).start()
         rec_b = measure.QueueRecorder(lab, "s1", p_bottleneck).start()
         cpu = measure.CpuMeter().start()
         long = open_flow(lab, algo, "l1", "r1", PORT, sink_l, "long").start()
         flows.append(long)
+        wrec = WindowRecorder(long, W_POLL_S).start()
         short = open_flow(lab, algo, "x1", "r2", PORT, sink_s, "short")
         flows.append(short)
         time.sleep(p["warmup"])
+        wrec.poll_s = W_POLL_FAST_S
         t_start = time.monotonic_ns()
         short.start(p["size"])
         short.join(timeout=30)
@@ -114,12 +170,15 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
                 break
             time.sleep(0.01)
         time.sleep(p["after"])
+        wpts = wrec.stop()
         long.stop()
         long.join()
         busy = cpu.stop()
         samples = rec.stop()
         bottleneck = rec_b.stop()
     finally:
+        if wrec is not None:
+            wrec.stop()
         for f in flows:
             f.close()
         sink_l.close()
@@ -141,12 +200,17 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
     def avg(a: int, b: int) -> float:
         v = [r for t, r in rates if a <= t < b]
         return sum(v) / len(v) if v else math.nan
+    before = avg(t_start - BEFORE_NS, t_start)
+    rec_own = recovery(rates, t_end, before) if before > 0 else math.nan
+    w_low, w_back_s, w_back_n = window_back(wpts, t_start, t_first, t_end)
     return LongShortRow(
         algo=algo.name, t0_ns=t_start, t_end_ns=t_end, line_bps=line,
         base_rtt_s=rtt, short_fct_s=(t_end - t_first) / 1e9,
-        long_before_bps=avg(t_start - BEFORE_NS, t_start),
+        long_before_bps=before,
         long_during_bps=avg(t_first, t_end),
-        recovery_s=rec_s, recovery_rtts=rec_s / rtt, cpu_busy=busy,
+        recovery_s=rec_s, recovery_rtts=rec_s / rtt, recovery_own_rtts=rec_own / rtt,
+        w_low=w_low, w_back_rtts=w_back_s / rtt, w_back_updates=w_back_n,
+        srtt_T=srtt_over_T(wpts, t_start, p.get("T_us", math.nan) * 1000), cpu_busy=busy,
         queue_bound=verdict.queue_bound, verdict=verdict.text,
         rates=rates, short_rates=measure.port_rate(ss, t_start - BEFORE_NS,
                                                    t_end + int(p["after"] * 1e9), BIN_NS),
@@ -156,6 +220,9 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
 COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
            ("long_during_mbps", "long during Mbit/s"), ("short_fct_ms", "short FCT ms"),
            ("recovery_ms", "recovery ms"), ("recovery_rtts", "recovery RTTs"),
+           ("recovery_own_rtts", "to own rate RTTs"), ("w_low", "W low"),
+           ("w_back_rtts", "W back RTTs"), ("w_back_updates", "W^c updates"),
+           ("srtt_T", "srtt / T"),
            ("wnd_limited", "wnd-limited"), ("pace_lost", "pace lost"),
            ("timer_late_us", "timer late us"), ("cpu_busy", "CPU busy"), ("queue_bound", "link-bound")]
 
@@ -181,7 +248,12 @@ def report(res: Results, rows: list[LongShortRow], skipped: dict[str, str],
     text = table(rows, COLUMNS)
     if rows:
         text += f"\nbase RTT {rows[0].base_rtt_s * 1e6:.0f} us; recovery: long flow >= 90% " \
-                f"of line rate averaged over the next {HOLD_NS // 1_000_000} ms"
+                f"of line rate averaged over the next {HOLD_NS // 1_000_000} ms; to own rate: " \
+                f">= 90% of its rate before the short flow, the same way; W low: its window's " \
+                f"least while the short flow ran over its median before; W back: until W " \
+                f">= 90% of that median (read every {W_POLL_FAST_S * 1e3:g} ms), W^c updates " \
+                f"meanwhile; srtt / T: the long flow's median srtt alone over HPCC's T (above 1 " \
+                f"its window cap B x T is below its own bandwidth-delay product)"
     text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
     res.summary(text, Summary(NAME, p, rows, skipped))
     return text

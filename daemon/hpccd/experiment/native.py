@@ -30,7 +30,8 @@ from . import baselines
 from .algos import ALGOS
 
 __all__ = ["Engines", "NativeSink", "NativeFlow", "T_NS", "ACK_EVERY", "DEFAULT_N",
-           "flow_kwargs", "hpcc_params", "hpcc_line", "set_given", "given_T_ns", "send_time"]
+           "flow_kwargs", "hpcc_params", "hpcc_line", "set_given", "given_T_ns", "send_time",
+           "WindowRecorder"]
 
 T_NS = 300_000          # provisional T, until the experiment measured its own
 ACK_EVERY = 4
@@ -314,6 +315,47 @@ class NativeFlow:
         if self.flow is not None:
             self._keep_final()
             self.flow.close()
+
+
+class WindowRecorder:
+    """A native flow's window over time: (ns, W bytes, W^c updates so far,
+    smoothed RTT ns) every `poll_s`, read from its engine (struct
+    hpccd_tp_flow_stats: window_bytes, cc_updates, srtt_ns) in a thread from
+    start() to stop(); nothing
+    for a kernel flow (its window is the kernel's).  What the algorithm
+    asked for, beside what the receiver's counters say was delivered."""
+
+    def __init__(self, flow: Any, poll_s: float = 0.001):
+        self.flow, self.poll_s = flow, poll_s
+        self.points: list[tuple[int, float, int, int]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _poll(self) -> None:
+        from ..transport.engine import TransportError
+
+        while not self._stop.is_set():
+            f = getattr(self.flow, "flow", None)
+            if f is not None and not f.closed:
+                try:
+                    s = f.stats().stats
+                except TransportError:          # closed meanwhile: nothing more to read
+                    return
+                self.points.append((time.monotonic_ns(), s["window_bytes"], s["cc_updates"],
+                                    s["srtt_ns"]))
+            self._stop.wait(self.poll_s)
+
+    def start(self) -> "WindowRecorder":
+        if isinstance(self.flow, NativeFlow):
+            self._thread = threading.Thread(target=self._poll, daemon=True, name="native-window")
+            self._thread.start()
+        return self
+
+    def stop(self) -> list[tuple[int, float, int, int]]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        return self.points
 
 
 def send_time(flows, engines: "Engines | None") -> dict[str, float]:

@@ -472,6 +472,16 @@ static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint
 		fprintf(stderr, "harness: flow_open: %s\n", hpccd_tp__error(A));
 		exit(3);
 	}
+	/* flow_open stamps the real clock, which runs ahead of the simulated
+	 * one by the real time the harness has taken so far (more when its
+	 * process waits for a CPU): the flow starts now, in simulated time,
+	 * so flows opened together start together */
+	{
+		struct tp_flow *fl = &A->flows[id & A->slot_mask];
+
+		fl->start_ns = fl->last_progress_ns = fl->next_send_ns = sim_now;
+		sched_wake(A, fl, sim_now);
+	}
 	return id;
 }
 
@@ -790,6 +800,67 @@ static int bneck(uint32_t nflows, uint64_t bytes, uint32_t algo, uint32_t nflows
 	return 0;
 }
 
+/* longshort ([HPCC] section 5.2, Figure 9a, without the lab's CPUs): a
+ * long HPCC flow alone through the switch port for `start_us`, then a
+ * short one of `bytes` joins from the same engine (its own pacing, as
+ * from another host); every `step_us` a row [ns, long W, long U, long W^c
+ * updates, long bytes acknowledged, port queue, short W, short bytes
+ * acknowledged] (and [ns, "short"] when it joins), until `after_us` past
+ * the short flow's last byte acknowledged.  Exit 4: the short flow failed;
+ * 5: not done in 3 s. */
+static int longshort(uint64_t bytes, uint64_t gbps, uint64_t buf_kb, uint64_t seed,
+		     uint64_t start_ns, uint64_t step_ns, uint64_t after_ns)
+{
+	struct hpccd_tp_flow_stats fl, fs;
+	uint64_t t0, t_end = 0, n = 0;
+	uint32_t lid, sid = 0;
+	const char *sep = "";
+
+	bn.bps = gbps * 1000000000ull;
+	bn.buf = buf_kb * 1000;
+	bn.qs = malloc(sizeof(*bn.qs) << 22);
+	flow_int_mode = HPCCD_TP_INT_EVERY;
+	lid = open_flow(1ull << 40, HPCCD_ALGO_HPCC, HPCCD_TP_SR, seed, 40000);
+	t0 = sim_now;
+	printf("{\"trace\": [");
+	for (;;) {
+		if (n == (start_ns + step_ns - 1) / step_ns) {
+			sid = open_flow(bytes, HPCCD_ALGO_HPCC, HPCCD_TP_SR, seed + 1, 40001);
+			printf("%s[%llu, \"short\"]", sep, (unsigned long long)(sim_now - t0));
+			sep = ", ";
+		}
+		run(step_ns, UINT32_MAX, NULL);
+		n++;
+		hpccd_tp__flow_stats(A, lid, &fl);
+		memset(&fs, 0, sizeof(fs));
+		if (sid)
+			hpccd_tp__flow_stats(A, sid, &fs);
+		printf("%s[%llu, %.1f, %.5f, %llu, %llu, %llu, %.1f, %llu]", sep,
+		       (unsigned long long)(sim_now - t0), fl.window_bytes, fl.U,
+		       (unsigned long long)fl.cc_updates, (unsigned long long)fl.snd_una,
+		       (unsigned long long)bn.bytes, fs.window_bytes, (unsigned long long)fs.snd_una);
+		sep = ", ";
+		if (sid && !t_end) {
+			if (fs.state == HPCCD_TP_DONE)
+				t_end = fs.end_ns;
+			else if (fs.state != HPCCD_TP_RUNNING)
+				return 4;
+		}
+		if (t_end && sim_now >= t_end + after_ns)
+			break;
+		if (sim_now - t0 > 3000000000ull)
+			return 5;
+	}
+	hpccd_tp__flow_stats(A, lid, &fl);
+	printf("], \"t_end_ns\": %llu, \"T_ns\": %.0f, \"line_bps\": %llu, \"bneck_bps\": %llu, "
+	       "\"min_rtt_ns\": %llu, \"delay_ns\": %llu, \"port_drops\": %llu}\n",
+	       (unsigned long long)(t_end - t0),
+	       T_ns, (unsigned long long)line_rate_bps, (unsigned long long)bn.bps,
+	       (unsigned long long)fl.min_rtt_ns, (unsigned long long)ab.delay_ns,
+	       (unsigned long long)bn.drops);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct hpccd_tp_config c;
@@ -873,6 +944,12 @@ int main(int argc, char **argv)
 			     algo_of(arg(argc, argv, "algo2", "hpcc")),
 			     strtoull(arg(argc, argv, "bneck_gbps", "10"), NULL, 0),
 			     strtoull(arg(argc, argv, "buf_kb", "1000"), NULL, 0), seed);
+	if (!strcmp(scenario, "longshort"))
+		return longshort(bytes, strtoull(arg(argc, argv, "bneck_gbps", "10"), NULL, 0),
+				 strtoull(arg(argc, argv, "buf_kb", "1000"), NULL, 0), seed,
+				 strtoull(arg(argc, argv, "start_us", "2000"), NULL, 0) * 1000,
+				 strtoull(arg(argc, argv, "step_us", "5"), NULL, 0) * 1000,
+				 strtoull(arg(argc, argv, "after_us", "2000"), NULL, 0) * 1000);
 	if (!strcmp(scenario, "admit")) {
 		for (i = 0; i < nflows; i++)
 			open_flow(ADMIT_BYTES, HPCCD_ALGO_DCTCP, HPCCD_TP_SR, seed + i,

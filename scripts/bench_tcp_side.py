@@ -37,6 +37,10 @@ Printed:
   up to 4 T in cwnd instead of T), interleaved in the same run;
 - hpcc-p15: hpcc with path_rate_gain = 1.5 (R up to 1.5 x the path's slowest
   link instead of 1 x);
+- hpcc-ns: hpcc with path_rate_shared off (each flow's R up to the path's
+  slowest link on its own, not the host's flows on that path together);
+- hpcc-g05: hpcc with probe_gap_rtt = 0.5 (the next probe half an srtt
+  after the last instead of one);
 - the load average before and after: the two cores are shared.
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
@@ -58,8 +62,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 nan = float("nan")
 # The rows of the table and the kernel CC each runs under.
 KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc",
-             "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc", "hpcc-p15": "hpcc"}
-HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15")
+             "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc", "hpcc-p15": "hpcc", "hpcc-ns": "hpcc",
+             "hpcc-g05": "hpcc"}
+HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 from bench_report import loadavg, machine_line, median, table  # noqa: E402
@@ -130,8 +135,13 @@ def idle(side, seconds: float) -> dict:
             "wakeups_per_s": (s1["wakeups"] - s0["wakeups"]) / el, "seconds": el}
 
 
-def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> dict:
-    """`flows` iperf3 streams h1 -> h2 with `cc` (iperf3 -P), measured."""
+def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
+        trace: list | None = None) -> dict:
+    """`flows` iperf3 streams h1 -> h2 with `cc` (iperf3 -P), measured.
+    `trace`: a list to append the run's time series to (every 5 ms, each
+    flow's W, U, R, cwnd, srtt, host share, probes sent and answered; the
+    bottleneck's queue samples; the kernel's pacing rate and cwnd per
+    socket from `ss -tin` every 50 ms)."""
     tl._port += 1
     port = tl._port
     srv = lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
@@ -148,13 +158,25 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
                            "-t", str(seconds), "-P", str(flows), "-J"],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples, t_start = [], time.monotonic_ns()
+    fl_ts: list[tuple] = []
+    ss_ts: list[tuple] = []
+    last_ss = 0
     while cli.poll() is None:
-        time.sleep(0.05)
+        time.sleep(0.005 if trace is not None else 0.05)
         samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
+        now = time.monotonic_ns()
         for k, v in side.flows.items():
             if v.probes_answered:
                 seen_T[k] = v.T_ns
                 seen_w.append((v.W, v.cwnd_bytes, v.srtt_us, v.qdelay_ns))
+                if trace is not None:
+                    fl_ts.append((now - t_start, v.flow_id, v.W, v.U, v.rate_bps, v.cwnd_bytes,
+                                  v.srtt_us, v.host_ns, v.probes_sent, v.probes_answered,
+                                  v.last_update_ns))
+        if trace is not None and now - last_ss > 50_000_000:
+            last_ss = now
+            r = lab.run("h1", ["ss", "-tinH", "state", "established", "dport", "=", f":{port}"])
+            ss_ts.append((now - t_start, r.stdout))
     out, err = cli.communicate(timeout=30)
     samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
     cpu1, s1, c1 = thread_cpu_s(tid), side.stats, side.counters()["hpcc"]
@@ -168,6 +190,11 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     win = [s for s in samples if t_from <= s.ts_ns <= t_to]
     if len(win) < 100:
         raise RuntimeError(f"{cc}: only {len(win)} queue samples")
+    if trace is not None:
+        trace.append({"cc": cc, "flows": flows, "t_start": t_start, "flow_ts": fl_ts,
+                      "ss": ss_ts, "queue": [(s.ts_ns - t_start, s.backlog_bytes, s.tx_bytes)
+                                             for s in samples],
+                      "late_hist": [b - a for a, b in zip(s0["late_hist"], s1["late_hist"])]})
     util = ((win[-1].tx_bytes - win[0].tx_bytes) * 8 / ((win[-1].ts_ns - win[0].ts_ns) / 1e9)
             / tl.LINK_BPS)
     q = sorted(s.backlog_bytes for s in win)
@@ -175,7 +202,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups", "send_calls",
-                                     "send_ns")}
+                                     "send_ns", "rate_shared", "chain_n", "wake_records")}
     from hpccd.tcp_side.engine import HPCC_COUNTERS
     modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,
@@ -185,6 +212,12 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float) -> di
             "retx": res["end"]["sum_sent"].get("retransmits", 0),
             "engine_cpu_per_s": (cpu1 - cpu0) / seconds,
             "probes_per_s": d["probes_sent"] / seconds, "probes_lost": d["probes_lost"],
+            "rate_shared": d["rate_shared"],
+            # what each probe followed: its response (a chain), a park then the
+            # flow's next segment (a wake record), or neither (lost, the sweep)
+            "chained": d["chain_n"] / d["probes_sent"] if d["probes_sent"] else nan,
+            "parks_per_probe": d["parks"] / d["probes_sent"] if d["probes_sent"] else nan,
+            "late_hist": [b - a for a, b in zip(s0["late_hist"], s1["late_hist"])],
             # the engine's CPU per probe, of which inside sendmmsg() (on veth the
             # probe's whole way through the lab runs in the call), probes per call
             "us_per_probe": (cpu1 - cpu0) / d["probes_sent"] * 1e6 if d["probes_sent"] else nan,
@@ -238,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cwnd-rtt-gain", type=float, default=None,
                     help="TcpSide's cwnd_rtt_gain (default its own; 0: cwnd = W, the rate "
                          "not paced ahead of it)")
+    ap.add_argument("--trace", default=None,
+                    help="write the hpcc rows' time series (per flow W, U, R, cwnd, srtt every "
+                         "5 ms, the queue samples, `ss -tin` every 50 ms) to this JSON file")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_tcp_side: needs root (namespaces, XDP, tc, struct_ops)", file=sys.stderr)
@@ -281,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
                         g["host_cap_t"] = 4.0
                     elif cc == "hpcc-p15":
                         g["path_rate_gain"] = 1.5
+                    elif cc == "hpcc-ns":
+                        g["path_rate_shared"] = False
+                    elif cc == "hpcc-g05":
+                        g["probe_gap_rtt"] = 0.5
                     elif a.host_cap_t is not None:
                         g["host_cap_t"] = a.host_cap_t
                     segs = 0 if cc == "hpcc-nocap" else a.gso_segs
@@ -311,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                     ccs = a.ccs.split(",")
                     nflows = [int(x) for x in a.flows.split(",")]
                     res: dict[tuple[str, int], list[dict]] = {}
+                    traces: list[dict] = []
                     for rep in range(a.reps):
                         for n in nflows:
                             for cc in ccs:
@@ -322,11 +363,12 @@ def main(argv: list[str] | None = None) -> int:
                                 if cc not in HPCC_ROWS:
                                     side.trains.restore()       # the lab's trains
                                 try:
+                                    tr = traces if a.trace and cc in HPCC_ROWS else None
                                     if cc == "dctcp":
                                         with tl.default_cc(lab, "dctcp"):
                                             r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
                                     else:
-                                        r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
+                                        r = run(lab, tl, side, cc, n, a.seconds, a.warmup, tr)
                                 finally:
                                     side.trains.apply()
                                 res.setdefault((cc, n), []).append(r)
@@ -340,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
                                              f"{r['wakeups_per_probe']:.2f} wakeups/probe), "
                                              f"{r['probes_per_rtt']:.2f} per RTT, late "
                                              f"{r['late_us']:.0f} us, lost {r['probes_lost']}, "
+                                             f"chained {r['chained']:.0%}, parks/probe "
+                                             f"{r['parks_per_probe']:.2f}, "
+                                             f"rate shared {r['rate_shared']}, late hist "
+                                             f"{r['late_hist']}, "
                                              f"T {r['T_us']} us, median W "
                                              f"{r['W_KB']:.1f} KB cwnd {r['cwnd_KB']:.1f} KB "
                                              f"srtt {r['srtt_us']:.0f} us queue delay "
@@ -349,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
                                       f"q p50 {r['q50'] / 1e3:.1f} KB p99 {r['q99'] / 1e3:.1f} KB "
                                       f"({r['q99'] / bdp:.2f} BDP), Jain {r['jain']:.3f}, "
                                       f"retx {r['retx']}{extra}", flush=True)
+                    if a.trace:
+                        pathlib.Path(a.trace).write_text(json.dumps(
+                            {"bdp": bdp, "link_bps": tl.LINK_BPS, "runs": traces}))
                     print(f"\nmedians of {a.reps} (load average after: {loadavg()})")
                     out = []
                     for (cc, n), rs in res.items():

@@ -47,6 +47,7 @@
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include <bpf/bpf.h>
@@ -69,6 +70,7 @@ const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1] = {
 struct flow {
 	struct hpccd_flow_key key;
 	uint32_t used;
+	uint32_t li;                   /* its index in the engine's list of keys (live) */
 	uint32_t flow_id;
 	/* Candidate: woken, but not (yet) run by "hpcc" (iperf3 -C sets the
 	 * CC after connect(), so the first segment may leave under the default
@@ -80,6 +82,7 @@ struct flow {
 	uint64_t n_T;                  /* times T was set */
 	uint64_t probe_seq;            /* last probe sent */
 	uint64_t probe_sent_ns;
+	uint64_t probe_due_ns;         /* when the last probe was due (its schedule, next()) */
 	uint64_t deadline_ns;
 	int outstanding;
 	int pending;                   /* in flight, next probe due at deadline_ns (gap) */
@@ -97,8 +100,26 @@ struct flow {
 	uint64_t host_n;               /* its samples (cwnd_for) */
 	uint16_t path_id;
 	uint8_t nhop, nhop_prev;
+	/* its part of a path group (grp_join): the path it joined with, the W
+	 * it counts there */
+	uint8_t in_grp;
+	uint16_t grp_path;
+	double grp_w, grp_r;           /* its W and pacing rate (bits/s) counted there */
 	uint8_t hops[64];
 	uint8_t hops_prev[64];         /* the response before (a pair gives utilisation) */
+};
+
+/* The flows of this host to one destination over one path (same daddr,
+ * same path_id: the same switches and the same last hop) cross the same
+ * links, so the same slowest link: their W summed (flows probed within a
+ * sweep) caps their pacing rates together (pace_bps). */
+struct grp {
+	uint32_t daddr;
+	uint16_t path_id;
+	uint16_t used;
+	uint32_t n;                    /* flows counted */
+	double sum_w;                  /* their W */
+	double sum_r;                  /* the pacing rates last written for them, bits/s */
 };
 
 struct hpccd_tcpp {
@@ -108,6 +129,13 @@ struct hpccd_tcpp {
 	struct ring_buffer *rb;
 	struct flow *ft;               /* open addressing, linear probing */
 	uint32_t cap, n;
+	/* the keys of the n flows, dense: the timers and the sweep walk these,
+	 * not the table's cap slots (8,192 of 912 bytes by default: 10-60 us a
+	 * walk, measured, at every gap's end) */
+	struct hpccd_flow_key *live;
+	struct grp *grp;               /* path groups: open addressing, cap slots, rebuilt
+					* by the sweep (no deletion) */
+	uint32_t n_grp;
 	uint32_t n_cand;               /* of n, candidates (not probed, see struct flow) */
 	uint32_t next_flow_id;
 	uint64_t now;
@@ -161,11 +189,19 @@ static struct flow *ft_find(struct hpccd_tcpp *e, const struct hpccd_flow_key *k
 	}
 }
 
-/* Deletion with backward shift: no tombstones. */
+/* Deletion with backward shift: no tombstones.  The key list loses the
+ * flow's key, the last key taking its place. */
 static void ft_del(struct hpccd_tcpp *e, struct flow *f)
 {
-	uint32_t m = e->cap - 1, i = (uint32_t)(f - e->ft), j = i, h;
+	uint32_t m = e->cap - 1, i = (uint32_t)(f - e->ft), j = i, h, last = e->n - 1;
 
+	if (f->li != last) {
+		struct flow *g = ft_find(e, &e->live[last]);
+
+		e->live[f->li] = e->live[last];
+		if (g)
+			g->li = f->li;
+	}
 	e->ft[i].used = 0;
 	e->n--;
 	for (;;) {
@@ -178,6 +214,104 @@ static void ft_del(struct hpccd_tcpp *e, struct flow *f)
 		e->ft[i] = e->ft[j];
 		e->ft[j].used = 0;
 		i = j;
+	}
+}
+
+/* ---- path groups ------------------------------------------------------- */
+
+static struct grp *grp_find(struct hpccd_tcpp *e, uint32_t daddr, uint16_t path_id, int add)
+{
+	uint32_t m = e->cap - 1, i = (daddr * 0x9E3779B1u ^ path_id * 0x85EBCA77u) & m;
+
+	for (;; i = (i + 1) & m) {
+		struct grp *g = &e->grp[i];
+
+		if (!g->used) {
+			if (!add || e->n_grp + 1 > e->cap / 2)
+				return NULL;           /* full until the sweep rebuilds */
+			g->used = 1;
+			g->daddr = daddr;
+			g->path_id = path_id;
+			g->n = 0;
+			g->sum_w = 0;
+			g->sum_r = 0;
+			e->n_grp++;
+			return g;
+		}
+		if (g->daddr == daddr && g->path_id == path_id)
+			return g;
+	}
+}
+
+/* The flow stops counting in its group (ended, or on another path; a flow
+ * parked for longer than a sweep is left out by the sweep's rebuild). */
+static void grp_leave(struct hpccd_tcpp *e, struct flow *f)
+{
+	struct grp *g;
+
+	if (!f->in_grp)
+		return;
+	f->in_grp = 0;
+	g = grp_find(e, f->key.daddr, f->grp_path, 0);
+	if (!g)
+		return;
+	g->sum_w -= f->grp_w;
+	g->sum_r -= f->grp_r;
+	if (--g->n == 0 || g->sum_w < 0)
+		g->sum_w = 0;
+	if (!g->n || g->sum_r < 0)
+		g->sum_r = 0;
+}
+
+/* The flow counts W in the group of its path (joining it first). */
+static struct grp *grp_join(struct hpccd_tcpp *e, struct flow *f, double W)
+{
+	struct grp *g;
+
+	if (f->in_grp && f->grp_path != f->path_id)
+		grp_leave(e, f);
+	g = grp_find(e, f->key.daddr, f->path_id, !f->in_grp);
+	if (!g)
+		return NULL;
+	if (!f->in_grp) {
+		f->in_grp = 1;
+		f->grp_path = f->path_id;
+		f->grp_w = 0;
+		f->grp_r = 0;
+		g->n++;
+	}
+	g->sum_w += W - f->grp_w;
+	f->grp_w = W;
+	return g;
+}
+
+/* The sweep's: every group anew from the flows that count (no stale
+ * groups left, no drift of the sums).  A parked flow keeps its part while
+ * its window is younger than a sweep: a paced flow's pipe empties between
+ * its trains (parked until its next segment), and its rate, still in its
+ * window entry, applies again when it resumes. */
+static void grp_rebuild(struct hpccd_tcpp *e)
+{
+	uint32_t i;
+
+	memset(e->grp, 0, (size_t)e->cap * sizeof(*e->grp));
+	e->n_grp = 0;
+	for (i = 0; i < e->n; i++) {
+		struct flow *f = ft_find(e, &e->live[i]);
+
+		if (f && f->in_grp) {
+			double r = f->grp_r;
+			struct grp *g;
+
+			f->in_grp = 0;
+			if (f->parked && f->last_update_ns + e->c.sweep_ns < e->now)
+				continue;
+			g = grp_join(e, f, f->grp_w);
+			if (g) {
+				g->sum_r += r;
+				f->grp_r = r;
+			}
+		}
 	}
 }
 
@@ -198,6 +332,7 @@ static void forget(struct hpccd_tcpp *e, struct flow *f)
 
 static void end_flow(struct hpccd_tcpp *e, struct flow *f)
 {
+	grp_leave(e, f);
 	forget(e, f);
 	ft_del(e, f);
 	e->st.flows_ended++;
@@ -315,6 +450,7 @@ static void send_probe(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	 * times out and is counted lost, and the next one follows. */
 	f->probe_seq = seq;
 	f->probe_sent_ns = now;
+	f->probe_due_ns = now;                         /* next() sets the schedule's own */
 	f->outstanding = 1;
 	f->pending = 0;
 	f->parked = 0;
@@ -359,12 +495,20 @@ static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	}
 	apply_cst(f, &st);
 	if (st.snd_una != st.snd_nxt || tracker_ahead(e, f)) {
-		/* Not sooner than probe_gap_rtt x the flow's srtt after the last
-		 * probe: once per RTT of the flow, which on a host stack is
-		 * several times the probe's own. */
-		uint64_t due = f->probe_sent_ns +
-			       (uint64_t)((double)f->srtt_us * 1000 * e->c.probe_gap_rtt);
+		/* probe_gap_rtt x the flow's srtt after the last probe was due,
+		 * not after it left: once per RTT of the flow (on a host stack
+		 * several times the probe's own), and a late probe does not push
+		 * the next ones back (counted from the send, the interval was an
+		 * srtt plus the lateness: 0.4-0.5 probes per RTT measured).  A
+		 * debt of more than one gap is dropped, and probes stay at least
+		 * half a gap apart. */
+		uint64_t gap = (uint64_t)((double)f->srtt_us * 1000 * e->c.probe_gap_rtt);
+		uint64_t due = f->probe_due_ns + gap;
 
+		if (due + gap < e->now)
+			due = e->now - gap;
+		if (due < f->probe_sent_ns + gap / 2)
+			due = f->probe_sent_ns + gap / 2;
 		if (due > e->now) {
 			f->pending = 1;
 			f->deadline_ns = due;
@@ -373,6 +517,7 @@ static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 			return;
 		}
 		send_probe(e, f, since && since < due ? due : since);
+		f->probe_due_ns = due;
 		return;
 	}
 	f->chained = 0;
@@ -402,6 +547,8 @@ static struct flow *new_flow(struct hpccd_tcpp *e, const struct hpccd_flow_key *
 		return NULL;
 	f->key = *k;
 	f->used = 1;
+	f->li = e->n;
+	e->live[e->n] = *k;
 	f->T_ns = e->c.hpcc.T_ns;
 	f->flow_id = e->next_flow_id++;
 	if (!e->next_flow_id)
@@ -458,25 +605,49 @@ static void follow_T(struct hpccd_tcpp *e, struct flow *f)
 }
 
 /* The pacing rate, bits/s: R = W / T ([HPCC] Algorithm 1 line 27), at most
- * the slowest link of the path the INT describes (cwnd_rtt_gain > 0).  W_max
+ * the slowest link of the path the INT describes (cwnd_rtt_gain > 0) and,
+ * with path_rate_shared, the flows of the group `g` (this host's flows to
+ * the same destination over the same path, grp_join) at most that
+ * link together, each its W's part of their sum W_g: R <= B W / W_g.  In
+ * HPCC's equilibrium W_g = eta B T and this does not bind (W / T < B W /
+ * W_g); it binds when the flows' W together overshoot B x T: every flow
+ * that read U near 0 (a host stall, a probe between two trains) jumps to
+ * W_max = B_NIC x T at once, and their next probes come an srtt of the
+ * flow later, several T on a host stack.  Measured: two flows each paced
+ * at the 1 Gbit/s bottleneck's rate at the same time (ss -tin), the queue
+ * at several BDP (docs/tcp-side.md, "Issue 19: two and four flows").  W_max
  * = B_NIC x T lets R reach the NIC's rate; for a native flow the NIC's
  * scheduler then only sends what its window allows, but a kernel TCP flow
  * whose host stalled (the probe saw the link idle: U near 0, W to W_max)
  * comes back with a window of a host RTT and would send it at B_NIC into
  * the slower bottleneck.  No flow gains from a rate above its path's
  * slowest link. */
-static double pace_bps(const struct hpccd_tcpp *e, const struct flow *f)
+static double pace_bps(struct hpccd_tcpp *e, const struct flow *f, const struct grp *g)
 {
 	const struct hpccd_hpcc *s = &f->hpcc;
-	double r = hpccd_hpcc_rate_bps(s), b;
+	double r = hpccd_hpcc_rate_bps(s), b, bmin = 0;
 	uint32_t i;
 
 	if (e->c.cwnd_rtt_gain <= 0)
 		return r;
 	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++) {
 		b = (double)s->L[i].bw_bps * e->c.path_rate_gain;
-		if (b > 0 && b < r)
+		if (b > 0 && (!bmin || b < bmin))
+			bmin = b;
+	}
+	if (bmin && bmin < r)
+		r = bmin;
+	if (bmin && g && g->n > 1 && g->sum_w > s->W && s->W > 0) {
+		/* its share, and no more than the others' rates as last written
+		 * leave of the link (theirs are lowered at their own responses,
+		 * an srtt of theirs later): not below a quarter of the share */
+		double share = bmin * s->W / g->sum_w, room = bmin - (g->sum_r - f->grp_r);
+
+		b = room < share ? (room > share / 4 ? room : share / 4) : share;
+		if (b < r) {
 			r = b;
+			e->st.rate_shared++;
+		}
 	}
 	return r;
 }
@@ -569,7 +740,15 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		memcpy(f->hops, t->hops, 8 * n);
 		if (hpccd_hpcc_new_ack_wire(&f->hpcc, t->rx_ns, t->probe_seq, t->probe_seq,
 					    t->path_id, t->hops, n) >= 0) {
-			w.pacing_bps = (uint64_t)(pace_bps(e, f) / 8);
+			struct grp *g = e->c.path_rate_shared ? grp_join(e, f, f->hpcc.W) : NULL;
+
+			double r = pace_bps(e, f, g);
+
+			if (g) {                       /* what the group's flows hold now */
+				g->sum_r += r - f->grp_r;
+				f->grp_r = r;
+			}
+			w.pacing_bps = (uint64_t)(r / 8);
 			w.cwnd_bytes = f->cwnd_bytes = cwnd_for(e, f, (double)w.pacing_bps);
 			w.updated_ns = t->rx_ns;
 			w.seq = t->probe_seq;
@@ -674,10 +853,12 @@ static void timeouts(struct hpccd_tcpp *e)
 	struct hpccd_tcp_resp r;
 	uint32_t i;
 
-	for (i = 0; i < e->cap; i++) {
-		struct flow *f = &e->ft[i];
+	/* downwards: a flow that ends gives its place in the list to the last
+	 * key, already looked at */
+	for (i = e->n; i-- > 0;) {
+		struct flow *f = ft_find(e, &e->live[i]);
 
-		if (!f->used || (!f->outstanding && !f->cand && !f->pending))
+		if (!f || (!f->outstanding && !f->cand && !f->pending))
 			continue;
 		/* a gap that ends within 1/16 of the flow's srtt ends now: its
 		 * probe leaves with this wake's batch instead of a wake of its own */
@@ -716,8 +897,6 @@ static void timeouts(struct hpccd_tcpp *e)
 		if (f->used && (f->outstanding || f->cand || f->pending) &&
 		    f->deadline_ns < next_check)
 			next_check = f->deadline_ns;
-		/* (next() may have moved another flow into slot i: checked
-		 * at the next pass, at most timeout_min_ns later) */
 	}
 	e->check_at = next_check;
 }
@@ -729,14 +908,13 @@ static void sweep(struct hpccd_tcpp *e)
 
 	e->last_sweep = e->now;
 	e->st.sweeps++;
-	for (i = 0; i < e->cap; i++) {
-		struct flow *f = &e->ft[i];
+	for (i = e->n; i-- > 0;) {                     /* downwards, as timeouts() */
+		struct flow *f = ft_find(e, &e->live[i]);
 
-		if (!f->used || f->cand)
+		if (!f || f->cand)
 			continue;
 		if (cst_of(e, &f->key, &st)) {
 			end_flow(e, f);
-			i--;                           /* the shift may have filled slot i */
 			continue;
 		}
 		apply_cst(f, &st);
@@ -747,6 +925,7 @@ static void sweep(struct hpccd_tcpp *e)
 			send_probe(e, f, 0);
 		}
 	}
+	grp_rebuild(e);
 }
 
 /* The heartbeat's period: heartbeat_ns while there are flows; without
@@ -818,7 +997,9 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	e->epfd = e->evfd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	e->ft = calloc(cap, sizeof(*e->ft));
-	if (!e->ft) {
+	e->grp = calloc(cap, sizeof(*e->grp));
+	e->live = calloc(cap, sizeof(*e->live));
+	if (!e->ft || !e->grp || !e->live) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -864,6 +1045,11 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 	struct timespec ts;
 	int n, i, rc = 0;
 
+	/* The thread that serves the engine without a limit wakes at each
+	 * probe gap's end (one srtt, 100-700 us in the lab): its timers with
+	 * 1 us of slack, not the default 50 us (a thread's own setting). */
+	if (timeout_ns < 0)
+		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	pthread_mutex_lock(&e->mu);
 	e->now = mono_ns();
 	end = timeout_ns < 0 ? UINT64_MAX : e->now + (uint64_t)timeout_ns;
@@ -984,5 +1170,7 @@ void hpccd_tcpp_free(struct hpccd_tcpp *e)
 		close(e->evfd);
 	pthread_mutex_destroy(&e->mu);
 	free(e->ft);
+	free(e->grp);
+	free(e->live);
 	free(e);
 }

@@ -72,7 +72,10 @@ struct hpccd_tcpp_config {
 				   * 1: the link's rate) */
 	uint8_t probe_dscp;
 	uint8_t room;             /* INT hop records reserved in a probe */
-	uint8_t pad[6];
+	uint8_t path_rate_shared; /* 1: the flows of this host to one destination over one
+				   * path share that cap: sum of their R at most it, each
+				   * in proportion to its W (engine.c, pace_bps) */
+	uint8_t pad[5];
 };
 
 struct hpccd_tcpp_stats {
@@ -94,6 +97,9 @@ struct hpccd_tcpp_stats {
 	 * the time spent in them (on veth, the packet's whole way through the
 	 * lab runs inside the call) */
 	uint64_t send_calls, send_ns;
+	/* windows whose pacing rate their path group's share capped below
+	 * their own cap (path_rate_shared, engine.c pace_bps) */
+	uint64_t rate_shared;
 	uint32_t flows;           /* flows known now */
 	uint32_t pad;
 };
@@ -130,7 +136,8 @@ struct hpccd_tcpp;
 int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out);
 /* Serve events until hpccd_tcpp_stop() or `timeout_ns` (< 0: no limit;
  * 0: what is pending now, then return).  Returns 0, or a negative errno
- * of a failure that stops the engine (the caller may call again). */
+ * of a failure that stops the engine (the caller may call again).  With
+ * no limit it sets the calling thread's timer slack to 1 us. */
 int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns);
 int hpccd_tcpp_stop(struct hpccd_tcpp *e);
 int hpccd_tcpp_stats(struct hpccd_tcpp *e, struct hpccd_tcpp_stats *out);

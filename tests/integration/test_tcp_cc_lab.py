@@ -23,7 +23,10 @@ Part 2, the lab (hpccd.lab.netns with its INT switch on every switch port):
 - hpcc under TcpSide (probes per RTT, INT on the path, the HPCC core, the
   struct_ops window) keeps the bottleneck queue well below cubic's in the
   same run: median, 90th percentile and mean at most a quarter of cubic's, with
-  probes answered and windows written, and throughput kept.
+  probes answered and windows written, and throughput kept;
+- two hpcc streams over one path: the pacing rates the engine writes add up
+  to at most the bottleneck's rate with path_rate_shared, and reach twice
+  it without.
 Each comparison runs twice (cubic, hpcc, cubic, hpcc) on the shared
 machine; the figures are printed (pytest -s) and in docs/tcp-side.md.
 
@@ -710,3 +713,64 @@ def test_train_cap_refuses_what_it_cannot_do(chain):
     cap = trains.TrainCap("eth0", 0, h1)                          # 0: left alone
     cap.apply()
     assert not cap.active and trains.gso_max_segs("eth0", h1) == before
+
+
+def test_hpcc_flows_of_one_path_share_its_rate(chain):
+    """Two `iperf3 -C hpcc` streams h1 -> h2 (one path, one destination):
+    with path_rate_shared (the default) the pacing rates the engine writes
+    into hpccd_tcp_win add up to at most the path's slowest link (s1 -> h2,
+    1 Gbit/s), each flow its W's part (engine.c, pace_bps); without it each
+    flow may be paced at that link's rate on its own, and two are at once
+    (measured with ss -tin: both at 1 Gbit/s, the queue at several BDP)."""
+    set_marking(chain, False)
+    h1 = chain.netns("h1")
+    T = max(base_rtt_ns(chain) * 3 // 2, 100_000)
+    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
+              "eta": 0.95, "max_stage": 5, "N_flows": 2}
+    link_Bps = 1_000_000_000 / 8
+    win = chain.tcp_cc.map("hpcc", "hpccd_tcp_win")
+    out = {}
+    for shared in (False, True):
+        side = TcpSide(chain.progs.tc, chain.progs.xdp["h1"], hpcc_params=params, netns=h1,
+                       tcp_cc=chain.tcp_cc, gso_max_segs=2, gso_dev="eth0",
+                       path_rate_shared=shared)
+        side.start()
+        side.start_thread()
+        try:
+            global _port
+            _port += 1
+            srv = chain.popen("h2", ["iperf3", "-s", "-1", "-p", str(_port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.3)
+            s0 = side.stats
+            cli = chain.popen("h1", ["iperf3", "-c", chain.address("h2"), "-p", str(_port),
+                                     "-C", "hpcc", "-P", "2", "-t", "3", "-J"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            sums = []
+            t_from = time.monotonic() + 0.5
+            while cli.poll() is None:
+                time.sleep(0.002)
+                ents = [struct.unpack(WIN_FMT, v) for _, v in win.items()]
+                if time.monotonic() >= t_from and len(ents) == 2:
+                    sums.append(sum(e[1] for e in ents))
+            o, err = cli.communicate(timeout=30)
+            srv.wait(timeout=10)
+            assert cli.returncode == 0, err
+            s1 = side.stats
+        finally:
+            side.stop()
+        res = json.loads(o)
+        assert len(sums) > 100, len(sums)
+        sums.sort()
+        out[shared] = {"p50": sums[len(sums) // 2] / link_Bps,
+                       "p95": sums[int(0.95 * len(sums))] / link_Bps,
+                       "max": sums[-1] / link_Bps, "samples": len(sums),
+                       "rate_shared": s1["rate_shared"] - s0["rate_shared"],
+                       "windows": s1["windows_written"] - s0["windows_written"],
+                       "goodput_mbps": res["end"]["sum_received"]["bits_per_second"] / 1e6}
+    print(f"[shared rate] sum of the two flows' pacing rates / the 1 Gbit/s link: {out}")
+    own, shr = out[False], out[True]
+    assert own["rate_shared"] == 0 and own["max"] > 1.5, own       # each at the link alone
+    assert shr["windows"] > 100 and shr["rate_shared"] > 0, shr
+    assert shr["p95"] <= 1.1, shr                                  # together at most it
+    assert shr["goodput_mbps"] > 300, shr

@@ -86,7 +86,7 @@ _PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp
 _METRICS = ("top_flows", "int_hop_series")
 _LIMITS = ("max_flows", "umem_bytes")
 _TCP_SIDE = ("t_from_rtt", "t_rtt_factor", "probe_gap_rtt", "cwnd_rtt_gain", "stale_ms",
-             "gso_max_segs", "host_cap_t", "path_rate_gain")
+             "gso_max_segs", "host_cap_t", "path_rate_gain", "path_rate_shared")
 
 # Keys that need a restart: compiled into the BPF programs (port, DSCP,
 # flags), bound at start (interfaces, sockets, UMEM) or choosing code.
@@ -126,13 +126,15 @@ class TcpSideOptions:
     gso_max_segs: int = 0           # cap of the tc_tracker interface's GSO trains; 0: leave it
     host_cap_t: float = 1.0         # the hosts' share in cwnd counts at most this x T
     path_rate_gain: float = 1.0     # R at most this x the path's slowest link
+    path_rate_shared: bool = True   # one host's flows on one path: their R summed at most that
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of TcpSide."""
         return {"t_from_rtt": self.t_from_rtt, "t_rtt_factor": self.t_rtt_factor,
                 "probe_gap_rtt": self.probe_gap_rtt, "cwnd_rtt_gain": self.cwnd_rtt_gain,
                 "stale_ns": self.stale_ms * 1_000_000, "gso_max_segs": self.gso_max_segs,
-                "host_cap_t": self.host_cap_t, "path_rate_gain": self.path_rate_gain}
+                "host_cap_t": self.host_cap_t, "path_rate_gain": self.path_rate_gain,
+                "path_rate_shared": self.path_rate_shared}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,7 +448,8 @@ class _Validator(Validator):
             gso_max_segs=self.int_(ts, p, "gso_max_segs", d.gso_max_segs, lo=0, hi=65535),
             host_cap_t=self.float_(ts, p, "host_cap_t", d.host_cap_t, lo=0.0, hi=64.0),
             path_rate_gain=self.float_(ts, p, "path_rate_gain", d.path_rate_gain, lo=0.1,
-                                       hi=4.0))
+                                       hi=4.0),
+            path_rate_shared=self.bool_(ts, p, "path_rate_shared", d.path_rate_shared))
         lim = self.keys(doc.get("limits", {}), ("limits",), _LIMITS)
         max_flows = self.int_(lim, ("limits",), "max_flows", 4096, lo=1, hi=1 << 20)
         umem = self.int_(lim, ("limits",), "umem_bytes", 16 << 20, lo=2 * frame, hi=1 << 34)

@@ -569,7 +569,7 @@ STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "sen
          "windows_written", "flows_started", "flows_ended", "flows_refused", "not_hpcc", "wakeups",
          "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",
          "heartbeats", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
-         "chain_interval_ns", "chain_n", "send_calls", "send_ns", "flows")
+         "chain_interval_ns", "chain_n", "send_calls", "send_ns", "rate_shared", "flows")
 
 
 class TcpSide:
@@ -596,7 +596,9 @@ class TcpSide:
     lower it, and trains as large as the lab's make the INT's U swing).
     ``host_cap_t``: the hosts' share of a flow's RTT counts in its cwnd at
     most this x its T (engine.c, cwnd_for).  ``path_rate_gain``: the pacing
-    rate R at most this x the slowest link of the path (engine.c, pace_bps)."""
+    rate R at most this x the slowest link of the path (engine.c, pace_bps).
+    ``path_rate_shared``: this host's flows to one destination over one path
+    share that cap, each in proportion to its W (engine.c, pace_bps)."""
 
     def __init__(self, tracker: Any, xdp: Any, *,
                  hpcc_params: Mapping[str, Any], netns: str | None = None,
@@ -610,7 +612,8 @@ class TcpSide:
                  nice: int = -10, lock_wait_s: float = 0.0,
                  gso_max_segs: int = 0, gso_dev: str | None = None,
                  host_cap_t: float = HOST_CAP_T_DEFAULT,
-                 path_rate_gain: float = PATH_RATE_GAIN_DEFAULT):
+                 path_rate_gain: float = PATH_RATE_GAIN_DEFAULT,
+                 path_rate_shared: bool = True):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -652,6 +655,7 @@ class TcpSide:
         if not 0.1 <= path_rate_gain <= 4:
             raise ValueError(f"path_rate_gain must be within [0.1, 4], got {path_rate_gain}")
         self.path_rate_gain = float(path_rate_gain)
+        self.path_rate_shared = bool(path_rate_shared)
         self.lock_wait_s = lock_wait_s
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
@@ -689,6 +693,7 @@ class TcpSide:
         c.cwnd_rtt_gain = self.cwnd_rtt_gain
         c.host_cap_t = self.host_cap_t
         c.path_rate_gain = self.path_rate_gain
+        c.path_rate_shared = int(self.path_rate_shared)
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 

@@ -199,8 +199,6 @@ void tp__state_free(struct hpccd_tp *t)
 int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_tp_config *cfg,
 		     struct hpccd_tp **out, char *err, size_t err_size)
 {
-	struct xsk_umem_config ucfg;
-	struct xsk_socket_config scfg;
 	struct xdp_options opts;
 	struct hpccd_tp_config c;
 	struct hpccd_hpcc probe;
@@ -246,7 +244,8 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
 				   "ack_every %u, udp port %u, dscp %u", c.ack_every, c.udp_port,
 				   c.probe_dscp);
-	if (c.sink != HPCCD_TP_SINK_VERIFY && !(c.sink == HPCCD_TP_SINK_FD && c.sink_fd >= 0))
+	if (c.sink != HPCCD_TP_SINK_VERIFY && c.sink != HPCCD_TP_SINK_COUNT &&
+	    !(c.sink == HPCCD_TP_SINK_FD && c.sink_fd >= 0))
 		return create_fail(err, err_size, ifname, queue_id, -EINVAL,
 				   "sink %u (fd %d)", c.sink, c.sink_fd);
 	if (hpccd_hpcc_init(&probe, &c.rx_hpcc, HPCCD_ALGO_RXHPCC, &why))
@@ -282,49 +281,27 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 				 "mmap of a %zu-byte UMEM", t->area_len);
 		goto free_t;
 	}
-	memset(&ucfg, 0, sizeof(ucfg));
-	ucfg.fill_size = t->ring;
-	ucfg.comp_size = pow2_floor(c.tx_frames) * 2;  /* never full: > frames in flight */
-	ucfg.frame_size = c.frame_size;
-	ucfg.frame_headroom = HEADROOM;
-	rc = xsk_umem__create(&t->umem, t->area, t->area_len, &t->fq, &t->cq, &ucfg);
-	if (rc) {
-		t->umem = NULL;
-		create_fail(err, err_size, ifname, queue_id, rc, "xsk_umem__create (%u frames)",
-			    frames);
-		goto unmap;
+	{
+		const char *what = "";
+		uint16_t bind = (uint16_t)(c.flags & (HPCCD_TP_F_COPY | HPCCD_TP_F_ZEROCOPY |
+						      HPCCD_TP_F_NEED_WAKEUP));
+
+		if (!(c.flags & HPCCD_TP_F_NO_SG))
+			bind |= XDP_USE_SG;
+		/* the completion ring never full: > frames in flight; every TX
+		 * frame fits in the TX ring */
+		rc = xsk_open(t, queue_id, t->ring, pow2_floor(c.tx_frames) * 2, t->ring,
+			      pow2_floor(c.tx_frames), bind, !!(c.flags & HPCCD_TP_F_CSUM_OFFLOAD),
+			      &what);
+		if (rc) {
+			create_fail(err, err_size, ifname, queue_id, rc,
+				    "AF_XDP socket (%s, %u frames, %s mode)", what, frames,
+				    (c.flags & HPCCD_TP_F_ZEROCOPY) ? "zero-copy" :
+				    (c.flags & HPCCD_TP_F_COPY) ? "copy" : "any");
+			goto unmap;
+		}
 	}
-	memset(&scfg, 0, sizeof(scfg));
-	scfg.rx_size = t->ring;
-	scfg.tx_size = pow2_floor(c.tx_frames);  /* every TX frame fits in the ring */
-	scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;   /* xdp_host is the loader's */
-	scfg.bind_flags = (uint16_t)(c.flags & (HPCCD_TP_F_COPY | HPCCD_TP_F_ZEROCOPY |
-						 HPCCD_TP_F_NEED_WAKEUP));
-	/* Multi-buffer packets (larger than a frame) where the kernel and the
-	 * driver take them: every kernel from 6.6 in copy mode; a driver
-	 * without it in zero-copy mode, or an older kernel, refuses the flag
-	 * and the socket is bound without it. */
-	rc = -EINVAL;
-	if (!(c.flags & HPCCD_TP_F_NO_SG)) {
-		scfg.bind_flags |= XDP_USE_SG;
-		rc = xsk_socket__create(&t->sock, ifname, queue_id, t->umem, &t->rx, &t->tx,
-					&scfg);
-		if (rc)
-			scfg.bind_flags &= (uint16_t)~XDP_USE_SG;
-	}
-	if (rc)
-		rc = xsk_socket__create(&t->sock, ifname, queue_id, t->umem, &t->rx, &t->tx,
-					&scfg);
-	t->sg = !rc && (scfg.bind_flags & XDP_USE_SG);
 	t->st.sg = (uint32_t)t->sg;
-	if (rc) {
-		t->sock = NULL;
-		create_fail(err, err_size, ifname, queue_id, rc, "AF_XDP socket (bind, %s mode)",
-			    (c.flags & HPCCD_TP_F_ZEROCOPY) ? "zero-copy" :
-			    (c.flags & HPCCD_TP_F_COPY) ? "copy" : "any");
-		goto del_umem;
-	}
-	t->fd = xsk_socket__fd(t->sock);
 	/* Copy mode: each frame in flight is an skb charged to the socket's
 	 * send buffer until it is freed, possibly at the far end of the lab;
 	 * the default 208 KB would cap the bytes in flight. */
@@ -340,14 +317,18 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 	optlen = sizeof(opts);
 	if (getsockopt(t->fd, SOL_XDP, XDP_OPTIONS, &opts, &optlen) == 0)
 		t->zerocopy = !!(opts.flags & XDP_OPTIONS_ZEROCOPY);
+	/* Copy mode only: the kernel builds a CHECKSUM_PARTIAL skb, which a
+	 * device without checksum offload gets completed in software
+	 * (validate_xmit_skb); a zero-copy driver honours the request only if
+	 * it implements it (netdev xsk-features tx-checksum), not checked here. */
+	t->st.tx_csum_offload = (uint32_t)(t->tx_md && (c.flags & HPCCD_TP_F_CSUM_OFFLOAD) &&
+					   !t->zerocopy);
 	rx_refill(t);
 	*out = t;
 	return 0;
 
 del_sock:
-	xsk_socket__delete(t->sock);
-del_umem:
-	xsk_umem__delete(t->umem);
+	xsk_close(t);
 unmap:
 	munmap(t->area, t->area_len);
 free_t:
@@ -469,7 +450,8 @@ static int flow_check(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 		return tp__fail(t, -EINVAL, "%s: unknown algorithm %u", who, c->algo);
 	if (!c->bytes)
 		return tp__fail(t, -EINVAL, "%s: a flow carries at least one byte", who);
-	if (c->src != HPCCD_TP_SRC_PATTERN && !(c->src == HPCCD_TP_SRC_BUFFER && c->buf))
+	if (c->src != HPCCD_TP_SRC_PATTERN && !(c->src == HPCCD_TP_SRC_BUFFER && c->buf) &&
+	    !(c->src == HPCCD_TP_SRC_REPEAT && c->buf && c->buf_len))
 		return tp__fail(t, -EINVAL, "%s: source %u without a buffer", who, c->src);
 	if (c->int_room > HPCCD_INT_MAX_HOPS || c->int_mode > HPCCD_TP_INT_PROBE ||
 	    (c->int_mode == HPCCD_TP_INT_NTH && !c->int_every) ||
@@ -818,8 +800,7 @@ void hpccd_tp__destroy(struct hpccd_tp *t)
 		return;
 	hpccd_tp__stop(t);
 	close(t->efd);
-	xsk_socket__delete(t->sock);
-	xsk_umem__delete(t->umem);
+	xsk_close(t);
 	munmap(t->area, t->area_len);
 	tp__state_free(t);
 	pthread_mutex_destroy(&t->lock);

@@ -84,3 +84,28 @@ void finish_frame_pieces(struct hpccd_tp *t, uint8_t *f, uint32_t len0, uint8_t 
 		sum = hpccd_csum_partial(rest[i], rest_len[i], sum);
 	hpccd_csum_store(&uh->check, sum, 1);
 }
+
+/* finish_frame for a DATA packet of `len` bytes (in one frame or in
+ * pieces) whose UDP checksum the device completes (HPCCD_TP_F_CSUM_OFFLOAD,
+ * docs/transport.md "Checksum offload"): the field holds the folded
+ * pseudo-header sum, as a kernel socket leaves it for checksum offload,
+ * and the TX metadata in front of the frame asks the kernel to finish it
+ * (its descriptor carries XDP_TX_METADATA_): the skb leaves
+ * CHECKSUM_PARTIAL, csum_start at the UDP header, csum_offset at its
+ * check field.  The IPv4 header's checksum is summed here (20 bytes). */
+void finish_frame_offload(struct hpccd_tp *t, uint8_t *f, uint32_t len)
+{
+	struct iphdr *ip = frame_ip(f);
+	struct udphdr *uh = frame_udp(f);
+	uint32_t udp_len = len - ETH_HLEN_ - IP_HLEN;
+	struct tp_tx_meta *m = (struct tp_tx_meta *)(void *)(f - TX_META_LEN);
+
+	put_lengths(t, f, len);
+	ip4_csum(ip);
+	hpccd_csum_store_partial(&uh->check, udp_pseudo(ip, udp_len));
+	m->flags = XDP_TXMD_FLAGS_CHECKSUM_;
+	m->csum_start = ETH_HLEN_ + IP_HLEN;
+	m->csum_offset = offsetof(struct udphdr, check);
+	m->pad = 0;
+	m->launch_time = 0;
+}

@@ -114,9 +114,25 @@ void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err
 /* TX frames a packet of `len` bytes takes. */
 static inline uint32_t tx_frames_for(const struct hpccd_tp *t, uint32_t len)
 {
-	uint32_t cap = t->cfg.frame_size - HEADROOM;
+	uint32_t cap = t->cfg.frame_size - TX_HEADROOM;
 
 	return len <= cap ? 1 : (len + cap - 1) / cap;
+}
+
+/* HPCCD_TP_SRC_REPEAT: n bytes from stream offset seq of buf repeated,
+ * one memcpy per run up to the buffer's end. */
+static void repeat_put(const struct tp_flow *fl, uint64_t seq, uint8_t *p, uint32_t n)
+{
+	uint64_t at = seq % fl->c.buf_len;
+
+	while (n) {
+		uint64_t run = fl->c.buf_len - at < n ? fl->c.buf_len - at : n;
+
+		memcpy(p, fl->c.buf + at, run);
+		p += run;
+		n -= (uint32_t)run;
+		at = 0;
+	}
 }
 
 /* `n` bytes of the flow's stream from `seq` into p. */
@@ -124,6 +140,8 @@ static inline void payload_put(const struct tp_flow *fl, uint64_t seq, uint8_t *
 {
 	if (fl->c.src == HPCCD_TP_SRC_BUFFER)
 		memcpy(p, fl->c.buf + seq, n);
+	else if (fl->c.src == HPCCD_TP_SRC_REPEAT)
+		repeat_put(fl, seq, p, n);
 	else
 		hpccd_tp_pattern_fill(fl->c.seed, seq, p, n);
 }
@@ -135,7 +153,7 @@ static inline void payload_put(const struct tp_flow *fl, uint64_t seq, uint8_t *
 static int send_pieces(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint8_t *f,
 		       uint64_t addr, uint32_t off, uint32_t plen)
 {
-	const uint32_t cap = t->cfg.frame_size - HEADROOM;   /* even */
+	const uint32_t cap = t->cfg.frame_size - TX_HEADROOM;   /* even */
 	uint8_t *rest[MB_FRAGS];
 	uint32_t rest_len[MB_FRAGS];
 	uint64_t rest_addr[MB_FRAGS];
@@ -148,15 +166,20 @@ static int send_pieces(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uin
 		rest[n] = tx_get(t, &rest_addr[n]);
 		if (!rest[n]) {           /* cannot happen: the caller counted them */
 			while (n--)
-				t->tx_free[t->n_tx_free++] = rest_addr[n] - HEADROOM;
-			t->tx_free[t->n_tx_free++] = addr - HEADROOM;
+				t->tx_free[t->n_tx_free++] = rest_addr[n] - TX_HEADROOM;
+			t->tx_free[t->n_tx_free++] = addr - TX_HEADROOM;
 			return -ENOBUFS;
 		}
 		rest_len[n] = plen - done < cap ? plen - done : cap;
 		payload_put(fl, seq + done, rest[n], rest_len[n]);
 	}
-	finish_frame_pieces(t, f, cap, rest, rest_len, n, off + plen);
-	tx_put_frag(t, addr, cap, 1);
+	if (t->st.tx_csum_offload) {
+		finish_frame_offload(t, f, off + plen);
+		tx_put_opts(t, addr, cap, XDP_PKT_CONTD | XDP_TX_METADATA_);
+	} else {
+		finish_frame_pieces(t, f, cap, rest, rest_len, n, off + plen);
+		tx_put_frag(t, addr, cap, 1);
+	}
 	for (i = 0; i < n; i++)
 		tx_put_frag(t, rest_addr[i], rest_len[i], i + 1 < n);
 	t->st.tx_mb_pkts++;
@@ -220,10 +243,15 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 	off += HPCCD_HDR_BYTES;
 	p = f + off;
 	len = off + plen;
-	if (len <= t->cfg.frame_size - HEADROOM) {
+	if (len <= t->cfg.frame_size - TX_HEADROOM) {
 		payload_put(fl, seq, p, plen);
-		finish_frame(t, f, len);
-		tx_put(t, addr, len);
+		if (t->st.tx_csum_offload) {
+			finish_frame_offload(t, f, len);
+			tx_put_opts(t, addr, len, XDP_TX_METADATA_);
+		} else {
+			finish_frame(t, f, len);
+			tx_put(t, addr, len);
+		}
 	} else if (send_pieces(t, fl, seq, f, addr, off, plen) < 0) {
 		return -ENOBUFS;
 	}

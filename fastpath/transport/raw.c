@@ -19,7 +19,7 @@ uint32_t raw_schedule(struct hpccd_tp *t)
 {
 	uint32_t sent = 0;
 
-	const uint32_t cap = t->cfg.frame_size - HEADROOM;
+	const uint32_t cap = t->cfg.frame_size - TX_HEADROOM;
 	const uint32_t pieces = (t->raw_len + cap - 1) / cap;
 
 	while (t->raw_left && sent < TX_PER_LOOP) {
@@ -32,7 +32,7 @@ uint32_t raw_schedule(struct hpccd_tp *t)
 			break;
 		}
 		for (i = 0; i < pieces; i++, left -= cap)
-			tx_put_frag(t, t->tx_free[--t->n_tx_free] + HEADROOM,
+			tx_put_frag(t, t->tx_free[--t->n_tx_free] + TX_HEADROOM,
 				    left < cap ? left : cap, i + 1 < pieces);
 		t->raw_left--;
 		sent++;
@@ -46,7 +46,7 @@ int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, ui
 	 * the writers store through the header structs */
 	uint8_t buf[HEADROOM + HPCCD_TP_FRAME_MAX] __attribute__((aligned(4)));
 	uint8_t *tmpl = buf + HEADROOM;
-	const uint32_t cap = t ? t->cfg.frame_size - HEADROOM : 0;
+	const uint32_t cap = t ? t->cfg.frame_size - TX_HEADROOM : 0;
 	uint32_t off = L2L4, len, plen, i;
 
 	if (!t || !c)
@@ -80,7 +80,7 @@ int hpccd_tp__raw_send(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, ui
 	}
 	/* every free TX frame holds the template from now on */
 	for (i = 0; i < t->n_tx_free; i++)
-		memcpy(xsk_umem__get_data(t->area, t->tx_free[i] + HEADROOM), tmpl, len);
+		memcpy(xsk_umem__get_data(t->area, t->tx_free[i] + TX_HEADROOM), tmpl, len);
 	t->raw_len = c->mtu + ETH_HLEN_;
 	t->raw_left = frames;
 	pthread_mutex_unlock(&t->lock);

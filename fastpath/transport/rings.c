@@ -92,7 +92,7 @@ int tx_submit(struct hpccd_tp *t)
 		if (xsk_prod_nb_free(&t->tx, t->n_txq) < t->n_txq) {
 			/* cannot happen with ring >= tx_frames; drop rather than spin */
 			for (i = 0; i < t->n_txq; i++)
-				t->tx_free[t->n_tx_free++] = t->txq[i].addr - HEADROOM;
+				t->tx_free[t->n_tx_free++] = t->txq[i].addr - TX_HEADROOM;
 			t->st.tx_no_frame += t->n_txq;
 			t->n_txq = 0;
 			return 0;

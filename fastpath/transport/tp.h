@@ -13,6 +13,7 @@
  * TX/completion rings.  Every frame is in exactly one of those places.
  *
  * The files, one concern each (the thread's loop calls them in this order):
+ *   xsk.c       the AF_XDP socket, its UMEM and rings (TX metadata room)
  *   rings.c     UMEM rings: fill, completion, TX submit and kick
  *   loop.c      the thread: RX pipe (parser, dispatch), timers, scheduler,
  *               TX, the wait in ppoll()
@@ -85,6 +86,15 @@
 #define ACK_RESERVE 64          /* TX frames data may not take: feedback needs them */
 #define KICK_MAX 64             /* sendto() calls per flush while the kernel says EAGAIN */
 #define HEADROOM 2              /* NET_IP_ALIGN: see the frame sizes in transport.h */
+/* TX frames sit TX_META_LEN bytes further: room for the kernel's AF_XDP TX
+ * metadata (struct xsk_tx_metadata, Linux 6.8+: flags, then the checksum
+ * request's csum_start / csum_offset and a launch time), which the kernel
+ * reads at addr - TX_META_LEN (xsk.c; docs/transport.md "Checksum
+ * offload").  2 + 24 = 26: still 2 past a multiple of 4. */
+#define TX_META_LEN 24
+#define TX_HEADROOM (HEADROOM + TX_META_LEN)
+#define XDP_TX_METADATA_ (1 << 1)          /* desc option: metadata in front */
+#define XDP_TXMD_FLAGS_CHECKSUM_ (1 << 1)  /* metadata flag: checksum request */
 #define POLL_BACKSTOP_NS 200000000ull
 #define STARVED_SLEEP_NS 20000ull   /* no TX frame: completions come without a wakeup */
 #define WAKE_EARLY_MAX_NS 50000ull  /* bound of the timer latency the thread makes up for */
@@ -331,8 +341,9 @@ struct tp_pieces {
 };
 
 struct hpccd_tp {
-	struct xsk_umem *umem;
-	struct xsk_socket *sock;
+	void *ring_map[4];               /* fill, completion, RX, TX (xsk.c) */
+	size_t ring_len[4];
+	int tx_md;                       /* TX metadata registered: checksum offload */
 	void *area;
 	size_t area_len;
 	int fd, efd;
@@ -421,6 +432,13 @@ static inline uint64_t splitmix64(uint64_t x)
 }
 
 /* rings.c */
+/* xsk.c: the socket and its UMEM (t->area, t->ifindex, t->cfg set); what
+ * names the failing step */
+int xsk_open(struct hpccd_tp *t, uint32_t queue_id, uint32_t fill_size, uint32_t comp_size,
+	     uint32_t rx_size, uint32_t tx_size, uint16_t bind_flags, int want_md,
+	     const char **what);
+void xsk_close(struct hpccd_tp *t);
+
 void rx_refill(struct hpccd_tp *t);
 void reap_completions(struct hpccd_tp *t);
 void tx_kick(struct hpccd_tp *t, int locked);
@@ -439,26 +457,44 @@ static inline uint8_t *tx_get(struct hpccd_tp *t, uint64_t *addr)
 		t->starved = 1;
 		return NULL;
 	}
-	*addr = t->tx_free[--t->n_tx_free] + HEADROOM;
+	*addr = t->tx_free[--t->n_tx_free] + TX_HEADROOM;
 	return xsk_umem__get_data(t->area, *addr);
 }
 
 /* Queue a built frame for the TX ring; a full batch is flushed.  `contd`:
  * a multi-buffer packet's frame that is not its last (never flushed
  * before its last: the queue has room for MB_FRAGS past a batch). */
-static inline void tx_put_frag(struct hpccd_tp *t, uint64_t addr, uint32_t len, int contd)
+static inline void tx_put_opts(struct hpccd_tp *t, uint64_t addr, uint32_t len,
+			       uint32_t options)
 {
 	t->txq[t->n_txq].addr = addr;
 	t->txq[t->n_txq].len = len;
-	t->txq[t->n_txq].options = contd ? XDP_PKT_CONTD : 0;
-	if (++t->n_txq >= TX_BATCH && !contd)
+	t->txq[t->n_txq].options = options;
+	if (++t->n_txq >= TX_BATCH && !(options & XDP_PKT_CONTD))
 		tx_flush(t);
+}
+
+static inline void tx_put_frag(struct hpccd_tp *t, uint64_t addr, uint32_t len, int contd)
+{
+	tx_put_opts(t, addr, len, contd ? XDP_PKT_CONTD : 0);
 }
 
 static inline void tx_put(struct hpccd_tp *t, uint64_t addr, uint32_t len)
 {
 	tx_put_frag(t, addr, len, 0);
 }
+
+/* The TX metadata in front of a TX frame (the kernel reads it when the
+ * frame's descriptor has XDP_TX_METADATA_): flags, then the request's
+ * csum_start and csum_offset (u16 each, from the frame's start) and a
+ * launch time (u64), as <linux/if_xdp.h> of Linux 6.8+ lays them out. */
+struct tp_tx_meta {
+	uint64_t flags;
+	uint16_t csum_start, csum_offset;
+	uint32_t pad;
+	uint64_t launch_time;
+};
+_Static_assert(sizeof(struct tp_tx_meta) == TX_META_LEN, "struct xsk_tx_metadata");
 
 /* frame.c */
 void fill_l3_csums(uint8_t *frame, uint32_t frame_len);
@@ -467,6 +503,7 @@ void finish_frame_pieces(struct hpccd_tp *t, uint8_t *f, uint32_t len0, uint8_t 
 void put_l2l4(uint8_t *f, const uint8_t *dmac, const uint8_t *smac, uint32_t saddr,
 	      uint32_t daddr, uint16_t sport, uint16_t dport, uint8_t tos);
 void finish_frame(struct hpccd_tp *t, uint8_t *f, uint32_t len);
+void finish_frame_offload(struct hpccd_tp *t, uint8_t *f, uint32_t len);
 
 /* The writers of include/hpccd/build.h at a byte position of a frame.  The
  * engine's packets ask switches to stamp (COLLECT) iff they have room. */

@@ -66,4 +66,24 @@ static inline void hpccd_csum_store(void *field, uint64_t sum, int udp)
 	memcpy(field, &c, 2);
 }
 
+/* CHECKSUM_PARTIAL, the native-word twin of parse.h's hpccd__csum_is_partial
+ * (the BPF programs' rule): a field left for checksum offload holds exactly
+ * the folded pseudo-header sum `pseudo` (hpccd_csum_pseudo4), not inverted.
+ * The engine writes such a field when it offloads its checksum and takes one
+ * unchecked on receipt (docs/transport.md "Checksum offload"). */
+static inline void hpccd_csum_store_partial(void *field, uint64_t pseudo)
+{
+	uint16_t c = hpccd_csum_fold64(pseudo);
+
+	memcpy(field, &c, 2);
+}
+
+static inline int hpccd_csum_is_partial(const void *field, uint64_t pseudo)
+{
+	uint16_t c;
+
+	memcpy(&c, field, 2);
+	return c == hpccd_csum_fold64(pseudo);
+}
+
 #endif /* HPCCD_CSUM_H */

@@ -82,12 +82,19 @@ enum {
 	HPCCD_TP_F_NO_SG = 16384,       /* do not bind with XDP_USE_SG: no packet
 					 * larger than one frame (multi-buffer is
 					 * tried, and left when the driver refuses) */
+	HPCCD_TP_F_CSUM_OFFLOAD = 32768, /* sender: leave DATA's UDP checksum to the
+					 * device (AF_XDP TX metadata, Linux 6.8+;
+					 * summed here when the kernel refuses it) */
 };
 
 /* Where a receiver puts the bytes of its flows. */
 enum hpccd_tp_sink {
 	HPCCD_TP_SINK_VERIFY = 1,       /* CRC-32 (zlib's) of the in-order stream, discard */
 	HPCCD_TP_SINK_FD = 2,           /* also write() the in-order stream to sink_fd */
+	HPCCD_TP_SINK_COUNT = 3,        /* count the in-order bytes, check nothing (no
+					 * CRC-32): an application that takes the
+					 * bytes as they come, as iperf3's server;
+					 * the flow's crc32 stays 0 */
 };
 
 /* Which data packets carry an INT padding (room > 0). */
@@ -115,6 +122,12 @@ enum hpccd_tp_recovery {
 enum hpccd_tp_src {
 	HPCCD_TP_SRC_PATTERN = 1,       /* generated: hpccd_tp_pattern_fill(seed, ...) */
 	HPCCD_TP_SRC_BUFFER = 2,        /* the caller's buffer, kept alive by the caller */
+	HPCCD_TP_SRC_REPEAT = 3,        /* the caller's buffer of buf_len bytes, sent
+					 * again and again: byte o is buf[o % buf_len]
+					 * (an application that writes one buffer in a
+					 * loop, as iperf3's client; the engine copies
+					 * it into the UMEM as kernel TCP copies from
+					 * user memory) */
 };
 
 enum hpccd_tp_state {
@@ -211,6 +224,7 @@ struct hpccd_tp_flow_cfg {
 	 * 0 = none (the papers' algorithms) */
 	uint32_t rate_win;
 	uint32_t pad4;
+	uint64_t buf_len;               /* HPCCD_TP_SRC_REPEAT: bytes of buf (>= 1) */
 };
 
 struct hpccd_tp_flow_stats {
@@ -333,7 +347,14 @@ struct hpccd_tp_stats {
 	uint64_t rx_mb_bad;             /* of more than 16 pieces or 64 KB: dropped */
 	uint64_t tx_mb_pkts;            /* multi-buffer packets sent */
 	uint32_t sg;                    /* bound with XDP_USE_SG: packets over one frame */
-	uint32_t pad_sg;
+	uint32_t tx_csum_offload;       /* HPCCD_TP_F_CSUM_OFFLOAD asked and the kernel
+					 * took the UMEM's TX metadata: DATA leave with
+					 * the pseudo-header sum for the device to complete */
+	uint64_t csum_unverified;       /* DATA whose UDP checksum field held exactly
+					 * the pseudo-header sum: offloaded by their
+					 * sender and completed by no one on the path
+					 * (a veth), taken unchecked (docs/transport.md
+					 * "Checksum offload") */
 };
 
 struct hpccd_tp;

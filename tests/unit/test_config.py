@@ -177,6 +177,19 @@ def test_frame_sizes_are_the_engines():
         assert e.key == "transport.frame_bytes" and "frame size is 2048 or 4096" in e.message
 
 
+def test_tx_csum_offload_is_on_by_default_and_a_restart_key():
+    """transport.tx_csum_offload: on unless the file says false; a bool (a
+    string is refused with the key named); changing it needs a restart (the
+    engines' sockets are bound with or without the metadata room)."""
+    assert config.loads(BASE).tx_csum_offload is True
+    off = config.loads(BASE + "[transport]\ntx_csum_offload = false\n")
+    assert off.tx_csum_offload is False
+    e = _err(BASE + "[transport]\ntx_csum_offload = \"yes\"\n")
+    assert e.key == "transport.tx_csum_offload", str(e)
+    assert config.restart_only_changes(config.loads(BASE), off) == [
+        ("transport", "tx_csum_offload")]
+
+
 def test_toml_syntax_error_names_the_line():
     e = _err(BASE + "[hpcc]\neta = = 0.9\n")
     assert e.line == 4 and "TOML syntax" in e.message

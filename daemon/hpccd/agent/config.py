@@ -76,7 +76,7 @@ _TOP = ("daemon", "interfaces", "transport", "probes", "algorithm", "hpcc", "dct
 _DAEMON = ("log_level", "control_socket", "metrics_address", "bpf_dir", "components")
 _IFACE = ("name", "xdp_mode", "queues", "cpus", "tc_tracker")
 _TRANSPORT = ("udp_port", "probe_dscp", "integrity_key_file", "frame_bytes", "ack_every",
-              "rx_notify")
+              "rx_notify", "tx_csum_offload")
 ENGINE_FRAMES_MIN = 256             # 64 RX + 128 TX frames at least (transport.c), halved
 _PROBES = ("mode", "inband_every", "timeout_us", "tcp_side", "reflect", "reflect_rate",
            "reflect_burst")
@@ -96,7 +96,7 @@ RESTART_ONLY: tuple[tuple, ...] = (
     ("transport", "probe_dscp"), ("transport", "frame_bytes"), ("probes", "tcp_side"),
     ("probes", "reflect"), ("probes", "reflect_rate"), ("probes", "reflect_burst"),
     ("limits", "umem_bytes"), ("transport", "ack_every"),
-    ("transport", "rx_notify"),
+    ("transport", "rx_notify"), ("transport", "tx_csum_offload"),
     *(("tcp_side", k) for k in _TCP_SIDE),
 )
 
@@ -179,6 +179,7 @@ class Config:
     frame_bytes: int
     ack_every: int                      # native receivers: an ACK every m packets
     rx_notify: bool                     # native receivers: Rx-HPCC windows in ACKs, once per T
+    tx_csum_offload: bool               # native senders: DATA's UDP checksum left to the device
     probe_mode: str
     inband_every: int
     probe_timeout_us: int
@@ -415,6 +416,7 @@ class _Validator(Validator):
                                             f"{' or '.join(map(str, FRAME_SIZES))}")
         ack_every = self.int_(t, p, "ack_every", 1, lo=1, hi=64)
         rx_notify = self.bool_(t, p, "rx_notify", True)
+        csum_offload = self.bool_(t, p, "tx_csum_offload", True)
 
         pr = self.keys(doc.get("probes", {}), ("probes",), _PROBES)
         p = ("probes",)
@@ -465,7 +467,8 @@ class _Validator(Validator):
                      control_socket=control, metrics_address=metrics, bpf_dir=bpf_dir,
                      components=tuple(components), interfaces=ifaces, udp_port=udp_port,
                      probe_dscp=dscp, integrity_key_file=key_file, frame_bytes=frame,
-                     ack_every=ack_every, rx_notify=rx_notify, probe_mode=mode, inband_every=every, probe_timeout_us=timeout,
+                     ack_every=ack_every, rx_notify=rx_notify,
+                     tx_csum_offload=csum_offload, probe_mode=mode, inband_every=every, probe_timeout_us=timeout,
                      tcp_side=tcp_side, reflect=reflect, reflect_rate=reflect_rate,
                      reflect_burst=reflect_burst, default_algorithm=default,
                      params=params, peers=peers, top_flows=top, int_hop_series=hop_series,

@@ -25,6 +25,7 @@ import errno
 import ipaddress
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -100,6 +101,14 @@ def add_parsers(sub) -> None:
                         "frames carry it)")
     s.add_argument("--recovery", choices=("sr", "gbn"), default="sr",
                    help="loss recovery: selective repeat (default) or go-back-N")
+    s.add_argument("--data", choices=("pattern", "buffer"), default="pattern",
+                   help="what --bytes sends: 'pattern' (default), a stream generated per "
+                        "offset that the receiver's CRC-32 checks byte for byte; 'buffer', "
+                        "one application buffer of --buffer-bytes copied into the packets "
+                        "again and again, as iperf3's client does (docs/transport.md "
+                        "\"Throughput against kernel TCP\")")
+    s.add_argument("--buffer-bytes", type=parse_bytes, default=128 * 1024,
+                   help="--data buffer: the buffer's size (default 128Ki, iperf3's TCP block)")
     _common(s)
     s.set_defaults(func=cmd_send)
 
@@ -109,6 +118,10 @@ def add_parsers(sub) -> None:
                                    "CRC-32. Needs root.")
     r.add_argument("--count", type=int, default=1, help="flows to wait for (default 1)")
     r.add_argument("--out", metavar="FILE", help="write the received bytes to FILE")
+    r.add_argument("--verify", choices=("crc", "none"), default="crc",
+                   help="'crc' (default): the CRC-32 of every flow's bytes; 'none': count "
+                        "the bytes and check nothing, as iperf3's server (the UDP "
+                        "checksum is still checked)")
     r.add_argument("--ack-every", type=int, default=4,
                    help="ACK every m packets, at once on a CE change (default 4: the "
                         "lab's two cores, docs/transport.md)")
@@ -215,13 +228,22 @@ def cmd_send(args: argparse.Namespace) -> int:
               "XDP program answers only probes whose tag verifies with its key, so without "
               "one every probe is dropped and HPCC gets no feedback", file=sys.stderr)
         return 2
+    if args.data == "buffer" and (args.file or args.daemon):
+        print("hpccctl send: --data buffer goes with --bytes (it is what --bytes sends)",
+              file=sys.stderr)
+        return 2
     line = args.line_rate_mbps * 1_000_000
+    repeat = None
+    if args.data == "buffer" and args.bytes:
+        repeat = transport.pattern_bytes(random.getrandbits(63), 0,
+                                         min(args.buffer_bytes, args.bytes))
     try:
         with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
                                  tag_key=args.key or bytes(16),
                                  config={"frame_size": args.frame_bytes}) as tp:
             cpu0 = transport.engine_cpu_s()
-            flow = tp.open_flow(args.peer, args.bytes, file=args.file, algo=args.algo,
+            flow = tp.open_flow(args.peer, args.bytes, file=args.file, repeat=repeat,
+                                algo=args.algo,
                                 int_mode=int_mode, mtu=args.mtu, line_rate_bps=line,
                                 recovery=args.recovery, hpcc={"T_ns": args.t_us * 1000})
             try:
@@ -232,6 +254,8 @@ def cmd_send(args: argparse.Namespace) -> int:
             if args.file:
                 with open(args.file, "rb") as f:
                     crc = transport.crc32(f.read())
+            elif repeat is not None:
+                crc = transport.repeat_crc32(repeat, r.bytes)
             else:
                 crc = transport.pattern_crc32(flow.seed, r.bytes)
     except OSError as e:
@@ -244,7 +268,8 @@ def cmd_send(args: argparse.Namespace) -> int:
            "fct_s": r.fct_s, "goodput_bps": r.goodput_bps, "crc32": crc,
            "wire_bytes": st["wire_bytes"], "packets": st["pkts"],
            "retx_packets": st["retx_pkts"], "rtos": st["rtos"], "srtt_ns": st["srtt_ns"],
-           "mtu": st["mss"] + st["hdr_bytes"] - 14, "engine_cpu_s": cpu}
+           "mtu": st["mss"] + st["hdr_bytes"] - 14, "engine_cpu_s": cpu,
+           "data": "file" if args.file else args.data}
     _print(out, args.json,
            f"sent {r.bytes} bytes to {args.peer} ({args.algo}) in {r.fct_s:.6f} s: "
            f"{r.goodput_bps / 1e6:.1f} Mbit/s goodput, {st['pkts']} packets of MTU "
@@ -259,10 +284,15 @@ def cmd_recv(args: argparse.Namespace) -> int:
     if args.count < 1 or args.ack_every < 1:
         print("hpccctl recv: --count and --ack-every must be at least 1", file=sys.stderr)
         return 2
+    if args.verify == "none" and args.out:
+        print("hpccctl recv: --out writes the bytes and checks their CRC-32; --verify none "
+              "goes without it", file=sys.stderr)
+        return 2
+    sink = args.out or ("verify" if args.verify == "crc" else "count")
     rx_hpcc = {"T_ns": args.t_us * 1000, "line_rate_bps": args.line_rate_mbps * 1_000_000}
     try:
         with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
-                                 sink=args.out or "verify", ack_every=args.ack_every,
+                                 sink=sink, ack_every=args.ack_every,
                                  tag_key=args.key or bytes(16), rx_hpcc=rx_hpcc,
                                  config={"frame_size": args.frame_bytes}) as tp:
             cpu0, st0 = transport.engine_cpu_s(), tp.stats()
@@ -275,8 +305,9 @@ def cmd_recv(args: argparse.Namespace) -> int:
                     if f.done and (f.saddr, f.flow_id) not in seen:
                         seen.add((f.saddr, f.flow_id))
                         st = tp.stats()
+                        crc = f.crc32 if sink != "count" else None
                         out = {"from": f.saddr, "flow_id": f.flow_id, "bytes": f.bytes,
-                               "crc32": f.crc32, "fct_s": f.fct_s,
+                               "crc32": crc, "fct_s": f.fct_s,
                                "packets": f.stats["pkts"], "dup": f.stats["dup_pkts"],
                                "out_of_order": f.stats["ooo_pkts"],
                                "held": f.stats["held_pkts"], "err": f.err,
@@ -286,7 +317,9 @@ def cmd_recv(args: argparse.Namespace) -> int:
                                "engine_cpu_s": transport.engine_cpu_s() - cpu0}
                         _print(out, args.json,
                                f"received {f.bytes} bytes from {f.saddr} flow "
-                               f"{f.flow_id:#x} in {f.fct_s:.6f} s, crc32 {f.crc32:08x}")
+                               f"{f.flow_id:#x} in {f.fct_s:.6f} s, "
+                               + (f"crc32 {crc:08x}" if crc is not None
+                                  else "not verified (--verify none)"))
                 if time.monotonic() >= deadline:
                     print(f"hpccctl recv: {len(seen)} of {args.count} flows complete "
                           f"after {args.timeout} s", file=sys.stderr)

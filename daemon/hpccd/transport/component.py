@@ -129,6 +129,7 @@ class TransportComponent(Component):
                     att.name, q, attach_xdp=False, mode=ENGINE_MODE, ack_every=cfg.ack_every,
                     cpu=att.cpus[k] if att.cpus else None,
                     tag_key=self._key or bytes(16), notify=cfg.rx_notify, rx_hpcc=rx_hpcc,
+                    csum_offload=cfg.tx_csum_offload,
                     config={"frame_size": cfg.frame_bytes, "rx_frames": frames // 2,
                             "tx_frames": frames - frames // 2, "udp_port": cfg.udp_port,
                             "max_flows": slots, "rx_flows": slots,

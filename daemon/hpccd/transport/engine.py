@@ -41,7 +41,7 @@ from .._transport import ffi, lib
 from ..core import algorithms
 
 __all__ = ["Transport", "Engines", "Flow", "FlowResult", "RxFlow", "TransportError", "ALGOS",
-           "pattern_bytes", "pattern_crc32", "crc32", "engine_cpu_s", "XDP_HOST"]
+           "pattern_bytes", "pattern_crc32", "crc32", "repeat_crc32", "engine_cpu_s", "XDP_HOST"]
 
 # enum hpccd_algo by name (hpccd.core.algorithms; the same header as the engine's).
 ALGOS = {a.name: a.enum for a in algorithms.ALGORITHMS.values()}
@@ -141,6 +141,17 @@ def pattern_crc32(seed: int, n: int) -> int:
 def crc32(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """zlib's CRC-32 (the receiver's checksum), same as :func:`zlib.crc32`."""
     return lib.hpccd_tp_crc32(crc, ffi.from_buffer(data), len(data))
+
+
+def repeat_crc32(data: bytes | bytearray | memoryview, n: int) -> int:
+    """zlib.crc32 of the first n bytes of `data` repeated (what a flow opened
+    with ``repeat=data`` sends)."""
+    buf, crc, size = ffi.from_buffer(data), 0, len(data)
+    while n > 0:
+        k = min(n, size)
+        crc = lib.hpccd_tp_crc32(crc, buf, k)
+        n -= k
+    return crc
 
 
 # ---- results --------------------------------------------------------------------------
@@ -304,8 +315,10 @@ class Transport:
     build/ebpf/xdp_host.bpf.o, put the interface's IPv4 address into
     hpccd_addrs, attach it in `xdp_mode` ("generic" on veth keeps kernel
     TCP's offloads, ebpf/README.md) and the socket into hpccd_xsks.
-    sink: "verify" (CRC-32, discard) or a file path the received streams
-    are written to (in order of arrival, for a single flow: the file).
+    sink: "verify" (CRC-32, discard), "count" (count the in-order bytes and
+    check nothing, as iperf3's server: the flows' crc32 stays 0) or a file
+    path the received streams are written to (in order of arrival, for a
+    single flow: the file).
     ack_every: m of the receiver's DCTCP.CE ACK machine; echo: INT echoed
     in ACKs (sender-based HPCC); notify: Rx-HPCC windows in the ACKs of
     the flows that ask for them (once per T);
@@ -325,6 +338,10 @@ class Transport:
     sg: bind with XDP_USE_SG where the kernel and driver allow it, so that
     flows may have an MTU larger than a frame (multi-buffer packets of up
     to 16 frames); False keeps every packet in one frame.
+    csum_offload: DATA leave with the UDP checksum for the device to
+    complete (AF_XDP TX metadata, Linux 6.8+, copy mode;
+    stats()["tx_csum_offload"] says whether the kernel took it; False sums
+    it here: docs/transport.md "Checksum offload").
     Other engine settings go through ``config`` (struct hpccd_tp_config)."""
 
     def __init__(self, ifname: str = "eth0", queue_id: int = 0, *, netns: str | None = None,
@@ -333,6 +350,7 @@ class Transport:
                  echo: bool = True, notify: bool = True, csum_check: bool = True,
                  reflect: bool = True, raw: bool = False, cpu: int | None = None,
                  responder: bool = False, busy_poll: bool = False, sg: bool = True,
+                 csum_offload: bool = True,
                  rx_hpcc: Mapping[str, Any] | None = None, cnp_ns: int | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True):
         self._lock = threading.Lock()
@@ -356,7 +374,8 @@ class Transport:
                    (lib.HPCCD_TP_F_RAW if raw else 0) |
                    (lib.HPCCD_TP_F_ECHO if responder else 0) |
                    (lib.HPCCD_TP_F_BUSY_POLL if busy_poll else 0) |
-                   (0 if sg else lib.HPCCD_TP_F_NO_SG))
+                   (0 if sg else lib.HPCCD_TP_F_NO_SG) |
+                   (lib.HPCCD_TP_F_CSUM_OFFLOAD if csum_offload else 0))
         c.ack_every = ack_every
         if cnp_ns is not None:              # DCQCN's N at this receiver (cnp.c)
             if not 0 < cnp_ns < 1 << 63:
@@ -371,7 +390,9 @@ class Transport:
                 (self.local_addr, self.local_mac, self.ifindex,
                  self.if_mtu) = _iface_info(ifname, self.where)
                 c.local_addr = int(ipaddress.IPv4Address(self.local_addr))
-                if sink != "verify":
+                if sink == "count":
+                    c.sink = lib.HPCCD_TP_SINK_COUNT
+                elif sink != "verify":
                     self._sink_fd = os.open(sink, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
                                             os.O_CLOEXEC, 0o644)
                     c.sink, c.sink_fd = lib.HPCCD_TP_SINK_FD, self._sink_fd
@@ -465,6 +486,7 @@ class Transport:
 
     def _flow_cfg(self, peer: str, nbytes: int | None = None, *, algo: str = "hpcc",
                   data: bytes | bytearray | memoryview | None = None,
+                  repeat: bytes | bytearray | memoryview | None = None,
                   file: str | os.PathLike | None = None, seed: int | None = None,
                   int_mode: str | int = "every", int_room: int = 5, mtu: int | None = None,
                   line_rate_bps: int = 1_000_000_000, burst_ns: int | None = None,
@@ -491,7 +513,16 @@ class Transport:
                     raise ValueError(f"flow to {peer}: {file} is empty")
                 keep = mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ)
             data = keep
-        if data is not None:
+        if repeat is not None:
+            if data is not None or file is not None:
+                raise ValueError(f"flow to {peer}: repeat= with data= or file=: one source")
+            if not nbytes or not len(repeat):
+                raise ValueError(f"flow to {peer}: repeat= needs a non-empty buffer and "
+                                 f"nbytes")
+            buf = ffi.from_buffer(repeat)
+            c.src, c.buf, c.buf_len, c.bytes = lib.HPCCD_TP_SRC_REPEAT, buf, len(repeat), nbytes
+            keep = (repeat, buf)
+        elif data is not None:
             if nbytes is not None and nbytes != len(data):
                 raise ValueError(f"flow to {peer}: nbytes {nbytes} != len(data) {len(data)}")
             keep = keep if keep is not None else data
@@ -540,8 +571,11 @@ class Transport:
     def open_flow(self, peer: str, nbytes: int | None = None, *, sport: int | None = None,
                   dmac: bytes | None = None, **kw) -> Flow:
         """Open a flow to `peer` with `algo` (hpcc, rx-hpcc, dctcp, ldcp, dcqcn, timely) that
-        sends `data`, the bytes of `file`, or `nbytes` generated bytes (seed:
-        the stream's, random by default).  int_mode: "every", "none" or N
+        sends `data`, the bytes of `file`, `nbytes` generated bytes (seed:
+        the stream's, random by default), or `nbytes` bytes of `repeat` sent
+        again and again (one application buffer written in a loop, as
+        iperf3's client: the engine copies it into the UMEM; the receiver's
+        CRC is repeat_crc32(repeat, nbytes)).  int_mode: "every", "none" or N
         (every Nth data packet carries the INT padding).  hpcc/dctcp/ldcp/dcqcn/timely:
         fields of the core's parameter structs (include/hpccd/cc.h); HPCC's
         B_NIC and LDCP's line rate default to line_rate_bps, LDCP's RTT to

@@ -47,7 +47,7 @@ int tx_submit(struct hpccd_tp *t)
 		}
 		t->st.tx_frames++;
 		t->st.tx_bytes += t->txq[i].len;
-		t->tx_free[t->n_tx_free++] = t->txq[i].addr - HEADROOM;
+		t->tx_free[t->n_tx_free++] = t->txq[i].addr - TX_HEADROOM;
 	}
 	i = t->n_txq;
 	t->n_txq = 0;

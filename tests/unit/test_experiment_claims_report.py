@@ -1,17 +1,17 @@
 """The reproduce report (results_report.write_report, claims.evaluate) from
 a fixed reproduce folder: every stage's summary written by hand with the
-figures the claims read, one stage failed and one not run.
+figures the claims read (a sweep's rows as reps' aggregates), and a failed stage.
 
 Invariants protected: the report's markdown and claims.json are the same,
 byte for byte, as the ones in tests/unit/claims_report/ (written by the
 code before the claims read typed rows); a summary row with a key its row
-type does not have is refused with one line naming the file and the key."""
+type does not have makes its stage unreadable, with one line naming the
+file and the key, and the stage's claims not run for that reason."""
 from __future__ import annotations
 
 import json
 import os
 
-import pytest
 
 from hpccd.experiment import results_report
 from hpccd.experiment.reps import aggregate
@@ -167,3 +167,23 @@ def test_the_report_from_a_fixed_folder_is_unchanged(tmp_path):
         claims = f.read()
     assert text == _golden("results.md")
     assert claims == _golden("claims.json")
+
+
+def test_a_row_with_a_key_its_type_lacks_makes_the_stage_unreadable(tmp_path):
+    run = tmp_path / "run"
+    _write(str(run))
+    p = run / "incast" / "summary.json"
+    doc = json.loads(p.read_text())
+    doc["results"][0]["q_p98"] = 1.0              # e.g. a field since renamed
+    p.write_text(json.dumps(doc))
+    path = results_report.write_report(str(run), str(tmp_path / "results.md"))
+    text = open(path).read()
+    err = f"{p}: key 'q_p98' is not a field of IncastRow"
+    assert f"| incast | what incast does | hpcc,dcqcn | unreadable: {err} |" in text
+    rows = json.loads((run / "claims.json").read_text())
+    incast = [r for r in rows if r["stage"] == "incast"]
+    assert len(incast) == 3 and all(r["verdict"] == f"not run: stage incast unreadable: {err}"
+                                    for r in incast)
+    # the other stages are judged as before
+    assert [r for r in rows if r["stage"] != "incast"] == \
+        [r for r in json.loads(_golden("claims.json")) if r["stage"] != "incast"]

@@ -160,6 +160,8 @@ def _sleep_until(t_ns: int) -> None:
         time.sleep(d)
 
 
+ROW = FairnessRow         # what Summary.rows reads its summary's rows back as
+
 COLUMNS = [("algo", "algo"), ("jain_min", "Jain min (phases of >= 2)"),
            ("jain_median", "Jain median"), ("utilisation", "bottleneck use (median phase)"),
            ("util_min", "(least phase)"), ("q_p95_kb", "q p95 KB"), ("q_p99_kb", "q p99 KB"),

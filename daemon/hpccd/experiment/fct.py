@@ -602,6 +602,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
 
 # ---- report ----------------------------------------------------------------------------
 
+ROW = FctRow              # what Summary.rows reads its summary's rows back as
+
 COLUMNS = [("algo", "algo"), ("flows", "flows"), ("done", "done"),
            ("rx_checked", "checked at receiver"),
            ("offered_pct", "offered %"), ("port_pct", "port load %"),

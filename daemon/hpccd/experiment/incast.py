@@ -209,6 +209,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> IncastRow:
         samples=samples, long_points=lc.points).send_time(send_time(flows, lab.native))
 
 
+ROW = IncastRow           # what Summary.rows reads its summary's rows back as
+
 COLUMNS = [("algo", "algo"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("q_max_kb", "q max KB"), ("q_p99_bdp", "q p99 BDP"),
            ("drain_peak_rtts", "drain RTTs from peak"), ("peak_ms", "peak at ms"),

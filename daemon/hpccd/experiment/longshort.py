@@ -217,6 +217,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
     ).send_time(send_time(flows, lab.native))
 
 
+ROW = LongShortRow        # what Summary.rows reads its summary's rows back as
+
 COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
            ("long_during_mbps", "long during Mbit/s"), ("short_fct_ms", "short FCT ms"),
            ("recovery_ms", "recovery ms"), ("recovery_rtts", "recovery RTTs"),

@@ -223,6 +223,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
     return row.send_time(native.send_time(flows, lab.native)) if algo.kind != "kernel" else row
 
 
+ROW = MiceRow             # what Summary.rows reads its summary's rows back as
+
 COLUMNS = [("algo", "algo"), ("rtt_p50_us", "mice p50 us"), ("rtt_p99_us", "mice p99 us"),
            ("rtt_p999_us", "mice p99.9 us"), ("p99_over_idle", "p99 / idle p50"),
            ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),

@@ -188,6 +188,8 @@ def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> R
         cpu_busy=busy)
 
 
+ROW = RecoveryRow         # what Summary.rows reads its summary's rows back as
+
 COLUMNS = [("algo", "algo"), ("recovery", "recovery"), ("loss_pct", "loss %"),
            ("goodput_mbps", "goodput Mbit/s"), ("fct_p50_ms", "FCT p50 ms"),
            ("fct_max_ms", "FCT max ms"), ("retx_pkts", "retx pkts"), ("dropped", "dropped"),

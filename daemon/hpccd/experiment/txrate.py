@@ -177,6 +177,8 @@ def _rates(points: list[tuple[int, int]], t0: int) -> list[tuple[int, float]]:
     return out
 
 
+ROW = TxRateRow           # what Summary.rows reads its summary's rows back as
+
 COLUMNS = [("variant", "HPCC with"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("q_max_kb", "q max KB"), ("q_sd_kb", "q sd KB (settled)"),
            ("swings_per_s", "mean crossings/s"), ("utilisation", "link use"),

@@ -136,7 +136,7 @@ class IncastRow(Row):
 def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> IncastRow:
     topo = lab.topology
     sw = topo.switches["s1"]
-    port = next(pt.number for pt in sw.ports if pt.peer == "r1")
+    port = sw.port_to("r1")
     link_bps = sw.port(port).rate_bps
     sink = open_sink(lab, algo, "r1", PORT)
     flows = []

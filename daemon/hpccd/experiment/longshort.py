@@ -142,9 +142,8 @@ class LongShortRow(Row):
 def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
     topo = lab.topology
     s2 = topo.switches["s2"]
-    p_long = next(pt.number for pt in s2.ports if pt.peer == "r1")
-    p_short = next(pt.number for pt in s2.ports if pt.peer == "r2")
-    p_bottleneck = next(pt.number for pt in topo.switches["s1"].ports if pt.peer == "s2")
+    p_long, p_short = s2.port_to("r1"), s2.port_to("r2")
+    p_bottleneck = topo.switches["s1"].port_to("s2")
     line = topo.switches["s1"].port(p_bottleneck).rate_bps
     sink_l = open_sink(lab, algo, "r1", PORT)
     sink_s = open_sink(lab, algo, "r2", PORT)

@@ -93,7 +93,7 @@ class TxRateRow(Record):
 def run_one(lab, variant: str, p: dict[str, Any]) -> TxRateRow:
     from .._bpf import lib
     sw = lab.topology.switches["s1"]
-    port = next(pt.number for pt in sw.ports if pt.peer == "r1")
+    port = sw.port_to("r1")
     link = sw.port(port).rate_bps
     flags = lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_SAMPLE
     if variant == "rxRate":

@@ -140,7 +140,7 @@ def test_rows_read_back_typed(tmp_path):
     row = _incast_row()
     res = Results(str(tmp_path), "incast")
     res.summary("t", Summary("incast", {}, [row], {}))
-    (back,) = Summary.load(res.dir).rows(incast.IncastRow, "summary.json")
+    (back,) = Summary.load(res.dir).rows(incast.IncastRow)
     # private samples aside, and the infinities summary.json holds as null
     # come back as None (the claims read a null time as "never")
     assert isinstance(back, incast.IncastRow)
@@ -166,6 +166,14 @@ def test_rows_read_back_typed(tmp_path):
     with pytest.raises(RowError, match="^x/summary.json: buckets: key 'p98' is not a field "
                                        "of Bucket$"):
         load_row(fct.FctRow, {"buckets": [{"p98": 1}]}, "x/summary.json")
+    # a summary's rows name the file they were loaded from
+    doc = json.load(open(os.path.join(res.dir, "summary.json")))
+    doc["results"][0]["q_p98"] = 1.0
+    with open(os.path.join(res.dir, "summary.json"), "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(RowError, match=f"^{os.path.join(res.dir, 'summary.json')}: key 'q_p98' "
+                                       f"is not a field of IncastRow$"):
+        Summary.load(res.dir).rows(incast.IncastRow)
     # every experiment says its row type, and it is a dataclass
     for mod in EXPERIMENTS.values():
         assert dataclasses.is_dataclass(mod.ROW), mod.NAME

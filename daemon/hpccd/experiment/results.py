@@ -238,6 +238,7 @@ class Summary:
     results: list[Any]
     skipped: dict[str, str] | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    source: str = ""                    # the file it was loaded from (not in the JSON)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"experiment": self.experiment, "params": self.params,
@@ -247,9 +248,10 @@ class Summary:
             doc["skipped"] = self.skipped
         return {**doc, **self.extra}
 
-    def rows(self, row: type, where: str = "summary.json") -> list[Any]:
-        """The results as rows of type `row` (load_row; RowError naming
-        `where` for a key `row` does not have)."""
+    def rows(self, row: type) -> list[Any]:
+        """The results as rows of type `row` (load_row; RowError naming the
+        summary's file for a key `row` does not have)."""
+        where = self.source or "summary.json"
         return [r if isinstance(r, row) else load_row(row, r, where) for r in self.results]
 
     @classmethod
@@ -262,5 +264,6 @@ class Summary:
     @classmethod
     def load(cls, folder: str) -> "Summary":
         """The summary.json of results folder `folder`."""
-        with open(os.path.join(folder, "summary.json")) as f:
-            return cls.from_json(json.load(f))
+        path = os.path.join(folder, "summary.json")
+        with open(path) as f:
+            return dataclasses.replace(cls.from_json(json.load(f)), source=path)

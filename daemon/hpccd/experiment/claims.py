@@ -28,7 +28,7 @@ from . import ROWS
 from .fct import Bucket, FctRow
 from .mice import MiceRow
 from .recovery import RecoveryRow
-from .results import RowError, load_row
+from .results import RowError, Summary, load_row
 
 __all__ = ["CLAIMS", "Claim", "Stages", "evaluate"]
 
@@ -93,7 +93,9 @@ class Stages:
             where = (paths or {}).get(key) or f"stage {key}'s summary.json"
             row, agg = ROWS[exps[key]], os.path.basename(where) in ("reps.json", "sweep.json")
             try:
-                self.rows[key] = [load_row(row, r, where, agg) for r in doc.get("results") or []]
+                summary = Summary.from_json(doc)
+                summary.source = where
+                self.rows[key] = summary.rows(row, agg)
                 self.points[key] = [(p.get("param"), p.get("value"),
                                      [load_row(row, r, where, True)
                                       for r in p.get("results") or []])

@@ -248,11 +248,13 @@ class Summary:
             doc["skipped"] = self.skipped
         return {**doc, **self.extra}
 
-    def rows(self, row: type) -> list[Any]:
+    def rows(self, row: type, aggregated: bool = False) -> list[Any]:
         """The results as rows of type `row` (load_row; RowError naming the
-        summary's file for a key `row` does not have)."""
+        summary's file for a key `row` does not have).  `aggregated`: the
+        results are reps' aggregates (a reps.json read as a summary)."""
         where = self.source or "summary.json"
-        return [r if isinstance(r, row) else load_row(row, r, where) for r in self.results]
+        return [r if isinstance(r, row) else load_row(row, r, where, aggregated)
+                for r in self.results]
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Summary":

@@ -258,3 +258,30 @@ def test_cli_says_which_file_is_missing_and_builds_no_lab(tmp_path):
                         "--loads", "50", "--cdf", TEST_CDF, "--out", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "0 < load < 1" in r.stderr, r.stderr
+
+
+def test_a_workload_runs_its_own_duration_else_the_common_one():
+    p = {"duration": 5.0, "durations": {"websearch": 30.0}}
+    assert fct.duration_of(p, "websearch") == 30.0
+    assert fct.duration_of(p, "fb_hadoop") == 5.0
+    assert fct.duration_of({"duration": 2.5, "durations": None}, "websearch") == 2.5
+
+
+def test_reproduce_runs_websearch_long_enough_for_its_smallest_bucket():
+    """The full set's fct stage gives WebSearch's bucket under 3 KB the
+    flows a percentile needs (claims.MIN_FLOWS) at both loads, with the
+    bundled distribution and the stage's seed; 5 s would give 1 and 3."""
+    from hpccd.experiment import claims, reproduce
+
+    stage = next(s for s in reproduce.FULL if s.key == "fct")
+    p = dict(fct.DEFAULTS, **stage.params)
+    cdfs, bad = workload.load_workloads(["websearch"], None)
+    assert not bad and fct.duration_of(p, "websearch") > p["duration"]
+    edges = workload.parse_buckets(p["buckets"])
+    hosts = [f"h{i}" for i in range(1, p["senders"] + 1)]
+    for load in fct.parse_loads(p["loads"]):
+        for dur, enough in ((fct.duration_of(p, "websearch"), True), (p["duration"], False)):
+            plan = workload.schedule(cdfs[0], load, p["rate_mbps"] * 1e6, dur, hosts,
+                                     [h.replace("h", "r") for h in hosts], p["seed"], None)
+            small = sum(workload.bucket_of(f.size, edges) == 0 for f in plan)
+            assert (small >= claims.MIN_FLOWS) == enough, (load, dur, small)

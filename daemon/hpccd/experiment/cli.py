@@ -63,6 +63,10 @@ def add_parser(sub) -> None:
     fg.add_argument("--cdf-dir", help="folder of the NAME.cdf files, in place of the bundled "
                                       "ones (default $HPCCD_CDF_DIR, else the bundled "
                                       "folder)")
+    fg.add_argument("--workload-duration", action="append", metavar="NAME=SECONDS",
+                    help="seconds of arrivals per run for one workload, in place of "
+                         "--duration (repeatable): websearch=30 gives its small buckets "
+                         "enough flows")
     fg.add_argument("--loads", help="average loads of the bottleneck, shares of its rate "
                                     "(default 0.3,0.5)")
     fg.add_argument("--max-size", type=int, metavar="BYTES",
@@ -92,6 +96,22 @@ def add_parser(sub) -> None:
 def _lab_factory(topo):
     from ..lab.netns import Lab
     return Lab(topo, name=f"x{topo.name[1:6]}{secrets.token_hex(2)}")
+
+
+def _workload_durations(items: list[str]) -> dict[str, float]:
+    """--workload-duration NAME=SECONDS (repeatable) -> {name: seconds}."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, eq, secs = item.partition("=")
+        try:
+            value = float(secs)
+        except ValueError:
+            value = float("nan")
+        if not eq or not name.strip() or not value > 0:
+            raise UsageError(f"--workload-duration {item}: NAME=SECONDS with SECONDS > 0, "
+                             f"e.g. websearch=30")
+        out[name.strip()] = value
+    return out
 
 
 def _set_hpcc(args: argparse.Namespace) -> None:
@@ -137,6 +157,12 @@ def main(args: argparse.Namespace) -> int:
               "seed": args.seed, "buckets": args.buckets, "incast_load": args.incast_load,
               "incast_size": args.incast_size, "incast_flows": args.incast_flows,
               "losses": args.losses}
+    if args.workload_duration:
+        try:
+            params["durations"] = _workload_durations(args.workload_duration)
+        except UsageError as e:
+            print(f"hpccctl experiment: {e}", file=sys.stderr)
+            return 2
     if args.reps < 1:
         print(f"hpccctl experiment: --reps {args.reps}: at least 1", file=sys.stderr)
         return 2

@@ -89,7 +89,7 @@ NAME = "fct"
 PORT = 5300
 DEFAULTS = {"senders": 4, "rate_mbps": 1000, "buffer_bytes": 1_000_000, "k_bytes": 30_000,
             "cdf": ["websearch", "fb_hadoop"], "cdf_dir": None, "loads": "0.3,0.5",
-            "duration": 5.0, "max_size": None, "seed": 1, "buckets": None, "drain": 10.0,
+            "duration": 5.0, "durations": None, "max_size": None, "seed": 1, "buckets": None, "drain": 10.0,
             "idle_flows": 50, "idle_size": 100,
             "incast_load": 0.0, "incast_size": 500_000, "incast_flows": None}
 # Wire framing without INT (module docstring): (headers a packet, payload a packet - MTU).
@@ -491,6 +491,15 @@ class FctRow(Row):
     q_p99_kb = derived("q_p99", kb)
 
 
+def duration_of(p: dict[str, Any], workload_name: str) -> float:
+    """Seconds of arrivals a run of this workload: its own (`durations`,
+    workload name -> seconds) or `duration`.  A heavy-tailed workload
+    needs longer runs for its small buckets to hold enough flows:
+    WebSearch (mean 1.7 MB) starts about 20 flows a second at 30 % of 1
+    Gbit/s, about 3 % of them under 3 KB."""
+    return float((p.get("durations") or {}).get(workload_name, p["duration"]))
+
+
 def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
             plan: list[workload.FlowSpec], edges: tuple[int, ...], udp_rtt: float,
             incast: list[list[workload.FlowSpec]] | None = None) -> FctRow:
@@ -698,7 +707,9 @@ def report(res: Results, rows: list[FctRow], skipped: dict[str, str],
     cap = p["max_size"]
     bucket_b = rows[0].bucket_bytes if rows else htb_burst_bytes(p["rate_mbps"], 1500)
     text = (f"{n} senders -> {n} receivers over one {p['rate_mbps']} Mbit/s bottleneck (s1 -> "
-            f"s2), {p['duration']:g} s of Poisson arrivals a run, seed {p['seed']}; "
+            f"s2), {p['duration']:g} s of Poisson arrivals a run"
+            f"{''.join(f', {k} {v:g} s' for k, v in (p['durations'] or {}).items())}, "
+            f"seed {p['seed']}; "
             f"UDP base RTT {udp_rtt * 1e6:.0f} us\n"
             f"slowdown = FCT / ideal, ideal = the algorithm's least one-packet FCT (idle or in the run) + max(0, wire "
             f"bytes - {bucket_b / 1e3:g} KB HTB bucket) / link "
@@ -765,6 +776,9 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
         raise UsageError(f"--max-size {p['max_size']}: bytes, > 0")
     if not p["duration"] > 0:
         raise UsageError(f"--duration {p['duration']}: seconds, > 0")
+    for name, secs in (p["durations"] or {}).items():
+        if not float(secs) > 0:
+            raise UsageError(f"duration of {name}: {secs}: seconds, > 0")
     if not 0 <= float(p["incast_load"]) < 1:
         raise UsageError(f"--incast-load {p['incast_load']}: a share of the link rate, "
                          f"0 <= load < 1 (2% is 0.02)")
@@ -796,21 +810,22 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
         progress(NAME, f"lab up ({len(topo.hosts)} hosts); UDP base RTT {rtt * 1e6:.0f} us")
         loaded_rtt.setup(NAME, lab, p, list(zip(senders, receivers)), "s1", "s2", 0)
         for cdf in cdfs:
+            pc = dict(p, duration=duration_of(p, cdf.name))
             for load in loads:
-                plan = workload.schedule(cdf, load, link_bps, p["duration"], senders,
+                plan = workload.schedule(cdf, load, link_bps, pc["duration"], senders,
                                          receivers, p["seed"], p["max_size"])
                 events = workload.incast_schedule(
-                    float(p["incast_load"]), link_bps, p["duration"], senders, receivers,
+                    float(p["incast_load"]), link_bps, pc["duration"], senders, receivers,
                     int(p["incast_flows"] or 2 * n), int(p["incast_size"]), p["seed"],
                     len(plan)) if p["incast_load"] else []
                 if events:
                     plan = sorted(plan + [f for ev in events for f in ev], key=lambda f: f.t_s)
                 progress(NAME, f"{cdf.name} at {load:.0%}: {len(plan)} flows in "
-                               f"{p['duration']:g} s" + (f", {len(events)} incasts among them"
+                               f"{pc['duration']:g} s" + (f", {len(events)} incasts among them"
                                                         if events else ""))
                 got, skip = run_each(
                     NAME, algos, kcc, senders, receivers,
-                    lambda a: run_one(lab, a, p, cdf, load, plan, edges, rtt, events),
+                    lambda a: run_one(lab, a, pc, cdf, load, plan, edges, rtt, events),
                     f"{cdf.name} at {load:.0%}",
                     lambda r: (f"{r.done}/{r.flows} flows, port load "
                                f"{r.port_load:.0%}, slowdown p99 of the smallest "

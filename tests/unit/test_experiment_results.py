@@ -2,9 +2,14 @@
 implements the protocol; a typed row's JSON is its fields less the private
 samples and the optional figures it lacks, plus its derived figures, under
 the names summary.json readers (reps, claims, docs/results.md) know; a
-summary written by Results.summary reads back the same."""
+summary written by Results.summary reads back the same, and its rows read
+back typed (Summary.rows, load_row) equal the rows written, nested rows
+included; a row of an older summary that lacks a field still loads with
+the figure as None (and its derived figures None); a key the row type does
+not have is refused in one line naming the file and the key."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -14,7 +19,7 @@ import pytest
 
 from hpccd.experiment import EXPERIMENTS, fairness, incast, longshort
 from hpccd.experiment.report import Results, table
-from hpccd.experiment.results import Experiment, Summary, check
+from hpccd.experiment.results import Experiment, RowError, Summary, check, load_row
 
 
 def _incast_row(**kw) -> incast.IncastRow:
@@ -127,3 +132,48 @@ def test_fct_row_json_nests_buckets_and_incasts_as_before():
                           fct_p50_s=0.01, fct_max_s=0.02, slowdown_p95=3.0)
     row.incast = inc
     assert row.as_dict()["incast"]["flows_each"] == 8
+
+
+def test_rows_read_back_typed(tmp_path):
+    from hpccd.experiment import fct
+
+    row = _incast_row()
+    res = Results(str(tmp_path), "incast")
+    res.summary("t", Summary("incast", {}, [row], {}))
+    (back,) = Summary.load(res.dir).rows(incast.IncastRow)
+    # private samples aside, and the infinities summary.json holds as null
+    # come back as None (the claims read a null time as "never")
+    assert isinstance(back, incast.IncastRow)
+    assert back == dataclasses.replace(row, drain_s=None, drain_rtts=None)
+    assert back.samples is None and back.q_max_kb == 3.0
+    # nested rows: an FctRow's buckets and incasts
+    b = fct.Bucket(bucket="<=3K", n=9, flows=10, p50=1.5, p95=3.0, p99=4.0, min=0.9,
+                   below_1=1)
+    inc = fct.IncastStats(events=2, flows_each=8, size=500_000, flows=16, done=16,
+                          fct_p50_s=0.01, fct_max_s=0.02, slowdown_p95=3.0)
+    doc = {"algo": "hpcc", "workload": "websearch", "load": 0.3, "q_p95": 1000.0,
+           "buckets": [dataclasses.asdict(b)], "incast": dataclasses.asdict(inc),
+           "q_p95_kb": 1.0}
+    r = load_row(fct.FctRow, doc, "x/summary.json")
+    assert r.buckets == [b] and r.incast == inc and r.q_p95_kb == 1.0
+    # an older summary without a figure: None, as not measured; its derived too
+    r = load_row(incast.IncastRow, {"algo": "hpcc", "q_p99": 10.0}, "old/summary.json")
+    assert r.q_p99_kb == 0.01 and r.q_max is None and r.q_max_kb is None
+    # a key the row type lacks: one line naming the file and the key
+    with pytest.raises(RowError) as e:
+        load_row(incast.IncastRow, {"algo": "hpcc", "q_p98": 1.0}, "old/summary.json")
+    assert str(e.value) == "old/summary.json: key 'q_p98' is not a field of IncastRow"
+    with pytest.raises(RowError, match="^x/summary.json: buckets: key 'p98' is not a field "
+                                       "of Bucket$"):
+        load_row(fct.FctRow, {"buckets": [{"p98": 1}]}, "x/summary.json")
+    # a summary's rows name the file they were loaded from
+    doc = json.load(open(os.path.join(res.dir, "summary.json")))
+    doc["results"][0]["q_p98"] = 1.0
+    with open(os.path.join(res.dir, "summary.json"), "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(RowError, match=f"^{os.path.join(res.dir, 'summary.json')}: key 'q_p98' "
+                                       f"is not a field of IncastRow$"):
+        Summary.load(res.dir).rows(incast.IncastRow)
+    # every experiment says its row type, and it is a dataclass
+    for mod in EXPERIMENTS.values():
+        assert dataclasses.is_dataclass(mod.ROW), mod.NAME

@@ -1,6 +1,8 @@
 """hpccd.tcp_side.trains.segs_for: the train cap of tcp-hpcc's senders from
 the bottleneck's B x T (docs/tcp-side.md, "Trains").  The cap itself acts
 on real interfaces: tests/integration/test_tcp_cc_lab.py."""
+import types
+
 import pytest
 
 from hpccd.tcp_side import trains
@@ -34,3 +36,54 @@ def test_train_cap_checks_its_arguments_before_touching_anything():
     cap.apply()
     cap.restore()
     assert not cap.active
+
+
+class FakeIPRoute:
+    """pyroute2's IPRoute as gso_max_segs and set_gso_max_segs use it: one
+    interface "eth0"; `fail`: the OSError its calls raise."""
+
+    def __init__(self, segs=64, fail=None):
+        self.segs, self.fail, self.closed = segs, fail, False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.closed = True
+
+    def link_lookup(self, ifname):
+        if self.fail:
+            raise self.fail
+        return [7] if ifname == "eth0" else []
+
+    def get_links(self, idx):
+        assert idx == 7
+        attrs = {"IFLA_GSO_MAX_SEGS": self.segs}
+        return [types.SimpleNamespace(get_attr=attrs.get)]
+
+    def link(self, cmd, index, gso_max_segs):
+        assert (cmd, index) == ("set", 7)
+        self.segs = gso_max_segs
+
+
+def test_gso_max_segs_read_and_set_with_their_errors(monkeypatch):
+    ipr = FakeIPRoute()
+    monkeypatch.setattr(trains, "_ipr", lambda: ipr)
+    assert trains.gso_max_segs("eth0") == 64 and ipr.closed
+    trains.set_gso_max_segs("eth0", 8)
+    assert ipr.segs == 8 and trains.gso_max_segs("eth0") == 8
+    with pytest.raises(trains.TrainCapError, match="^eth9: no such interface$"):
+        trains.gso_max_segs("eth9")
+    with pytest.raises(trains.TrainCapError, match="^eth9: no such interface$"):
+        trains.set_gso_max_segs("eth9", 8)
+    ipr.segs = None
+    with pytest.raises(trains.TrainCapError,
+                       match="^eth0: the kernel reports no gso_max_segs$"):
+        trains.gso_max_segs("eth0")
+    ipr.fail = PermissionError(1, "Operation not permitted")
+    with pytest.raises(trains.TrainCapError, match=r"^eth0: reading gso_max_segs: \[Errno 1\] "
+                                                   r"Operation not permitted$"):
+        trains.gso_max_segs("eth0")
+    with pytest.raises(trains.TrainCapError, match=r"^eth0: setting gso_max_segs 8: \[Errno 1\] "
+                                                   r"Operation not permitted$"):
+        trains.set_gso_max_segs("eth0", 8)

@@ -136,6 +136,10 @@ def test_incast_addresses_and_one_hop_everywhere():
     assert t.address("r1") == A("10.112.0.30")          # link 7, second endpoint
     assert t.switches["s1"].port(8).peer == "r1"
     assert t.switches["s1"].port(8).address == A("10.112.0.29")
+    # the port toward a peer, by name (the experiments' bottleneck ports)
+    assert t.switches["s1"].port_to("r1") == 8 and t.switches["s1"].port_to("h1") == 1
+    with pytest.raises(KeyError, match="switch s1 has no port toward r9"):
+        t.switches["s1"].port_to("r9")
     assert {len(t.path(a, b)) for a, b in t.host_pairs()} == {1}
     assert t.path("h4", "r1") == [("s1", 8)]
 

@@ -13,12 +13,22 @@ BDP; "close to the base RTT": mice p99 at most 1.5 x the idle p50; "good
 fairness": Jain >= 0.98), the same as issue 8's targets; comparisons
 ("lower than DCQCN's") need no threshold.
 
+The claims read the summaries' rows typed, as the experiment that wrote
+them defines them (its ROW; results.load_row), through Stages.
+
 The markdown report around these lines is results_report.py.
 """
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable, NamedTuple
+
+from . import ROWS
+from .fct import Bucket, FctRow
+from .mice import MiceRow
+from .recovery import RecoveryRow
+from .results import RowError, Summary, load_row
 
 __all__ = ["CLAIMS", "Claim", "Stages", "evaluate"]
 
@@ -55,14 +65,47 @@ def _num(v: Any) -> float:
     return float(v)
 
 
-class Stages:
-    """The finished stages' summaries, by stage key."""
+def _name(r: Any) -> Any:
+    """A row's name: its algorithm, or its variant (txrate's rows have no algorithm)."""
+    algo = getattr(r, "algo", None)
+    return algo if algo is not None else getattr(r, "variant", None)
 
-    def __init__(self, manifest: dict[str, Any], docs: dict[str, dict[str, Any]]):
+
+class Stages:
+    """The finished stages' summaries, by stage key: each stage's document
+    (its params, skipped algorithms, ...) and its rows typed by the stage's
+    experiment (results.load_row): a summary's "results", or a sweep's
+    points (param, value, rows).  `paths`: the file each document was read
+    from, named in the error that refuses a row with a key its type lacks
+    (the stage is then "unreadable" with that one line, as a file that is
+    not JSON is); a reps.json's or sweep.json's rows are reps' aggregates."""
+
+    def __init__(self, manifest: dict[str, Any], docs: dict[str, dict[str, Any]],
+                 paths: dict[str, str] | None = None):
+        from .reproduce import FULL
+        exps = {st.key: st.exp for st in FULL}
         self.manifest = manifest
-        self.docs = docs
         self.entries = {s["key"]: s for s in manifest.get("stages", [])}
-        self.used: list[tuple[str, dict[str, Any]]] = []     # rows a claim read
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.rows: dict[str, list[Any]] = {}
+        self.points: dict[str, list[tuple[str, float, list[Any]]]] = {}
+        for key, doc in docs.items():
+            where = (paths or {}).get(key) or f"stage {key}'s summary.json"
+            row, agg = ROWS[exps[key]], os.path.basename(where) in ("reps.json", "sweep.json")
+            try:
+                summary = Summary.from_json(doc)
+                summary.source = where
+                self.rows[key] = summary.rows(row, agg)
+                self.points[key] = [(p.get("param"), p.get("value"),
+                                     [load_row(row, r, where, True)
+                                      for r in p.get("results") or []])
+                                    for p in doc.get("points") or []]
+            except RowError as e:
+                entry = self.entries.setdefault(key, {"key": key})
+                entry["status"], entry["error"] = "unreadable", str(e)
+                continue
+            self.docs[key] = doc
+        self.used: list[tuple[str, Any]] = []     # rows a claim read
 
     def doc(self, key: str) -> dict[str, Any]:
         if key not in self.docs:
@@ -72,10 +115,14 @@ class Stages:
                                              if e else "not run"))
         return self.docs[key]
 
-    def row(self, key: str, algo: str, **match) -> dict[str, Any]:
-        for r in self.doc(key).get("results") or []:
-            if r.get("algo", r.get("variant")) == algo and \
-                    all(r.get(k) == v for k, v in match.items()):
+    def results(self, key: str) -> list[Any]:
+        """The typed rows of stage `key`'s summary (Missing when it did not finish)."""
+        self.doc(key)
+        return self.rows[key]
+
+    def row(self, key: str, algo: str, **match) -> Any:
+        for r in self.results(key):
+            if _name(r) == algo and all(getattr(r, k, None) == v for k, v in match.items()):
                 self.used.append((key, r))
                 return r
         skipped = (self.doc(key).get("skipped") or {}).get(algo)
@@ -90,12 +137,12 @@ class Stages:
             return ""
         return f"load average {la[0][0]:.1f} -> {la[1][0]:.1f} on {self.manifest.get('cpus')} CPUs"
 
-    def why(self, key: str, row: dict[str, Any]) -> str:
+    def why(self, key: str, row: Any) -> str:
         """The measured context of a miss: the row's bottleneck verdict, the load."""
-        v = row.get("verdict")
+        v = getattr(row, "verdict", None)
         if not v:
             return self.load(key)
-        return f"{row.get('algo', row.get('variant'))}: {v}; {self.load(key)}".strip("; ")
+        return f"{_name(row)}: {v}; {self.load(key)}".strip("; ")
 
 
 def _fmt(x: float, unit: str = "", nd: int = 3) -> str:
@@ -145,10 +192,10 @@ FRAME = 1514          # one full frame: a queue that holds no more is empty
 
 def _incast_queue(s: Stages) -> Outcome:
     r = s.row("incast", "hpcc")
-    x = _num(r.get("q_p99_bdp"))
-    lab = (f"HPCC queue p99 {_fmt(_num(r.get('q_p99')) / 1e3, 'KB')} = {_fmt(x)} BDP "
-           f"(BDP {_fmt(_num(r.get('bdp_bytes')) / 1e3, 'KB')}), max "
-           f"{_fmt(_num(r.get('q_max')) / 1e3, 'KB')}")
+    x = _num(r.q_p99_bdp)
+    lab = (f"HPCC queue p99 {_fmt(_num(r.q_p99) / 1e3, 'KB')} = {_fmt(x)} BDP "
+           f"(BDP {_fmt(_num(r.bdp_bytes) / 1e3, 'KB')}), max "
+           f"{_fmt(_num(r.q_max) / 1e3, 'KB')}")
     return Outcome(lab, _at_most(x, NEAR_ZERO_BDP, "queue p99", s.why("incast", r)))
 
 
@@ -159,20 +206,20 @@ def _incast_drain(s: Stages) -> Outcome:
     from the start until it drained counts that wait (incast.py)."""
     r = s.row("incast", "hpcc")
     p = s.doc("incast").get("params") or {}
-    x = _never(r.get("drain_peak_rtts"))
-    rtt, link = _num(r.get("base_rtt_s")), _num(r.get("link_bps"))
-    q_max, loaded = _num(r.get("q_max")), _num(p.get("loaded_rtt_us")) * 1e-6
+    x = _never(r.drain_peak_rtts)
+    rtt, link = _num(r.base_rtt_s), _num(r.link_bps)
+    q_max, loaded = _num(r.q_max), _num(p.get("loaded_rtt_us")) * 1e-6
     T = _num(p.get("T_us")) * 1e-6
-    peak_ms = _num(r.get("peak_s")) * 1e3
+    peak_ms = _num(r.peak_s) * 1e3
     lab = f"HPCC's queue drained {_fmt(x)} base RTTs"
     if math.isfinite(x) and T > 0:
         lab += f" ({_fmt(x * rtt / T)} T)"
     lab += f" after its peak of {_fmt(q_max / 1e3, 'KB')}"
     if not math.isnan(peak_ms):
         lab += f", {_fmt(peak_ms, 'ms')} into the incast"
-    lab += (f" ({_fmt(_never(r.get('drain_rtts')))} RTTs from the incast's start); longest "
-            f"backlog {_fmt(_num(r.get('backlog_longest_rtts')))} RTTs; incast FCT max "
-            f"{_fmt(_num(r.get('fct_max_s')) * 1e3, 'ms')}")
+    lab += (f" ({_fmt(_never(r.drain_rtts))} RTTs from the incast's start); longest "
+            f"backlog {_fmt(_num(r.backlog_longest_rtts))} RTTs; incast FCT max "
+            f"{_fmt(_num(r.fct_max_s) * 1e3, 'ms')}")
     why = ""
     if loaded > 0 and rtt > 0 and link > 0 and not math.isnan(q_max):
         # no sender learns of a queue before one round trip of the lab's
@@ -185,7 +232,7 @@ def _incast_drain(s: Stages) -> Outcome:
 
 def _incast_vs_dcqcn(s: Stages) -> Outcome:
     h, d = s.row("incast", "hpcc"), s.row("incast", "dcqcn")
-    a, b = _num(h.get("q_max")), _num(d.get("q_max"))
+    a, b = _num(h.q_max), _num(d.q_max)
     lab = f"queue max HPCC {_fmt(a / 1e3, 'KB')}, DCQCN {_fmt(b / 1e3, 'KB')}"
     return Outcome(lab, _less(a, b, "HPCC", "DCQCN", s.why("incast", d), _kb))
 
@@ -196,16 +243,16 @@ def _ls_recovery(s: Stages) -> Outcome:
     own rate before the short flow (the hosts' ceiling when below 90 % of
     the line rate) and how long HPCC's window W took to come back."""
     r = s.row("long-short", "hpcc")
-    x = _never(r.get("recovery_rtts"))
-    lab = (f"HPCC's long flow back at 90 % of line rate {_fmt(_never(r.get('recovery_s')) * 1e3, 'ms')}"
+    x = _never(r.recovery_rtts)
+    lab = (f"HPCC's long flow back at 90 % of line rate {_fmt(_never(r.recovery_s) * 1e3, 'ms')}"
            f" = {_fmt(x)} RTTs after the short flow ended")
     why = []
-    before, line = _num(r.get("long_before_bps")), _num(r.get("line_bps"))
+    before, line = _num(r.long_before_bps), _num(r.line_bps)
     if before > 0 and line > 0:
         why.append(f"alone before the short flow the long flow ran at "
                    f"{_fmt(before / 1e6, 'Mbit/s')} ({before / line:.0%} of line rate), back at "
-                   f"90 % of that in {_fmt(_never(r.get('recovery_own_rtts')))} RTTs")
-    st = _num(r.get("srtt_T"))
+                   f"90 % of that in {_fmt(_never(r.recovery_own_rtts))} RTTs")
+    st = _num(r.srtt_T)
     if st > 1:
         why.append(f"its smoothed RTT alone was {_fmt(st)} T, so its window cap B x T let it "
                    f"deliver at most {1 / st:.0%} of line rate")
@@ -213,10 +260,10 @@ def _ls_recovery(s: Stages) -> Outcome:
         why.append(f"its smoothed RTT alone was {_fmt(st)} T: the window cap B x T did not "
                    f"hold it back")
     # w_low null: no window read (a kernel flow); w_back null: never back
-    if not math.isnan(_num(r.get("w_low"))):
-        why.append(f"its window fell to {_fmt(_num(r.get('w_low')))} of its level before and was "
-                   f"back at 90 % {_fmt(_never(r.get('w_back_rtts')))} RTTs "
-                   f"({_fmt(_never(r.get('w_back_updates')))} W^c updates) after the short flow "
+    if not math.isnan(_num(r.w_low)):
+        why.append(f"its window fell to {_fmt(_num(r.w_low))} of its level before and was "
+                   f"back at 90 % {_fmt(_never(r.w_back_rtts))} RTTs "
+                   f"({_fmt(_never(r.w_back_updates))} W^c updates) after the short flow "
                    f"ended")
     why.append(s.why("long-short", r))
     return Outcome(lab, _at_most(x, RTTS_FEW, "recovery", "; ".join(w for w in why if w)))
@@ -224,31 +271,31 @@ def _ls_recovery(s: Stages) -> Outcome:
 
 def _ls_vs_dcqcn(s: Stages) -> Outcome:
     h, d = s.row("long-short", "hpcc"), s.row("long-short", "dcqcn")
-    a, b = _never(h.get("recovery_s")), _never(d.get("recovery_s"))
+    a, b = _never(h.recovery_s), _never(d.recovery_s)
     lab = f"recovery HPCC {_fmt(a * 1e3, 'ms')}, DCQCN {_fmt(b * 1e3, 'ms')}"
     return Outcome(lab, _less(a, b, "HPCC", "DCQCN", s.why("long-short", h), _ms))
 
 
-def _mice_bdp(r: dict[str, Any]) -> float:
-    return _num(r.get("link_bps")) / 8 * _num(r.get("idle_p50_us")) / 1e6
+def _mice_bdp(r: MiceRow) -> float:
+    return _num(r.link_bps) / 8 * _num(r.idle_p50_us) / 1e6
 
 
 def _mice_queue(s: Stages) -> Outcome:
     r = s.row("mice", "hpcc")
     bdp = _mice_bdp(r)
-    q = _num(r.get("q_p99"))
-    lab = (f"HPCC queue p50 {_fmt(_num(r.get('q_p50')) / 1e3, 'KB')}, p99 {_fmt(q / 1e3, 'KB')}"
+    q = _num(r.q_p99)
+    lab = (f"HPCC queue p50 {_fmt(_num(r.q_p50) / 1e3, 'KB')}, p99 {_fmt(q / 1e3, 'KB')}"
            f" = {_fmt(q / bdp)} BDP (BDP {_fmt(bdp / 1e3, 'KB')} at the idle mouse RTT)")
     return Outcome(lab, _at_most(q / bdp, NEAR_ZERO_BDP, "queue", s.why("mice", r)))
 
 
 def _mice_latency(s: Stages) -> Outcome:
     r = s.row("mice", "hpcc")
-    x = _num(r.get("p99_over_idle"))
-    lab = (f"HPCC mice p50 {_fmt(_num(r.get('rtt_p50_us')), 'us')}, p99 "
-           f"{_fmt(_num(r.get('rtt_p99_us')), 'us')} = {_fmt(x)} x the idle p50 "
-           f"{_fmt(_num(r.get('idle_p50_us')), 'us')}")
-    q = _num(r.get("q_p99"))
+    x = _num(r.p99_over_idle)
+    lab = (f"HPCC mice p50 {_fmt(_num(r.rtt_p50_us), 'us')}, p99 "
+           f"{_fmt(_num(r.rtt_p99_us), 'us')} = {_fmt(x)} x the idle p50 "
+           f"{_fmt(_num(r.idle_p50_us), 'us')}")
+    q = _num(r.q_p99)
     why = (f"the queue p99 was {_fmt(q / 1e3, 'KB')}, "
            + ("so the time is the hosts' scheduling of sender, switch and receiver on shared "
               "cores, not queueing; " if q <= NEAR_ZERO_BDP * _mice_bdp(r) else "")
@@ -258,10 +305,10 @@ def _mice_latency(s: Stages) -> Outcome:
 
 def _mice_dcqcn(s: Stages) -> Outcome:
     h, d = s.row("mice", "hpcc"), s.row("mice", "dcqcn")
-    a, b = _num(h.get("q_p50")), _num(d.get("q_p50"))
+    a, b = _num(h.q_p50), _num(d.q_p50)
     lab = (f"queue p50 HPCC {_fmt(a / 1e3, 'KB')}, DCQCN {_fmt(b / 1e3, 'KB')}; mice p50 "
-           f"HPCC {_fmt(_num(h.get('rtt_p50_us')), 'us')}, DCQCN "
-           f"{_fmt(_num(d.get('rtt_p50_us')), 'us')}")
+           f"HPCC {_fmt(_num(h.rtt_p50_us), 'us')}, DCQCN "
+           f"{_fmt(_num(d.rtt_p50_us), 'us')}")
     if not math.isnan(a) and not math.isnan(b) and b > a and b > FRAME:
         return Outcome(lab, "met")
     return Outcome(lab, f"missed: DCQCN's median queue {_fmt(b / 1e3, 'KB')} is no standing "
@@ -270,7 +317,7 @@ def _mice_dcqcn(s: Stages) -> Outcome:
 
 def _mice_dctcp(s: Stages) -> Outcome:
     h, d = s.row("mice", "hpcc"), s.row("mice", "dctcp")
-    a, b = _num(h.get("rtt_p99_us")), _num(d.get("rtt_p99_us"))
+    a, b = _num(h.rtt_p99_us), _num(d.rtt_p99_us)
     lab = f"mice p99 HPCC {_fmt(a, 'us')}, DCTCP {_fmt(b, 'us')}: {_fmt(b / a)}x"
     if b / a >= 2:
         return Outcome(lab, "met")
@@ -280,34 +327,38 @@ def _mice_dctcp(s: Stages) -> Outcome:
 
 def _fairness(s: Stages) -> Outcome:
     r = s.row("fairness", "hpcc")
-    x = _num(r.get("jain_min"))
-    lab = f"HPCC Jain min {_fmt(x)}, median {_fmt(_num(r.get('jain_median')))} (10 ms bins)"
+    x = _num(r.jain_min)
+    lab = f"HPCC Jain min {_fmt(x)}, median {_fmt(_num(r.jain_median))} (10 ms bins)"
     if x >= JAIN_GOOD:
         return Outcome(lab, "met")
     return Outcome(lab, f"missed by {_fmt(JAIN_GOOD - x)} (Jain min below {JAIN_GOOD}) because "
                         f"{s.why('fairness', r)}")
 
 
-def _fct_rows(s: Stages, key: str, algo: str, workload: str) -> list[dict[str, Any]]:
-    rows = [r for r in s.doc(key).get("results") or []
-            if r.get("algo") == algo and r.get("workload") == workload]
+def _fct_rows(s: Stages, key: str, algo: str, workload: str) -> list[FctRow]:
+    rows = [r for r in s.results(key) if r.algo == algo and r.workload == workload]
     if not rows:
         raise Missing(f"no {algo} {workload} rows in stage {key}")
     s.used += [(key, r) for r in rows]
-    return sorted(rows, key=lambda r: r["load"])
+    return sorted(rows, key=lambda r: r.load)
 
 
-def _bucket(r: dict[str, Any], i: int = 0) -> dict[str, Any]:
-    return (r.get("buckets") or [{}])[i]
+# the bucket of a row without buckets: no figures
+_NO_BUCKET = Bucket(**{f: None for f in Bucket.__dataclass_fields__})
+
+
+def _bucket(r: FctRow, i: int = 0) -> Bucket:
+    """Bucket `i` of an FctRow."""
+    return (r.buckets or [_NO_BUCKET])[i]
 
 
 MIN_FLOWS = 20        # a bucket's percentile needs this many flows to say anything
 
 
-def _short_bucket(h: dict[str, Any], d: dict[str, Any]) -> int | None:
+def _short_bucket(h: FctRow, d: FctRow) -> int | None:
     """The smallest size bucket with MIN_FLOWS completed flows in both rows."""
-    for i, (a, b) in enumerate(zip(h.get("buckets") or [], d.get("buckets") or [])):
-        if _num(a.get("n")) >= MIN_FLOWS and _num(b.get("n")) >= MIN_FLOWS:
+    for i, (a, b) in enumerate(zip(h.buckets or [], d.buckets or [])):
+        if _num(a.n) >= MIN_FLOWS and _num(b.n) >= MIN_FLOWS:
             return i
     return None
 
@@ -315,13 +366,13 @@ def _short_bucket(h: dict[str, Any], d: dict[str, Any]) -> int | None:
 def _fct_short(s: Stages, workload: str, q: str) -> tuple[str, list[bool], str]:
     parts, ok, why = [], [], ""
     for h in _fct_rows(s, "fct", "hpcc", workload):
-        d = s.row("fct", "dcqcn", workload=workload, load=h["load"])
+        d = s.row("fct", "dcqcn", workload=workload, load=h.load)
         i = _short_bucket(h, d)
         if i is None:
-            parts.append(f"{h['load']:.0%}: no bucket of {MIN_FLOWS} flows")
+            parts.append(f"{h.load:.0%}: no bucket of {MIN_FLOWS} flows")
             continue
-        a, b = _num(_bucket(h, i).get(q)), _num(_bucket(d, i).get(q))
-        parts.append(f"{h['load']:.0%} ({_bucket(h, i).get('bucket')}, {_bucket(h, i).get('n')} "
+        a, b = _num(getattr(_bucket(h, i), q)), _num(getattr(_bucket(d, i), q))
+        parts.append(f"{h.load:.0%} ({_bucket(h, i).bucket}, {_bucket(h, i).n} "
                      f"flows): HPCC {_fmt(a)}, DCQCN {_fmt(b)}")
         ok.append(a < b if q != "p50" else (0.67 <= a / b <= 1.5))
         if not ok[-1]:
@@ -354,10 +405,10 @@ def _fct_median(s: Stages) -> Outcome:
 def _fct_queue(s: Stages) -> Outcome:
     parts, bad = [], []
     for h in _fct_rows(s, "fct", "hpcc", "websearch"):
-        d = s.row("fct", "dcqcn", workload="websearch", load=h["load"])
-        p50, p99, dp99 = _num(h.get("q_p50")), _num(h.get("q_p99")), _num(d.get("q_p99"))
-        parts.append(f"{h['load']:.0%}: HPCC p50 {_fmt(p50 / 1e3, 'KB')} p95 "
-                     f"{_fmt(_num(h.get('q_p95')) / 1e3, 'KB')} p99 {_fmt(p99 / 1e3, 'KB')}, "
+        d = s.row("fct", "dcqcn", workload="websearch", load=h.load)
+        p50, p99, dp99 = _num(h.q_p50), _num(h.q_p99), _num(d.q_p99)
+        parts.append(f"{h.load:.0%}: HPCC p50 {_fmt(p50 / 1e3, 'KB')} p95 "
+                     f"{_fmt(_num(h.q_p95) / 1e3, 'KB')} p99 {_fmt(p99 / 1e3, 'KB')}, "
                      f"DCQCN p99 {_fmt(dp99 / 1e3, 'KB')}")
         if not (p50 <= FRAME and p99 < dp99):
             bad.append(h)
@@ -384,23 +435,23 @@ def _fct_incast(s: Stages) -> Outcome:
     doc = s.doc("fct-incast")
     idx = _short_buckets(doc)
     h = s.row("fct-incast", "hpcc")
-    others = [r for r in doc.get("results") or [] if r.get("algo") != "hpcc"]
+    others = [r for r in s.results("fct-incast") if r.algo != "hpcc"]
     if not others:
         raise Missing("no other algorithm in stage fct-incast")
     worse = []
     parts = []
     for i in idx:
-        a = _num(_bucket(h, i).get("p95"))
-        best = min(others, key=lambda r: _num(_bucket(r, i).get("p95")))
-        b = _num(_bucket(best, i).get("p95"))
-        parts.append(f"{_bucket(h, i).get('bucket')}: HPCC {_fmt(a)}, best other "
-                     f"{best['algo']} {_fmt(b)}")
+        a = _num(_bucket(h, i).p95)
+        best = min(others, key=lambda r: _num(_bucket(r, i).p95))
+        b = _num(_bucket(best, i).p95)
+        parts.append(f"{_bucket(h, i).bucket}: HPCC {_fmt(a)}, best other "
+                     f"{best.algo} {_fmt(b)}")
         if not a <= b:
-            worse.append(_bucket(h, i).get("bucket"))
-    inc = h.get("incast") or {}
+            worse.append(_bucket(h, i).bucket)
+    inc = h.incast
     lab = ("p95 slowdown, " + "; ".join(parts) +
-           (f"; {inc.get('events')} incasts of {inc.get('flows_each')} x "
-            f"{_fmt(_num(inc.get('size')) / 1e3, 'KB')}" if inc else ""))
+           (f"; {inc.events} incasts of {inc.flows_each} x "
+            f"{_fmt(_num(inc.size) / 1e3, 'KB')}" if inc is not None else ""))
     if not worse:
         return Outcome(lab, "met")
     return Outcome(lab, f"missed in {len(worse)} of {len(idx)} buckets ({', '.join(worse)}) "
@@ -414,8 +465,8 @@ def _dctcp_vs_rate(s: Stages) -> Outcome:
     parts, worse = [], []
     for name in ("dcqcn", "timely"):
         r = s.row("fct-incast", name)
-        a = max(_num(_bucket(d, i).get("p95")) for i in idx)
-        b = max(_num(_bucket(r, i).get("p95")) for i in idx)
+        a = max(_num(_bucket(d, i).p95) for i in idx)
+        b = max(_num(_bucket(r, i).p95) for i in idx)
         parts.append(f"DCTCP {_fmt(a)} vs {name.upper()} {_fmt(b)}")
         if not a < b:
             worse.append(name)
@@ -428,14 +479,14 @@ def _dctcp_vs_rate(s: Stages) -> Outcome:
 def _long_flows(s: Stages) -> Outcome:
     parts, ratios = [], []
     for h in _fct_rows(s, "fct", "hpcc", "fb_hadoop"):
-        d = s.row("fct", "dctcp", workload="fb_hadoop", load=h["load"])
-        i = max((j for j, b in enumerate(h.get("buckets") or []) if _num(b.get("n")) > 0),
+        d = s.row("fct", "dctcp", workload="fb_hadoop", load=h.load)
+        i = max((j for j, b in enumerate(h.buckets or []) if _num(b.n) > 0),
                 default=None)
         if i is None:
             continue
-        a, b = _num(_bucket(h, i).get("p50")), _num(_bucket(d, i).get("p50"))
-        ratios.append((h["load"], a / b, h))
-        parts.append(f"{h['load']:.0%} ({_bucket(h, i).get('bucket')}): HPCC {_fmt(a)}, DCTCP "
+        a, b = _num(_bucket(h, i).p50), _num(_bucket(d, i).p50)
+        ratios.append((h.load, a / b, h))
+        parts.append(f"{h.load:.0%} ({_bucket(h, i).bucket}): HPCC {_fmt(a)}, DCTCP "
                      f"{_fmt(b)}, {_fmt(a / b)}x")
     if not ratios:
         raise Missing("no long flows in stage fct")
@@ -449,26 +500,26 @@ def _long_flows(s: Stages) -> Outcome:
 
 def _reaction_rtt(s: Stages) -> Outcome:
     h, r = s.row("reaction", "hpcc"), s.row("reaction", "hpcc-rtt")
-    a, b = _num(h.get("q_p99")), _num(r.get("q_p99"))
+    a, b = _num(h.q_p99), _num(r.q_p99)
     lab = (f"queue p99 HPCC {_fmt(a / 1e3, 'KB')}, per-RTT {_fmt(b / 1e3, 'KB')}; drained "
-           f"{_fmt(_never(h.get('drain_peak_rtts')))} and {_fmt(_never(r.get('drain_peak_rtts')))}"
+           f"{_fmt(_never(h.drain_peak_rtts))} and {_fmt(_never(r.drain_peak_rtts))}"
            f" RTTs after the peak")
     return Outcome(lab, _less(a, b, "HPCC", "per-RTT", s.why("reaction", r), _kb))
 
 
 def _reaction_ack(s: Stages) -> Outcome:
     h, r = s.row("reaction", "hpcc"), s.row("reaction", "hpcc-ack")
-    a, b = _num(r.get("utilisation")), _num(h.get("utilisation"))
+    a, b = _num(r.utilisation), _num(h.utilisation)
     lab = (f"bottleneck use HPCC {_fmt(b)}, per-ACK {_fmt(a)}; long flow during the incast "
-           f"{_fmt(_num(h.get('long_during_bps')) / 1e6, 'Mbit/s')} and "
-           f"{_fmt(_num(r.get('long_during_bps')) / 1e6, 'Mbit/s')}")
+           f"{_fmt(_num(h.long_during_bps) / 1e6, 'Mbit/s')} and "
+           f"{_fmt(_num(r.long_during_bps) / 1e6, 'Mbit/s')}")
     return Outcome(lab, _less(a, b, "per-ACK", "HPCC", s.why("reaction", r)))
 
 
-def _sweep_points(s: Stages) -> list[tuple[float, dict[str, Any]]]:
-    doc = s.doc("w-ai")
-    pts = [(p["value"], r) for p in doc.get("points") or [] if p.get("param") == "w_ai_bytes"
-           for r in p.get("results") or [] if r.get("algo") == "hpcc"]
+def _sweep_points(s: Stages) -> list[tuple[float, Any]]:
+    s.doc("w-ai")
+    pts = [(value, r) for param, value, rows in s.points["w-ai"] if param == "w_ai_bytes"
+           for r in rows if r.algo == "hpcc"]
     if len(pts) < 2:
         raise Missing("fewer than two W_AI points with HPCC")
     return sorted(pts, key=lambda t: t[0])
@@ -487,12 +538,12 @@ def _w_ai_fair(s: Stages) -> Outcome:
     pts = _sweep_points(s)
     bound = _w_ai_bound(s)
     inside = [(w, r) for w, r in pts if w <= bound]
-    lab = ("HPCC Jain median by W_AI: " + ", ".join(f"{w:g} B {_fmt(_num(r.get('jain_median')))}"
+    lab = ("HPCC Jain median by W_AI: " + ", ".join(f"{w:g} B {_fmt(_num(r.jain_median))}"
                                                     for w, r in pts)
            + f" (bound {bound:.0f} B)")
     if len(inside) < 2:
         raise Missing(f"fewer than two W_AI values within the bound {bound:.0f} B")
-    a, b = _num(inside[0][1].get("jain_median")), _num(inside[-1][1].get("jain_median"))
+    a, b = _num(inside[0][1].jain_median), _num(inside[-1][1].jain_median)
     if b >= a:
         return Outcome(lab, "met")
     return Outcome(lab, f"missed: Jain {_fmt(b)} at {inside[-1][0]:g} B below {_fmt(a)} at "
@@ -502,36 +553,36 @@ def _w_ai_fair(s: Stages) -> Outcome:
 def _w_ai_queue(s: Stages) -> Outcome:
     pts = _sweep_points(s)
     bound = _w_ai_bound(s)
-    inside = [_num(r.get("q_p95_kb")) for w, r in pts if w <= bound]
+    inside = [_num(r.q_p95_kb) for w, r in pts if w <= bound]
     above = [(w, r) for w, r in pts if w > bound]
-    lab = ("HPCC queue p95 by W_AI: " + ", ".join(f"{w:g} B {_fmt(_num(r.get('q_p95_kb')), 'KB')}"
+    lab = ("HPCC queue p95 by W_AI: " + ", ".join(f"{w:g} B {_fmt(_num(r.q_p95_kb), 'KB')}"
                                                  for w, r in pts)
            + f" (bound {bound:.0f} B)")
     if not inside or not above:
         raise Missing(f"W_AI values on both sides of the bound {bound:.0f} B needed")
-    hi = max(_num(r.get("q_p95_kb")) for _, r in above)
+    hi = max(_num(r.q_p95_kb) for _, r in above)
     if hi > max(inside):
         return Outcome(lab, "met")
     w, r = above[-1]
     return Outcome(lab, f"missed: no larger queue above the bound because "
-                        f"{s.why('w-ai', r)} (link use {_fmt(_num(r.get('utilisation')))})")
+                        f"{s.why('w-ai', r)} (link use {_fmt(_num(r.utilisation))})")
 
 
 def _txrate(s: Stages) -> Outcome:
     t, r = s.row("txrate", "txRate"), s.row("txrate", "rxRate")
-    a, b = _num(t.get("use_sd_early")), _num(r.get("use_sd_early"))
-    qa, qb = (_num(x.get("q_sd_kb") if x.get("q_sd_kb") is not None else
-                   _num(x.get("q_sd_settled")) / 1e3) for x in (t, r))
+    a, b = _num(t.use_sd_early), _num(r.use_sd_early)
+    qa, qb = (_num(x.q_sd_kb if x.q_sd_kb is not None else
+                   _num(x.q_sd_settled) / 1e3) for x in (t, r))
     lab = (f"link use sd (1 ms bins) while converging: txRate {_fmt(a)}, rxRate {_fmt(b)}; "
-           f"settled {_fmt(_num(t.get('use_sd_settled')))} and "
-           f"{_fmt(_num(r.get('use_sd_settled')))}; queue sd settled {_fmt(qa, 'KB')} and "
+           f"settled {_fmt(_num(t.use_sd_settled))} and "
+           f"{_fmt(_num(r.use_sd_settled))}; queue sd settled {_fmt(qa, 'KB')} and "
            f"{_fmt(qb, 'KB')}")
     if math.isnan(a) or math.isnan(b):
         return Outcome(lab, "not measured: no link use while converging")
     if b >= 1.25 * a:
         return Outcome(lab, f"met (rxRate's link use swings {_fmt(b / a)}x txRate's while the "
                             f"flows converge; 1.25x asked)")
-    busy = _num(r.get("q_busy"))
+    busy = _num(r.q_busy)
     return Outcome(lab, f"missed: rxRate's link use swings only {_fmt(b / a)}x txRate's (1.25x "
                         f"asked) because rxRate differs from txRate only while the queue grows, "
                         f"and it held more than a frame {_fmt(busy * 100, nd=2)} % of the time; "
@@ -539,9 +590,9 @@ def _txrate(s: Stages) -> Outcome:
                         f"oscillation: scripts/txrate_sim.py)")
 
 
-def _recovery_rows(s: Stages, algo: str) -> dict[tuple[str, float], dict[str, Any]]:
-    rows = {(r["recovery"], r["loss"]): r for r in s.doc("gbn-vs-sr").get("results") or []
-            if r.get("algo") == algo}
+def _recovery_rows(s: Stages, algo: str) -> dict[tuple[str, float], RecoveryRow]:
+    rows = {(r.recovery, r.loss): r for r in s.results("gbn-vs-sr")
+            if r.algo == algo}
     if not rows:
         raise Missing(f"no {algo} rows in stage gbn-vs-sr")
     return rows
@@ -550,15 +601,15 @@ def _recovery_rows(s: Stages, algo: str) -> dict[tuple[str, float], dict[str, An
 def _gbn_ratio(rows, loss: float) -> float:
     """Goodput with go-back-N over goodput with selective repeat."""
     g, r = rows.get(("gbn", loss)), rows.get(("sr", loss))
-    return _num(g.get("goodput_bps")) / _num(r.get("goodput_bps")) if g and r else math.nan
+    return _num(g.goodput_bps) / _num(r.goodput_bps) if g and r else math.nan
 
 
 def _gbn_hpcc(s: Stages) -> Outcome:
     rows = _recovery_rows(s, "hpcc")
     losses = sorted({ld for _, ld in rows})
-    parts = [f"{ld:.1%}: {_fmt(_gbn_ratio(rows, ld))} (drops {rows[('sr', ld)]['dropped']} / "
-             f"{rows[('gbn', ld)]['dropped']}, retransmitted {rows[('sr', ld)]['retx_pkts']} / "
-             f"{rows[('gbn', ld)]['retx_pkts']})" for ld in losses
+    parts = [f"{ld:.1%}: {_fmt(_gbn_ratio(rows, ld))} (drops {rows[('sr', ld)].dropped} / "
+             f"{rows[('gbn', ld)].dropped}, retransmitted {rows[('sr', ld)].retx_pkts} / "
+             f"{rows[('gbn', ld)].retx_pkts})" for ld in losses
              if ("sr", ld) in rows and ("gbn", ld) in rows]
     lab = "HPCC goodput GBN / SR, drops and retransmissions SR / GBN: " + "; ".join(parts)
     x = _gbn_ratio(rows, 0.0)
@@ -575,8 +626,8 @@ def _gbn_dcqcn(s: Stages) -> Outcome:
     h, d = _recovery_rows(s, "hpcc"), _recovery_rows(s, "dcqcn")
     a, b = _gbn_ratio(h, 0.0), _gbn_ratio(d, 0.0)
     lab = (f"without random loss, GBN / SR goodput HPCC {_fmt(a)}, DCQCN {_fmt(b)}; bottleneck "
-           f"drops HPCC {h.get(('gbn', 0.0), {}).get('dropped')}, DCQCN "
-           f"{d.get(('gbn', 0.0), {}).get('dropped')} (GBN runs)")
+           f"drops HPCC {getattr(h.get(('gbn', 0.0)), 'dropped', None)}, DCQCN "
+           f"{getattr(d.get(('gbn', 0.0)), 'dropped', None)} (GBN runs)")
     return Outcome(lab, _less(b, a, "DCQCN's GBN/SR", "HPCC's",
                               "DCQCN's queue did not overflow the bottleneck buffer here; "
                               + s.load("gbn-vs-sr")))
@@ -645,7 +696,7 @@ def evaluate(stages: Stages) -> list[dict[str, str]]:
             o = c.judge(stages)
             # a claim met on a run whose link was not the bottleneck was not
             # stressed (an empty queue on a link the hosts could not fill)
-            weak = [(k, r) for k, r in stages.used if r.get("queue_bound") is False]
+            weak = [(k, r) for k, r in stages.used if getattr(r, "queue_bound", None) is False]
             if o.verdict.startswith("met") and weak:
                 k, r = weak[0]
                 o = o._replace(verdict=o.verdict + f", but on a run that was not link-bound: "

@@ -83,8 +83,8 @@ class FairnessRow(Row):
 def run_one(lab, algo: Algo, p: dict[str, Any]) -> FairnessRow:
     n, step_ns = p["flows"], int(p["step"] * 1e9)
     s2 = lab.topology.switches["s2"]
-    ports = [next(pt.number for pt in s2.ports if pt.peer == f"r{i}") for i in range(1, n + 1)]
-    p_b = next(pt.number for pt in lab.topology.switches["s1"].ports if pt.peer == "s2")
+    ports = [s2.port_to(f"r{i}") for i in range(1, n + 1)]
+    p_b = lab.topology.switches["s1"].port_to("s2")
     line = lab.topology.switches["s1"].port(p_b).rate_bps
     sinks = [open_sink(lab, algo, f"r{i}", PORT) for i in range(1, n + 1)]
     flows = []
@@ -159,6 +159,8 @@ def _sleep_until(t_ns: int) -> None:
     if d > 0:
         time.sleep(d)
 
+
+ROW = FairnessRow         # what Summary.rows reads its summary's rows back as
 
 COLUMNS = [("algo", "algo"), ("jain_min", "Jain min (phases of >= 2)"),
            ("jain_median", "Jain median"), ("utilisation", "bottleneck use (median phase)"),

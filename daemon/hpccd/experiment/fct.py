@@ -507,7 +507,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
     senders = [f"h{i}" for i in range(1, n + 1)]
     receivers = [f"r{i}" for i in range(1, n + 1)]
     sw = lab.topology.switches["s1"]
-    port = next(pt.number for pt in sw.ports if pt.peer == "s2")
+    port = sw.port_to("s2")
     link_bps, mtu = sw.port(port).rate_bps, sw.port(port).mtu
     bucket = htb_burst_bytes(sw.port(port).rate_mbps, mtu)
     drv = _drivers(lab, algo, senders, receivers)
@@ -610,6 +610,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], cdf: workload.Cdf, load: float,
 
 
 # ---- report ----------------------------------------------------------------------------
+
+ROW = FctRow              # what Summary.rows reads its summary's rows back as
 
 COLUMNS = [("algo", "algo"), ("flows", "flows"), ("done", "done"),
            ("rx_checked", "checked at receiver"),

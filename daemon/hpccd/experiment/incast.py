@@ -136,7 +136,7 @@ class IncastRow(Row):
 def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> IncastRow:
     topo = lab.topology
     sw = topo.switches["s1"]
-    port = next(pt.number for pt in sw.ports if pt.peer == "r1")
+    port = sw.port_to("r1")
     link_bps = sw.port(port).rate_bps
     sink = open_sink(lab, algo, "r1", PORT)
     flows = []
@@ -208,6 +208,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> IncastRow:
         queue_bound=verdict.queue_bound, verdict=verdict.text,
         samples=samples, long_points=lc.points).send_time(send_time(flows, lab.native))
 
+
+ROW = IncastRow           # what Summary.rows reads its summary's rows back as
 
 COLUMNS = [("algo", "algo"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("q_max_kb", "q max KB"), ("q_p99_bdp", "q p99 BDP"),

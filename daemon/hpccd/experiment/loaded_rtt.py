@@ -27,8 +27,7 @@ from typing import Any, NamedTuple
 from . import measure
 from .report import progress
 
-__all__ = ["LoadedRtt", "T_from_rtt", "measure_rtt", "set_T_from_rtt", "setup", "MARGIN", "SHARE",
-           "bottleneck_port"]
+__all__ = ["LoadedRtt", "T_from_rtt", "measure_rtt", "set_T_from_rtt", "setup", "MARGIN", "SHARE"]
 
 MARGIN = 1.2            # T "slightly greater than" the RTT
 SHARE = 0.5             # of the bottleneck the calibration flows use together
@@ -54,12 +53,6 @@ class LoadedRtt(NamedTuple):
                 f"together; per flow {', '.join(f'{x:.0f}' for x in self.per_flow_us)} us, "
                 f"p90 of all readings {self.p90_us:.0f} us; queue p99 meanwhile "
                 f"{self.q_p99_bytes:.0f} B)")
-
-
-def bottleneck_port(lab, switch: str, peer: str) -> int:
-    """The port of `switch` toward `peer` (a host or a switch)."""
-    sw = lab.topology.switches[switch]
-    return next(pt.number for pt in sw.ports if pt.peer == peer)
 
 
 def measure_rtt(lab, pairs: list[tuple[str, str]], switch: str, port: int,
@@ -143,7 +136,7 @@ def setup(exp: str, lab, p: dict[str, Any], pairs: list[tuple[str, str]], switch
     experiment puts on its bottleneck at most, printed beside N)."""
     from .native import hpcc_line
 
-    port = bottleneck_port(lab, switch, peer)
+    port = lab.topology.switches[switch].port_to(peer)
     lr, t_line = set_T_from_rtt(exp, lab, pairs, switch, port)
     h = lab.native.hpcc
     line_bps = lab.topology.switches[switch].port(port).rate_bps

@@ -142,9 +142,8 @@ class LongShortRow(Row):
 def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
     topo = lab.topology
     s2 = topo.switches["s2"]
-    p_long = next(pt.number for pt in s2.ports if pt.peer == "r1")
-    p_short = next(pt.number for pt in s2.ports if pt.peer == "r2")
-    p_bottleneck = next(pt.number for pt in topo.switches["s1"].ports if pt.peer == "s2")
+    p_long, p_short = s2.port_to("r1"), s2.port_to("r2")
+    p_bottleneck = topo.switches["s1"].port_to("s2")
     line = topo.switches["s1"].port(p_bottleneck).rate_bps
     sink_l = open_sink(lab, algo, "r1", PORT)
     sink_s = open_sink(lab, algo, "r2", PORT)
@@ -216,6 +215,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
                                                    t_end + int(p["after"] * 1e9), BIN_NS),
     ).send_time(send_time(flows, lab.native))
 
+
+ROW = LongShortRow        # what Summary.rows reads its summary's rows back as
 
 COLUMNS = [("algo", "algo"), ("long_before_mbps", "long before Mbit/s"),
            ("long_during_mbps", "long during Mbit/s"), ("short_fct_ms", "short FCT ms"),

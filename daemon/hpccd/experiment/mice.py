@@ -154,7 +154,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
         # the idle base of native mice: the same mice, alone
         idle = _native_mice(lab, algo, p["idle_count"] // 2, p)
     sw = lab.topology.switches["s1"]
-    port = next(pt.number for pt in sw.ports if pt.peer == "r1")
+    port = sw.port_to("r1")
     link_bps = sw.port(port).rate_bps
     secs = p["warmup"] + p["duration"] + 2      # the mice stop after `duration`
     rec = measure.QueueRecorder(lab, "s1", port).start()
@@ -222,6 +222,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
         verdict=verdict.text, rtts=rtts, samples=samples)
     return row.send_time(native.send_time(flows, lab.native)) if algo.kind != "kernel" else row
 
+
+ROW = MiceRow             # what Summary.rows reads its summary's rows back as
 
 COLUMNS = [("algo", "algo"), ("rtt_p50_us", "mice p50 us"), ("rtt_p99_us", "mice p99 us"),
            ("rtt_p999_us", "mice p99.9 us"), ("p99_over_idle", "p99 / idle p50"),

@@ -109,7 +109,7 @@ def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> R
     tx = {h: eng.get(h) for h, _ in pairs}
     for tp in rx.values():
         tp.rx_reap()
-    port = next(pt.number for pt in lab.topology.switches["s1"].ports if pt.peer == "s2")
+    port = lab.topology.switches["s1"].port_to("s2")
     engines = list(rx.values()) + list(tx.values())
     host0 = sum(_host_drops(tp) for tp in engines)
     lossy = LinkLoss(lab, loss) if loss > 0 else None
@@ -187,6 +187,8 @@ def run_one(lab, algo: Algo, recovery: str, loss: float, p: dict[str, Any]) -> R
         go_backs=go_backs, recoveries=recs, rtos=rtos, dup_pkts=dups, ooo_pkts=ooo,
         cpu_busy=busy)
 
+
+ROW = RecoveryRow         # what Summary.rows reads its summary's rows back as
 
 COLUMNS = [("algo", "algo"), ("recovery", "recovery"), ("loss_pct", "loss %"),
            ("goodput_mbps", "goodput Mbit/s"), ("fct_p50_ms", "FCT p50 ms"),

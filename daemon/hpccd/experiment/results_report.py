@@ -24,14 +24,16 @@ class ReportError(ValueError):
     """The folder is not a reproduce run's (no readable reproduce.json)."""
 
 
-def _read(folder: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def _read(folder: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]:
+    """The manifest, each finished stage's summary (or sweep or reps)
+    document and the file it came from, by stage key."""
     path = os.path.join(folder, "reproduce.json")
     try:
         with open(path) as f:
             manifest = json.load(f)
     except (OSError, ValueError) as e:
         raise ReportError(f"{path}: {e}") from None
-    docs = {}
+    docs, paths = {}, {}
     for st in manifest.get("stages", []):
         if st.get("status") != "done" or not st.get("folder"):
             continue
@@ -41,10 +43,11 @@ def _read(folder: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
                 try:
                     with open(p) as f:
                         docs[st["key"]] = json.load(f)
+                    paths[st["key"]] = p
                 except (OSError, ValueError) as e:
                     st["status"], st["error"] = "unreadable", f"{p}: {e}"
                 break
-    return manifest, docs
+    return manifest, docs, paths
 
 
 def _summary_text(folder: str) -> str:
@@ -63,8 +66,8 @@ def _cell(s: str) -> str:
 def write_report(folder: str, path: str) -> str:
     """The report of the reproduce run in `folder` at `path` (markdown), its
     plots copied to results/<stage>/ beside it; returns `path`."""
-    manifest, docs = _read(folder)
-    st = Stages(manifest, docs)
+    manifest, docs, paths = _read(folder)
+    st = Stages(manifest, docs, paths)
     rows = evaluate(st)
     base = os.path.dirname(os.path.abspath(path))
     mode = "--quick: short phases, few flows, not the paper's figures" if manifest.get("quick") \

@@ -93,7 +93,7 @@ class TxRateRow(Record):
 def run_one(lab, variant: str, p: dict[str, Any]) -> TxRateRow:
     from .._bpf import lib
     sw = lab.topology.switches["s1"]
-    port = next(pt.number for pt in sw.ports if pt.peer == "r1")
+    port = sw.port_to("r1")
     link = sw.port(port).rate_bps
     flags = lib.HPCCD_SW_F_INT | lib.HPCCD_SW_F_SAMPLE
     if variant == "rxRate":
@@ -176,6 +176,8 @@ def _rates(points: list[tuple[int, int]], t0: int) -> list[tuple[int, float]]:
         t += RATE_BIN_NS
     return out
 
+
+ROW = TxRateRow           # what Summary.rows reads its summary's rows back as
 
 COLUMNS = [("variant", "HPCC with"), ("q_p50_kb", "q p50 KB"), ("q_p99_kb", "q p99 KB"),
            ("q_max_kb", "q max KB"), ("q_sd_kb", "q sd KB (settled)"),

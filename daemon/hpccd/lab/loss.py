@@ -46,8 +46,7 @@ class LinkLoss:
         a, b = between
         try:
             for sw, peer in ((b, a), (a, b)):          # b receives the data, a the feedback
-                port = next(pt.number for pt in lab.topology.switches[sw].ports
-                            if pt.peer == peer)
+                port = lab.topology.switches[sw].port_to(peer)
                 obj = bpf.BpfObject.open(bpf.object_path("lab_loss"))
                 self.objs.append((sw, f"p{port}", obj, False))
                 obj.load()

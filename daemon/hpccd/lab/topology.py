@@ -171,6 +171,13 @@ class Switch:
     def port(self, number: int) -> Port:
         return self.ports[number - 1]
 
+    def port_to(self, peer: str) -> int:
+        """The number of the port toward `peer` (a host or a switch)."""
+        for p in self.ports:
+            if p.peer == peer:
+                return p.number
+        raise KeyError(f"switch {self.name} has no port toward {peer}")
+
 
 @dataclasses.dataclass(frozen=True)
 class Host:

@@ -23,6 +23,7 @@ it; with 2-segment trains the same flows read U 0.8-1.1.
 from __future__ import annotations
 
 import contextlib
+from typing import Any, Iterator
 
 from ..bpf import loader as bpf
 
@@ -58,32 +59,33 @@ def _ipr():
     return IPRoute()
 
 
-def gso_max_segs(ifname: str, netns: str | None = None) -> int:
-    """The interface's gso_max_segs (IFLA_GSO_MAX_SEGS)."""
+@contextlib.contextmanager
+def _link(ifname: str, netns: str | None, doing: str) -> Iterator[tuple[Any, int]]:
+    """(IPRoute, `ifname`'s index) inside `netns`; TrainCapError when there
+    is no such interface, or naming `doing` for an OSError meanwhile."""
     ctx = bpf.in_netns(netns) if netns else contextlib.nullcontext()
     try:
         with ctx, _ipr() as ipr:
             idx = ipr.link_lookup(ifname=ifname)
             if not idx:
                 raise TrainCapError(f"{ifname}: no such interface")
-            v = ipr.get_links(idx[0])[0].get_attr("IFLA_GSO_MAX_SEGS")
+            yield ipr, idx[0]
     except OSError as e:
-        raise TrainCapError(f"{ifname}: reading gso_max_segs: {e}") from e
+        raise TrainCapError(f"{ifname}: {doing}: {e}") from e
+
+
+def gso_max_segs(ifname: str, netns: str | None = None) -> int:
+    """The interface's gso_max_segs (IFLA_GSO_MAX_SEGS)."""
+    with _link(ifname, netns, "reading gso_max_segs") as (ipr, idx):
+        v = ipr.get_links(idx)[0].get_attr("IFLA_GSO_MAX_SEGS")
     if v is None:
         raise TrainCapError(f"{ifname}: the kernel reports no gso_max_segs")
     return int(v)
 
 
 def set_gso_max_segs(ifname: str, segs: int, netns: str | None = None) -> None:
-    ctx = bpf.in_netns(netns) if netns else contextlib.nullcontext()
-    try:
-        with ctx, _ipr() as ipr:
-            idx = ipr.link_lookup(ifname=ifname)
-            if not idx:
-                raise TrainCapError(f"{ifname}: no such interface")
-            ipr.link("set", index=idx[0], gso_max_segs=int(segs))
-    except OSError as e:
-        raise TrainCapError(f"{ifname}: setting gso_max_segs {segs}: {e}") from e
+    with _link(ifname, netns, f"setting gso_max_segs {segs}") as (ipr, idx):
+        ipr.link("set", index=idx, gso_max_segs=int(segs))
 
 
 class TrainCap:

@@ -224,7 +224,8 @@ static void check_info(const uint8_t *f, size_t n, int rc, const struct ref *r,
 	FUZZ_CHECK(in->has_notify == (in->hdr_type == HPCCD_T_NOTIFY && in->hdr_len == 32));
 	FUZZ_CHECK(in->has_trailer == (((in->hdr_type == HPCCD_T_ACK ||
 					 in->hdr_type == HPCCD_T_NACK) &&
-					in->hdr_len >= 16 && in->hdr_len <= 96) ||
+					in->hdr_len >= 16 && in->hdr_len <= 96 &&
+					in->hdr_len % 4 == 0) ||
 				       (in->hdr_type == HPCCD_T_CNP && in->hdr_len == 16)));
 	FUZZ_CHECK(in->has_tag == (in->has_notify || in->has_trailer ||
 				   ((in->hdr_type == HPCCD_T_PROBE ||

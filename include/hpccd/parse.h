@@ -423,9 +423,13 @@ static __always_inline int hpccd__parse(struct hpccd_cursor *c, void *l4_end,
 			return HPCCD_E_LEN;
 		v->tag = (struct hpccd_tag *)body;
 	} else if ((type == HPCCD_T_ACK || type == HPCCD_T_NACK) &&
-		   v->len >= HPCCD_FB_TRAILER_BYTES && v->len <= HPCCD_FB_BODY_MAX) {
+		   v->len >= HPCCD_FB_TRAILER_BYTES && v->len <= HPCCD_FB_BODY_MAX &&
+		   !(v->len & 3)) {
 		/* The feedback trailer is the body's last 16 bytes, the
-		 * window block the 16 before it when the trailer says so. */
+		 * window block the 16 before it when the trailer says so.
+		 * A body that is not whole 4-byte words (its blocks are 16
+		 * bytes each) has none: the trailer and its tag are always
+		 * 4-byte aligned where the body is. */
 		struct hpccd_fb_trailer *tr;
 		__u32 toff = v->len - HPCCD_FB_TRAILER_BYTES;
 

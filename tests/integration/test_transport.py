@@ -192,7 +192,7 @@ def test_one_percent_loss_byte_exact(dumbbell, engines, algo):
     tx = engines("h1")
     loss = LinkLoss(dumbbell, 0.01)
     try:
-        n = 4_000_000
+        n = 16_000_000
         flow = tx.open_flow(dumbbell.address("r1"), n, algo=algo, line_rate_bps=LINE,
                             hpcc={"T_ns": T_NS}, timeout_s=20)
         res = flow.wait(60)

@@ -380,6 +380,13 @@ def build() -> list[dict]:
           "it carries no tag, so a sender never applies it (counted as a bad tag)",
           intf=int_fields(0, 0, flags=0), to_b=False,
           hdr=hdr_fields(ACK, 0, None, flow, 0, seq0 + 64, 0xDEADBEEF, 1))
+    valid("ack_odd_len_no_trailer",
+          "ACK of len 18 (two bytes, then what would be a trailer): a feedback body is "
+          "whole 4-byte words (its blocks are 16 bytes), so this one has no trailer: well "
+          "formed, never applied (counted as a bad tag); the trailer is never misaligned",
+          intf=int_fields(0, 0, flags=0), to_b=False,
+          hdr=hdr_fields(ACK, 0, None, flow, 0, seq0 + 64, 0xDEADBEEF, 1),
+          payload=b"\x00\x00" + struct.pack("!IIQ", 9, 0, 0))
     valid("nack",
           "NACK: ack = the byte to go back to, aux = packets received beyond the gap; "
           "the trailer",

@@ -330,7 +330,8 @@ class HpccdFeedback(Packet):
         };
 
     ``fb_seq`` None: no trailer (a body shorter than it or longer than
-    FB_BODY_MAX; of a CNP, any body but 16 bytes; all ``sack``: never applied by a
+    FB_BODY_MAX, or not whole 4-byte words; of a CNP, any body but 16 bytes; all
+    ``sack``: never applied by a
     sender, counted as a bad tag).  ``w_bytes`` None: no window
     block (built or dissected; the C parser takes one when FB_F_WINDOW is set
     and 16 bytes precede the trailer).
@@ -352,7 +353,8 @@ class HpccdFeedback(Packet):
     def do_dissect(self, s):
         n = len(s)
         cnp = isinstance(self.underlayer, Hpccd) and self.underlayer.type == T_CNP
-        if (n != FB_TRAILER_BYTES) if cnp else not FB_TRAILER_BYTES <= n <= FB_BODY_MAX:
+        if (n != FB_TRAILER_BYTES) if cnp else (not FB_TRAILER_BYTES <= n <= FB_BODY_MAX
+                                                 or n % 4):
             self.fields.update(sack=s, fb_seq=None, w_bytes=None)
             return b""
         end = n - FB_TRAILER_BYTES

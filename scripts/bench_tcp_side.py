@@ -206,8 +206,8 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups", "send_calls",
-                                     "send_ns", "rate_shared", "rate_lent", "rate_claimed", "chain_n",
-                                     "wake_records")}
+                                     "send_ns", "rate_shared", "rate_lent", "rate_claimed",
+                                     "chain_n", "wake_records")}
     from hpccd.tcp_side.engine import HPCC_COUNTERS
     modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,

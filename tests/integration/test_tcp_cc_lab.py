@@ -859,7 +859,7 @@ def test_hpcc_flows_of_one_path_share_its_rate_and_lend_the_unused_part(chain):
           f"work-conserving off: {out[False]}, on: {out[True]}")
     off, on = out[False], out[True]
     assert off["lent"] == 0 and off["a_rate_p50"] <= 0.6, off     # A held to its half
-    assert on["lent"] > 0 and on["a_rate_p50"] >= max(0.6, off["a_rate_p50"] + 0.08), out
+    assert on["lent"] > 0 and on["a_rate_p50"] >= max(0.55, off["a_rate_p50"] + 0.08), out
     assert on["a_rate_p50"] + on["b_goodput"] <= 1.1, on           # and no more
     assert 0.1 <= on["b_goodput"] <= 0.16, on                      # B kept its own
     # (A's goodput: 0.40-0.48 of the link off, 0.46-0.63 on, in six runs on

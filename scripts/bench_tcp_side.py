@@ -39,6 +39,9 @@ Printed:
   link instead of 1 x);
 - hpcc-ns: hpcc with path_rate_shared off (each flow's R up to the path's
   slowest link on its own, not the host's flows on that path together);
+- hpcc-wc: hpcc with path_rate_work_conserving (a flow of such a group
+  gets its W's part of the path's rate, or what the others' delivery rates
+  leave of it if more: a part one flow leaves unused is lent to the others);
 - hpcc-g05: hpcc with probe_gap_rtt = 0.5 (the next probe half an srtt
   after the last instead of one);
 - the load average before and after: the two cores are shared.
@@ -63,8 +66,9 @@ nan = float("nan")
 # The rows of the table and the kernel CC each runs under.
 KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc",
              "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc", "hpcc-p15": "hpcc", "hpcc-ns": "hpcc",
-             "hpcc-g05": "hpcc"}
-HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05")
+             "hpcc-g05": "hpcc", "hpcc-wc": "hpcc"}
+HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05",
+             "hpcc-wc")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 from bench_report import loadavg, machine_line, median, table  # noqa: E402
@@ -172,7 +176,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
                 if trace is not None:
                     fl_ts.append((now - t_start, v.flow_id, v.W, v.U, v.rate_bps, v.cwnd_bytes,
                                   v.srtt_us, v.host_ns, v.probes_sent, v.probes_answered,
-                                  v.last_update_ns))
+                                  v.last_update_ns, v.delivery_bps))
         if trace is not None and now - last_ss > 50_000_000:
             last_ss = now
             r = lab.run("h1", ["ss", "-tinH", "state", "established", "dport", "=", f":{port}"])
@@ -202,7 +206,8 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups", "send_calls",
-                                     "send_ns", "rate_shared", "chain_n", "wake_records")}
+                                     "send_ns", "rate_shared", "rate_lent", "rate_claimed",
+                                     "chain_n", "wake_records")}
     from hpccd.tcp_side.engine import HPCC_COUNTERS
     modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
     return {"cc": cc, "flows": flows, "util": util,
@@ -212,7 +217,8 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
             "retx": res["end"]["sum_sent"].get("retransmits", 0),
             "engine_cpu_per_s": (cpu1 - cpu0) / seconds,
             "probes_per_s": d["probes_sent"] / seconds, "probes_lost": d["probes_lost"],
-            "rate_shared": d["rate_shared"],
+            "rate_shared": d["rate_shared"], "rate_lent": d["rate_lent"],
+            "rate_claimed": d["rate_claimed"],
             # what each probe followed: its response (a chain), a park then the
             # flow's next segment (a wake record), or neither (lost, the sweep)
             "chained": d["chain_n"] / d["probes_sent"] if d["probes_sent"] else nan,
@@ -319,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
                         g["path_rate_gain"] = 1.5
                     elif cc == "hpcc-ns":
                         g["path_rate_shared"] = False
+                    elif cc == "hpcc-wc":
+                        g["path_rate_work_conserving"] = True
                     elif cc == "hpcc-g05":
                         g["probe_gap_rtt"] = 0.5
                     elif a.host_cap_t is not None:
@@ -384,7 +392,9 @@ def main(argv: list[str] | None = None) -> int:
                                              f"{r['late_us']:.0f} us, lost {r['probes_lost']}, "
                                              f"chained {r['chained']:.0%}, parks/probe "
                                              f"{r['parks_per_probe']:.2f}, "
-                                             f"rate shared {r['rate_shared']}, late hist "
+                                             f"rate shared {r['rate_shared']} lent "
+                                             f"{r['rate_lent']} claimed "
+                                             f"{r['rate_claimed']}, late hist "
                                              f"{r['late_hist']}, "
                                              f"T {r['T_us']} us, median W "
                                              f"{r['W_KB']:.1f} KB cwnd {r['cwnd_KB']:.1f} KB "

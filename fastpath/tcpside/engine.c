@@ -105,6 +105,14 @@ struct flow {
 	uint8_t in_grp;
 	uint16_t grp_path;
 	double grp_w, grp_r;           /* its W and pacing rate (bits/s) counted there */
+	double grp_u;                  /* the rate it uses, counted there (path_rate_wc):
+					* min(grp_r, deliv_bps), grp_r while unmeasured */
+	/* its delivery rate (path_rate_wc, deliv_sample): the CC's snd_una at
+	 * the ACK time that opened the window being measured */
+	uint32_t dv_una;
+	uint64_t dv_t;
+	double deliv_bps;              /* over the last window, bits/s; 0: none yet */
+	uint64_t park_ns;              /* when it was parked last */
 	uint8_t hops[64];
 	uint8_t hops_prev[64];         /* the response before (a pair gives utilisation) */
 };
@@ -120,6 +128,7 @@ struct grp {
 	uint32_t n;                    /* flows counted */
 	double sum_w;                  /* their W */
 	double sum_r;                  /* the pacing rates last written for them, bits/s */
+	double sum_u;                  /* the rates they use (path_rate_wc: grp_u), bits/s */
 };
 
 struct hpccd_tcpp {
@@ -235,6 +244,7 @@ static struct grp *grp_find(struct hpccd_tcpp *e, uint32_t daddr, uint16_t path_
 			g->n = 0;
 			g->sum_w = 0;
 			g->sum_r = 0;
+			g->sum_u = 0;
 			e->n_grp++;
 			return g;
 		}
@@ -257,10 +267,13 @@ static void grp_leave(struct hpccd_tcpp *e, struct flow *f)
 		return;
 	g->sum_w -= f->grp_w;
 	g->sum_r -= f->grp_r;
+	g->sum_u -= f->grp_u;
 	if (--g->n == 0 || g->sum_w < 0)
 		g->sum_w = 0;
 	if (!g->n || g->sum_r < 0)
 		g->sum_r = 0;
+	if (!g->n || g->sum_u < 0)
+		g->sum_u = 0;
 }
 
 /* The flow counts W in the group of its path (joining it first). */
@@ -278,6 +291,7 @@ static struct grp *grp_join(struct hpccd_tcpp *e, struct flow *f, double W)
 		f->grp_path = f->path_id;
 		f->grp_w = 0;
 		f->grp_r = 0;
+		f->grp_u = 0;
 		g->n++;
 	}
 	g->sum_w += W - f->grp_w;
@@ -300,7 +314,7 @@ static void grp_rebuild(struct hpccd_tcpp *e)
 		struct flow *f = ft_find(e, &e->live[i]);
 
 		if (f && f->in_grp) {
-			double r = f->grp_r;
+			double r = f->grp_r, u = f->grp_u;
 			struct grp *g;
 
 			f->in_grp = 0;
@@ -310,9 +324,82 @@ static void grp_rebuild(struct hpccd_tcpp *e)
 			if (g) {
 				g->sum_r += r;
 				f->grp_r = r;
+				g->sum_u += u;
+				f->grp_u = u;
 			}
 		}
 	}
+}
+
+/* The rate the flow counts as used in its group (path_rate_wc). */
+static void grp_use(struct hpccd_tcpp *e, struct flow *f, double u)
+{
+	struct grp *g;
+
+	if (!f->in_grp)
+		return;
+	g = grp_find(e, f->key.daddr, f->grp_path, 0);
+	if (!g)
+		return;
+	g->sum_u += u - f->grp_u;
+	f->grp_u = u;
+}
+
+/* The flow's delivery rate (path_rate_wc): the bytes the CC's snd_una
+ * moved over a window of ACK time (the CC's last_ack_ns, the same clock)
+ * of at least DELIV_WIN_SRTTS x the flow's srtt and DELIV_WIN_T x its T,
+ * closed at the first response after that.  Over one srtt the bytes are
+ * a few ACKs (two segments each, or GRO's aggregates) and a sample would
+ * be off by one ACK, 10-20 %; over four, a few percent.  The window spans
+ * the flow's parks: a flow that waits for its application between writes
+ * (iperf3 -b, or one thread serving several streams) delivers less than
+ * its written rate, and that is the part the others may use.  A flow
+ * parked for longer than CLAIM_WINS windows claims its written rate when
+ * it resumes (grp_claim). */
+#define DELIV_WIN_SRTTS 4
+#define DELIV_WIN_T 4
+#define CLAIM_WINS 4
+static uint64_t deliv_win_ns(const struct flow *f)
+{
+	uint64_t win = (uint64_t)f->srtt_us * 1000 * DELIV_WIN_SRTTS;
+
+	return (double)win < DELIV_WIN_T * f->T_ns ? (uint64_t)(DELIV_WIN_T * f->T_ns) : win;
+}
+
+static void deliv_sample(struct flow *f, const struct hpccd_tcp_cc_state *st)
+{
+	uint64_t t = st->last_ack_ns;
+
+	if (f->dv_t && t >= f->dv_t) {
+		if (t - f->dv_t < deliv_win_ns(f))
+			return;
+		f->deliv_bps = (double)(uint32_t)(st->snd_una - f->dv_una) * 8e9 /
+			       (double)(t - f->dv_t);
+	}
+	f->dv_t = t;
+	f->dv_una = st->snd_una;
+}
+
+/* A flow parked for longer than CLAIM_WINS delivery windows resumes
+ * (path_rate_wc): its demand changed, the rate it delivered before says
+ * nothing about the next one.  (An application that writes every ms,
+ * iperf3 -b, parks for about a window: claiming after every park longer
+ * than one window, 235 claims a second, took back what it lent, and the
+ * greedy flow beside it was paced at 0.64 of the link, 0.72 with this
+ * rule; tests/integration/test_tcp_cc_lab.py.)  It resumes at the rate
+ * the kernel still has for it, grp_r.  It counts that as used
+ * at once, so the others' next windows leave it room (the sum of the
+ * written rates passes the link's until their next responses, one probe
+ * interval), and gives back what it does not use when its next delivery
+ * window closes.  A shorter park stays in the window (deliv_sample). */
+static void grp_claim(struct hpccd_tcpp *e, struct flow *f)
+{
+	if (!f->parked || e->now < f->park_ns + CLAIM_WINS * deliv_win_ns(f))
+		return;
+	f->deliv_bps = 0;
+	f->dv_t = 0;
+	grp_use(e, f, f->grp_r);
+	e->st.rate_claimed++;
 }
 
 /* ---- maps --------------------------------------------------------------- */
@@ -483,13 +570,17 @@ static void apply_cst(struct flow *f, const struct hpccd_tcp_cc_state *st)
 		f->rtt_min_us = st->srtt_us;
 }
 
-/* After a response or a timeout: probe again now, or park. */
-static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
+/* After a response or a timeout: probe again now, or park.  `pre`: the
+ * CC's state as the caller just read it (NULL: read it here). */
+static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since,
+		 const struct hpccd_tcp_cc_state *pre)
 {
 	struct hpccd_tcp_cc_state st;
 	uint32_t one = 1;
 
-	if (cst_of(e, &f->key, &st)) {                 /* released: the flow ended */
+	if (pre)
+		st = *pre;
+	else if (cst_of(e, &f->key, &st)) {            /* released: the flow ended */
 		end_flow(e, f);
 		return;
 	}
@@ -524,6 +615,7 @@ static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since)
 	if (bpf_map_update_elem(e->c.park_fd, &f->key, &one, BPF_ANY))
 		return;                                /* park map full: the sweep looks */
 	f->parked = 1;
+	f->park_ns = e->now;
 	e->st.parks++;
 	if (tracker_ahead(e, f) && !bpf_map_delete_elem(e->c.park_fd, &f->key))
 		send_probe(e, f, 0);
@@ -637,7 +729,33 @@ static double pace_bps(struct hpccd_tcpp *e, const struct flow *f, const struct 
 	}
 	if (bmin && bmin < r)
 		r = bmin;
-	if (bmin && g && g->n > 1 && g->sum_w > s->W && s->W > 0) {
+	if (bmin && g && g->n > 1 && g->sum_w > s->W && s->W > 0 && e->c.path_rate_wc) {
+		/* work-conserving: its share, or what the others' use (their
+		 * delivery rates, at most their written rates; deliv_sample)
+		 * leaves of the link if that is more.  A flow that resumes
+		 * after a park longer than its delivery window claims its
+		 * written rate (grp_claim), and the others' rates make room at
+		 * their next responses: the sum of the written rates passes
+		 * the link's for one probe interval of theirs, by what the
+		 * resuming flow had left unused. */
+		double share = bmin * s->W / g->sum_w, room = bmin - (g->sum_u - f->grp_u);
+		uint32_t j;
+
+		/* lent only while this response's INT finds every queue of the
+		 * path below two MTUs (one 2-segment train): lending on the
+		 * delivery rates alone, which lag a window, let two and four
+		 * flows queue 6-28 BDP at p99, as much as without the share */
+		for (j = 0; j < s->n_hops && j < HPCCD_INT_MAX_HOPS; j++)
+			if (s->L[j].qlen_bytes > 2 * (double)e->c.hpcc.mtu_bytes)
+				room = share;
+		b = room > share ? room : share;
+		if (b < r) {
+			r = b;
+			e->st.rate_shared++;
+		}
+		if (r > share)
+			e->st.rate_lent++;
+	} else if (bmin && g && g->n > 1 && g->sum_w > s->W && s->W > 0) {
 		/* its share, and no more than the others' rates as last written
 		 * leave of the link (theirs are lowered at their own responses,
 		 * an srtt of theirs later): not below a quarter of the share */
@@ -705,8 +823,10 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 {
 	struct flow *f = ft_find(e, &r->key);
 	const struct hpccd_tcp_telem *t = &r->t;
+	struct hpccd_tcp_cc_state st;
 	struct hpccd_tcp_win w;
 	uint64_t rtt;
+	int have_st;
 
 	e->st.resp_records++;
 	if (!f) {
@@ -724,6 +844,10 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 	f->outstanding = 0;
 	f->probes_answered++;
 	e->st.probes_answered++;
+	/* the CC's view now: the delivery rate's window, then next() */
+	have_st = !cst_of(e, &f->key, &st);
+	if (have_st && e->c.path_rate_wc)
+		deliv_sample(f, &st);
 	rtt = (uint32_t)((uint32_t)t->rx_ns - t->ts_echo);
 	f->last_rtt_ns = rtt;
 	f->probe_rtt_ns = f->probe_rtt_ns ? (7 * f->probe_rtt_ns + rtt) / 8 : rtt;
@@ -747,6 +871,8 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 			if (g) {                       /* what the group's flows hold now */
 				g->sum_r += r - f->grp_r;
 				f->grp_r = r;
+				grp_use(e, f, f->deliv_bps > 0 && f->deliv_bps < r ? f->deliv_bps
+										    : r);
 			}
 			w.pacing_bps = (uint64_t)(r / 8);
 			w.cwnd_bytes = f->cwnd_bytes = cwnd_for(e, f, (double)w.pacing_bps);
@@ -760,7 +886,7 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		}
 	}
 	f->chained = 1;
-	next(e, f, t->rx_ns);
+	next(e, f, t->rx_ns, have_st ? &st : NULL);
 }
 
 /* A flow the "hpcc" CC runs starts being probed: its state from
@@ -804,6 +930,8 @@ static void on_wake(struct hpccd_tcpp *e, const struct hpccd_tcp_wake *w)
 	} else if (hpcc) {
 		apply_cst(f, &st);
 	}
+	if (f->parked && e->c.path_rate_wc)
+		grp_claim(e, f);
 	f->parked = 0;
 	if (!f->outstanding) {
 		f->chained = 0;
@@ -819,7 +947,7 @@ static void candidate(struct hpccd_tcpp *e, struct flow *f)
 
 	if (!cst_of(e, &f->key, &st)) {
 		promote(e, f, &st);
-		next(e, f, 0);
+		next(e, f, 0, NULL);
 		return;
 	}
 	f->backoff_ns *= 2;
@@ -876,7 +1004,7 @@ static void timeouts(struct hpccd_tcpp *e)
 		}
 		if (f->pending) {                      /* the gap is over */
 			f->pending = 0;
-			next(e, f, f->deadline_ns);
+			next(e, f, f->deadline_ns, NULL);
 			if (f->used && (f->outstanding || f->pending) && f->deadline_ns < next_check)
 				next_check = f->deadline_ns;
 			continue;
@@ -892,7 +1020,7 @@ static void timeouts(struct hpccd_tcpp *e)
 			f->chained = 0;
 			f->probes_lost++;
 			e->st.probes_lost++;
-			next(e, f, 0);
+			next(e, f, 0, NULL);
 		}
 		if (f->used && (f->outstanding || f->cand || f->pending) &&
 		    f->deadline_ns < next_check)
@@ -921,6 +1049,8 @@ static void sweep(struct hpccd_tcpp *e)
 		if (f->parked && (st.snd_una != st.snd_nxt || tracker_ahead(e, f)) &&
 		    !bpf_map_delete_elem(e->c.park_fd, &f->key)) {
 			e->st.wakes_missed++;
+			if (e->c.path_rate_wc)
+				grp_claim(e, f);
 			f->chained = 0;
 			send_probe(e, f, 0);
 		}
@@ -979,7 +1109,8 @@ int hpccd_tcpp_new(const struct hpccd_tcpp_config *c, struct hpccd_tcpp **out)
 	    !(c->probe_gap_rtt >= 0 && c->probe_gap_rtt <= 16) ||
 	    !(c->cwnd_rtt_gain >= 0 && c->cwnd_rtt_gain <= 16) ||
 	    !(c->host_cap_t >= 0 && c->host_cap_t <= 64) ||
-	    !(c->path_rate_gain >= 0.1 && c->path_rate_gain <= 4))
+	    !(c->path_rate_gain >= 0.1 && c->path_rate_gain <= 4) ||
+	    c->path_rate_wc > 1 || (c->path_rate_wc && !c->path_rate_shared))
 		return -EINVAL;
 	if (hpccd_hpcc_init(&probe, &c->hpcc, HPCCD_ALGO_HPCC, &why))
 		return -EINVAL;
@@ -1142,6 +1273,7 @@ int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uin
 		o->cwnd_bytes = f->cwnd_bytes;
 		o->qdelay_ns = f->qdelay_ns;
 		o->host_ns = f->host_ns;
+		o->deliv_bps = f->deliv_bps;
 		o->path_id = f->path_id;
 		o->nhop = f->nhop;
 		memcpy(o->hops, f->hops, sizeof(o->hops));

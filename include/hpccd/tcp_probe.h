@@ -75,7 +75,10 @@ struct hpccd_tcpp_config {
 	uint8_t path_rate_shared; /* 1: the flows of this host to one destination over one
 				   * path share that cap: sum of their R at most it, each
 				   * in proportion to its W (engine.c, pace_bps) */
-	uint8_t pad[5];
+	uint8_t path_rate_wc;     /* 1 (with path_rate_shared): work-conserving, a flow gets
+				   * its W's part, or what the others' delivery rates leave
+				   * of the link if more (engine.c, pace_bps, deliv_sample) */
+	uint8_t pad[4];
 };
 
 struct hpccd_tcpp_stats {
@@ -100,6 +103,12 @@ struct hpccd_tcpp_stats {
 	/* windows whose pacing rate their path group's share capped below
 	 * their own cap (path_rate_shared, engine.c pace_bps) */
 	uint64_t rate_shared;
+	/* windows whose pacing rate went above their W's part because the
+	 * group's other flows delivered less than theirs (path_rate_wc) */
+	uint64_t rate_lent;
+	/* flows that resumed after a park longer than their delivery window
+	 * and claimed their written rate back (engine.c, grp_claim) */
+	uint64_t rate_claimed;
 	uint32_t flows;           /* flows known now */
 	uint32_t pad;
 };
@@ -123,6 +132,8 @@ struct hpccd_tcpp_flow_info {
 	uint64_t qdelay_ns;       /* queueing delay of the last response's INT, all hops */
 	uint64_t host_ns;         /* the kernel's srtt less the probe RTT, smoothed by 1/8
 				   * per response: the hosts' share of the RTT */
+	double deliv_bps;         /* its delivery rate, bits/s: the CC's snd_una over the
+				   * last window of ACK time (path_rate_wc); 0: none yet */
 	uint16_t path_id;
 	uint8_t nhop;
 	uint8_t nhop_prev;        /* hops of the response before on the same path, 0: none */

@@ -485,12 +485,19 @@ def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
                                         "probe_gap_rtt": 0.0, "cwnd_rtt_gain": 0.5,
                                         "stale_ns": 250_000_000, "gso_max_segs": 2,
                                         "host_cap_t": 4.0, "path_rate_gain": 1.5,
-                                        "path_rate_shared": False}
+                                        "path_rate_shared": False,
+                                        "path_rate_work_conserving": False}
+    c = config.loads(BASE + "[tcp_side]\npath_rate_work_conserving = true\n")
+    assert c.tcp_side_opts.kwargs()["path_rate_work_conserving"] is True
     for bad in ("t_rtt_factor = 0.9", "cwnd_rtt_gain = -1", "probe_gap_rtt = 17",
                 "stale_ms = 0", "t_from_rtt = 1", "probe_gap = 1", "gso_max_segs = -1",
                 "gso_max_segs = 65536", "host_cap_t = 65", "path_rate_gain = 0.05",
-                "path_rate_gain = 5", "path_rate_shared = 1"):
+                "path_rate_gain = 5", "path_rate_shared = 1",
+                "path_rate_work_conserving = 1"):
         e = _err(BASE + "[tcp_side]\n" + bad + "\n")
         assert e.key == "tcp_side." + bad.split()[0] and e.line == 4, (bad, e)
+    e = _err(BASE + "[tcp_side]\npath_rate_shared = false\npath_rate_work_conserving = true\n")
+    assert e.key == "tcp_side.path_rate_work_conserving" and e.line == 5, e
+    assert "path_rate_shared" in str(e), e
     assert ("tcp_side", "cwnd_rtt_gain") in config.RESTART_ONLY
     assert ("tcp_side", "gso_max_segs") in config.RESTART_ONLY

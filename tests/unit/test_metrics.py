@@ -120,7 +120,8 @@ def test_collector_emits_exactly_the_declared_metrics():
                        "hpccd_tcp_probe_chain_interval_seconds_total",
                        "hpccd_tcp_probes_per_round_trip_ratio",
                        "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
-                       "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total"}
+                       "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
+                       "hpccd_tcp_pacing_rate_lent_total"}
     by = {m.name: m for m in metrics.METRICS}
     for name, samples in got.items():
         base = next((n for n in (name, name[:-7], name[:-4], name[:-6]) if n in by), None)
@@ -163,7 +164,8 @@ def test_tcp_side_probe_engine_metrics():
     hist[0], hist[3], hist[-1] = 5, 2, 1                     # <= 5 us, <= 50 us, > 10 ms
     stats = {k: 0 for k in tcp_side.STATS}
     stats.update(late_hist=hist, late_sum_ns=25_000_000, late_n=8, chain_rtt_ns=3_000_000_000,
-                 chain_interval_ns=1_000_000_000, wakeups=77, rate_shared=9)
+                 chain_interval_ns=1_000_000_000, wakeups=77, rate_shared=9,
+                 rate_lent=4)
     counters = {k: (0, 0) for k in tcp_side.HPCC_COUNTERS}
     counters.update(used_hpcc=(900, 0), fb_no_daemon=(12, 0), enter_fallback=(2, 0))
     comp = types.SimpleNamespace(healthy=lambda: True,
@@ -185,6 +187,7 @@ def test_tcp_side_probe_engine_metrics():
     assert val("hpccd_tcp_probe_chain_rtt_seconds_total") == [pytest.approx(3.0)]
     assert val("hpccd_tcp_probe_engine_wakeups_total") == [77]
     assert val("hpccd_tcp_pacing_rate_shared_total") == [9]
+    assert val("hpccd_tcp_pacing_rate_lent_total") == [4]
     assert val("hpccd_tcp_cc_acks_total", mode="hpcc") == [900]
     assert val("hpccd_tcp_cc_acks_total", mode="fb_no_daemon") == [12]
     assert val("hpccd_tcp_cc_acks_total", mode="winit") == [0]

@@ -86,7 +86,8 @@ _PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp
 _METRICS = ("top_flows", "int_hop_series")
 _LIMITS = ("max_flows", "umem_bytes")
 _TCP_SIDE = ("t_from_rtt", "t_rtt_factor", "probe_gap_rtt", "cwnd_rtt_gain", "stale_ms",
-             "gso_max_segs", "host_cap_t", "path_rate_gain", "path_rate_shared")
+             "gso_max_segs", "host_cap_t", "path_rate_gain", "path_rate_shared",
+             "path_rate_work_conserving")
 
 # Keys that need a restart: compiled into the BPF programs (port, DSCP,
 # flags), bound at start (interfaces, sockets, UMEM) or choosing code.
@@ -127,6 +128,7 @@ class TcpSideOptions:
     host_cap_t: float = 1.0         # the hosts' share in cwnd counts at most this x T
     path_rate_gain: float = 1.0     # R at most this x the path's slowest link
     path_rate_shared: bool = True   # one host's flows on one path: their R summed at most that
+    path_rate_work_conserving: bool = False  # ... and a flow's unused part lent to the others
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of TcpSide."""
@@ -134,7 +136,8 @@ class TcpSideOptions:
                 "probe_gap_rtt": self.probe_gap_rtt, "cwnd_rtt_gain": self.cwnd_rtt_gain,
                 "stale_ns": self.stale_ms * 1_000_000, "gso_max_segs": self.gso_max_segs,
                 "host_cap_t": self.host_cap_t, "path_rate_gain": self.path_rate_gain,
-                "path_rate_shared": self.path_rate_shared}
+                "path_rate_shared": self.path_rate_shared,
+                "path_rate_work_conserving": self.path_rate_work_conserving}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -449,7 +452,13 @@ class _Validator(Validator):
             host_cap_t=self.float_(ts, p, "host_cap_t", d.host_cap_t, lo=0.0, hi=64.0),
             path_rate_gain=self.float_(ts, p, "path_rate_gain", d.path_rate_gain, lo=0.1,
                                        hi=4.0),
-            path_rate_shared=self.bool_(ts, p, "path_rate_shared", d.path_rate_shared))
+            path_rate_shared=self.bool_(ts, p, "path_rate_shared", d.path_rate_shared),
+            path_rate_work_conserving=self.bool_(ts, p, "path_rate_work_conserving",
+                                                 d.path_rate_work_conserving))
+        if tcp_opts.path_rate_work_conserving and not tcp_opts.path_rate_shared:
+            self.fail(("tcp_side", "path_rate_work_conserving"),
+                      "needs tcp_side.path_rate_shared = true (it lends the part of the shared "
+                      "path rate a flow leaves unused)")
         lim = self.keys(doc.get("limits", {}), ("limits",), _LIMITS)
         max_flows = self.int_(lim, ("limits",), "max_flows", 4096, lo=1, hi=1 << 20)
         umem = self.int_(lim, ("limits",), "umem_bytes", 16 << 20, lo=2 * frame, hi=1 << 34)

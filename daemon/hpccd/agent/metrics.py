@@ -140,6 +140,9 @@ METRICS: tuple[Metric, ...] = (
            "Times the TCP-side probe engine woke (ring records, timers)."),
     Metric("hpccd_tcp_pacing_rate_shared_total", "counter", (),
            "Windows whose pacing rate the flows of one path shared (tcp_side.path_rate_shared)."),
+    Metric("hpccd_tcp_pacing_rate_lent_total", "counter", (),
+           "Windows whose pacing rate went above the flow's part of its path's rate, lent by "
+           "the path's other flows (tcp_side.path_rate_work_conserving)."),
     Metric("hpccd_tcp_cc_acks_total", "counter", ("mode",),
            "ACKs the struct_ops hpcc CC handled, by mode (hpcc, winit, and the Reno "
            "fallback's fb_stale, fb_no_entry, fb_no_daemon)."),
@@ -160,7 +163,8 @@ TCP_SIDE_ONLY = frozenset({
     "hpccd_tcp_probe_lateness_seconds", "hpccd_tcp_probe_chain_rtt_seconds_total",
     "hpccd_tcp_probe_chain_interval_seconds_total", "hpccd_tcp_probes_per_round_trip_ratio",
     "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
-    "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total"})
+    "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
+    "hpccd_tcp_pacing_rate_lent_total"})
 
 _BY_NAME = {m.name: m for m in METRICS}
 
@@ -269,6 +273,7 @@ class HpccdCollector(Collector):
                     st["chain_rtt_ns"] / st["chain_interval_ns"])
         fam.add("hpccd_tcp_probe_engine_wakeups_total", (), st["wakeups"])
         fam.add("hpccd_tcp_pacing_rate_shared_total", (), st["rate_shared"])
+        fam.add("hpccd_tcp_pacing_rate_lent_total", (), st["rate_lent"])
         modes = {"used_hpcc": "hpcc", "used_winit": "winit", "fb_stale": "fb_stale",
                  "fb_no_entry": "fb_no_entry", "fb_no_daemon": "fb_no_daemon"}
         for slot, mode in modes.items():

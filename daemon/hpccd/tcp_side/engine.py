@@ -541,6 +541,7 @@ class FlowView:
     cwnd_bytes: int              # the cwnd written with W: W + R x host_ns x cwnd_rtt_gain
     qdelay_ns: int               # queueing delay of the last response's INT, all hops
     host_ns: int                 # the kernel's srtt less the probe RTT: the hosts' share
+    delivery_bps: float          # delivery rate over its last window (work-conserving), 0: none
     path_id: int
     hops: bytes                  # the last response's hop records (wire order)
     hops_prev: bytes             # the response's before, same path (b"" if none)
@@ -557,7 +558,7 @@ def _view(o) -> FlowView:
                     o.probes_lost, o.late_responses,
                     o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
                     o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.cwnd_bytes,
-                    o.qdelay_ns, o.host_ns, o.path_id,
+                    o.qdelay_ns, o.host_ns, o.deliv_bps, o.path_id,
                     bytes(_tffi.buffer(o.hops, 8 * o.nhop)),
                     bytes(_tffi.buffer(o.hops_prev, 8 * o.nhop_prev)))
 
@@ -569,7 +570,8 @@ STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "sen
          "windows_written", "flows_started", "flows_ended", "flows_refused", "not_hpcc", "wakeups",
          "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",
          "heartbeats", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
-         "chain_interval_ns", "chain_n", "send_calls", "send_ns", "rate_shared", "flows")
+         "chain_interval_ns", "chain_n", "send_calls", "send_ns", "rate_shared", "rate_lent",
+         "rate_claimed", "flows")
 
 
 class TcpSide:
@@ -598,7 +600,10 @@ class TcpSide:
     most this x its T (engine.c, cwnd_for).  ``path_rate_gain``: the pacing
     rate R at most this x the slowest link of the path (engine.c, pace_bps).
     ``path_rate_shared``: this host's flows to one destination over one path
-    share that cap, each in proportion to its W (engine.c, pace_bps)."""
+    share that cap, each in proportion to its W (engine.c, pace_bps).
+    ``path_rate_work_conserving`` (needs ``path_rate_shared``): a flow of such
+    a group gets its W's part, or what the others' delivery rates leave of
+    the link if that is more (engine.c, pace_bps, deliv_sample)."""
 
     def __init__(self, tracker: Any, xdp: Any, *,
                  hpcc_params: Mapping[str, Any], netns: str | None = None,
@@ -613,7 +618,8 @@ class TcpSide:
                  gso_max_segs: int = 0, gso_dev: str | None = None,
                  host_cap_t: float = HOST_CAP_T_DEFAULT,
                  path_rate_gain: float = PATH_RATE_GAIN_DEFAULT,
-                 path_rate_shared: bool = True):
+                 path_rate_shared: bool = True,
+                 path_rate_work_conserving: bool = False):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -656,6 +662,10 @@ class TcpSide:
             raise ValueError(f"path_rate_gain must be within [0.1, 4], got {path_rate_gain}")
         self.path_rate_gain = float(path_rate_gain)
         self.path_rate_shared = bool(path_rate_shared)
+        if path_rate_work_conserving and not path_rate_shared:
+            raise ValueError("path_rate_work_conserving needs path_rate_shared: it lends the "
+                             "part of a shared path rate a flow leaves unused")
+        self.path_rate_work_conserving = bool(path_rate_work_conserving)
         self.lock_wait_s = lock_wait_s
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
@@ -694,6 +704,7 @@ class TcpSide:
         c.host_cap_t = self.host_cap_t
         c.path_rate_gain = self.path_rate_gain
         c.path_rate_shared = int(self.path_rate_shared)
+        c.path_rate_wc = int(self.path_rate_work_conserving)
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 
@@ -854,6 +865,7 @@ class TcpSide:
         flows = [{"flow": str(v.key), "W_bytes": v.W, "cwnd_bytes": v.cwnd_bytes, "U": v.U,
                   "rate_bps": v.rate_bps, "T_us": v.T_ns / 1e3,
                   "qdelay_us": v.qdelay_ns / 1e3, "host_us": v.host_ns / 1e3,
+                  "delivery_bps": v.delivery_bps,
                   "probes_sent": v.probes_sent, "probes_answered": v.probes_answered,
                   "probes_lost": v.probes_lost, "probe_rtt_us": v.probe_rtt_ns / 1e3,
                   "probe_rtt_min_us": v.probe_rtt_min_ns / 1e3, "srtt_us": v.srtt_us,

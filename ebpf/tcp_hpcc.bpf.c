@@ -313,6 +313,34 @@ static __always_inline __u32 apply(struct sock *sk, __u32 ack, __u32 acked, __u6
 	return mode;
 }
 
+/* What held the flow back as this ACK came (issue 19: is a flow that
+ * leaves the link idle window-, pacing- or host-limited?), one slot at
+ * most: its whole cwnd was in flight before the ACK (packets_out has
+ * already lost the segments it acks); else its next send is due later
+ * than now (TCP's internal pacing: tcp_wstamp_ns, the departure time of
+ * its next skb, in CLOCK_MONOTONIC as bpf_ktime_get_ns()); else the
+ * kernel's rate sample says the application left it idle; else TCP small
+ * queues throttled it (TSQ_THROTTLED: its skbs below not yet freed); else
+ * its pacing timer is armed though the time it waits for has passed (a
+ * late timer).  None of them: it could have sent and had not (the ACK
+ * itself, or the sender's thread, will send). */
+static __always_inline void limited_by(struct sock *sk, const struct rate_sample *rs,
+				       __u32 in_flight, __u32 cwnd, __u64 bytes)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+
+	if (in_flight >= cwnd)
+		count(HPCCD_TCPC_LIM_CWND, bytes);
+	else if ((__s64)(tp->tcp_wstamp_ns - bpf_ktime_get_ns()) > 0)
+		count(HPCCD_TCPC_LIM_PACING, bytes);
+	else if (rs->is_app_limited)
+		count(HPCCD_TCPC_LIM_APP, bytes);
+	else if (sk->sk_tsq_flags & 1)          /* 1 << TSQ_THROTTLED */
+		count(HPCCD_TCPC_LIM_TSQ, bytes);
+	else if (tp->pacing_timer.state & 1)    /* HRTIMER_STATE_ENQUEUED */
+		count(HPCCD_TCPC_LIM_TIMER, bytes);
+}
+
 SEC("struct_ops/hpccd_hc_init")
 void BPF_PROG(hpccd_hc_init, struct sock *sk)
 {
@@ -341,9 +369,13 @@ void BPF_PROG(hpccd_hc_ctrl, struct sock *sk, __u32 ack, int flag,
 	/* The ACK of our SYN is processed before the kernel initialises the
 	 * CC (tcp_finish_connect -> tcp_init_transfer -> init): nothing of
 	 * ours is set up yet, leave that ACK to the kernel's defaults. */
+	__u32 in_flight = tp->packets_out + acked, cwnd = tp->snd_cwnd;
+	__u64 bytes = (__u64)acked * tp->mss_cache;
+
 	if (!ca_of(sk)->init_ns)
 		return;
-	apply(sk, ack, acked, (__u64)acked * tp->mss_cache);
+	if (apply(sk, ack, acked, bytes) == HPCCD_TCP_MODE_HPCC && acked)
+		limited_by(sk, rs, in_flight, cwnd, bytes);
 }
 
 SEC("struct_ops/hpccd_hc_ssth")

@@ -313,7 +313,11 @@ static __always_inline void lab_hook(struct xdp_md *ctx)
  * (data..data_end); a DATA payload may go on in the fragments, whose
  * length the parser counts (hpccd_cursor.beyond), and the AF_XDP socket
  * receives the frame in pieces (XDP_USE_SG, docs/transport.md). */
+#ifdef HPCCD_XDP_NO_FRAGS      /* only scripts/bench_latency.py's A/B: a linear-only program */
+SEC("xdp")
+#else
 SEC("xdp.frags")
+#endif
 int hpccd_xdp_host(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;

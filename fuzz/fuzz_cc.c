@@ -535,7 +535,7 @@ static void fuzz_dcqcn(struct fuzz_rd *r, int lab)
 		p.F = 1 + fuzz_u16(r) % 1000;
 		p.line_rate_bps = lab_rate(r);
 		p.R_AI_bps = (double)p.line_rate_bps / 1048576.0 * (1 + fuzz_u16(r));
-		p.R_HAI_bps = opt & 1 ? 1.0 + fuzz_u32(r) : 0;
+		p.R_HAI_bps = opt & 1 ? (double)p.line_rate_bps / 1048576.0 * (1 + fuzz_u16(r)) : 0;
 		p.min_rate_bps = fmin((double)p.line_rate_bps, 1.0 + fuzz_u32(r));
 		p.alpha_init = fuzz_u16(r) / 65535.0;
 	} else {

@@ -44,6 +44,40 @@ Printed:
   leave of it if more: a part one flow leaves unused is lent to the others);
 - hpcc-g05: hpcc with probe_gap_rtt = 0.5 (the next probe half an srtt
   after the last instead of one);
+- hpcc-al: hpcc with app_limited_hold (an increase of W computed from a
+  response whose interval the flow did not use its window in, fewer bytes
+  acked than W per srtt, is not applied); every hpcc row prints the share
+  of such intervals ("limited") and of W's increases computed from them;
+- hpcc-t1: hpcc with trains of one segment (h1's gso_max_segs 1: the
+  train rule's eighth of B x T divided among four flows, below its floor
+  of 2);
+- hpcc-s12: hpcc with solo_rate_gain = 1.25 (a flow alone on its path
+  paced up to 1.25 x the link's rate instead of at most the link's: the
+  kernel's pacer loses what its timer is late);
+- hpcc-p12: hpcc with path_rate_gain = 1.25; hpcc-s3p12: that and
+  3-segment trains;
+- hpcc-pg: hpcc with pace_gain_max = 1.5 (the pacing rate written is the
+  rate HPCC wants x a gain per flow that follows the pacer's measured loss,
+  up to 1.5, lowered when the path's queue builds); hpcc-pg2: up to 2;
+  hpcc-pg115: up to 1.15 (what four flows lost on the idle machine, 0.087
+  of the link, made up; an srtt's overshoot at 1.15 x the link is about a
+  BDP);
+  every hpcc row prints each flow's pacer ratio (bits acked over the bits
+  the rate HPCC wanted allowed, from its responses after the warm-up) and
+  the median gain written;
+- hpcc-s3, hpcc-s4: hpcc with trains of three and four segments (h1's
+  gso_max_segs: the kernel's internal pacing sends one skb per timer
+  firing, so a train's size is what a late pacing timer can make up);
+- the senders (--procs): by default one `iperf3 -P N` client sends the N
+  flows (iperf3 3.12 serves every stream of a client from one thread: a
+  stall of that thread idles every flow at once); with --procs every
+  (cc, N > 1) also runs as N `iperf3` clients of one stream each, N
+  processes as N applications would be, interleaved, both rows printed
+  (the "sender" column: -P or procs);
+- --pcap DIR: the hpcc rows' trains as h1's eth0 sent them (tcpdump),
+  replayed into a queue at the bottleneck's rate by
+  scripts/queue_makeup.py: the queue each train found and, where it was
+  one BDP or more, how many trains and distinct flows it held;
 - the load average before and after: the two cores are shared.
 
     sudo .venv/bin/python scripts/bench_tcp_side.py --reps 5
@@ -66,9 +100,13 @@ nan = float("nan")
 # The rows of the table and the kernel CC each runs under.
 KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "hpcc-w": "hpcc",
              "hpcc-nocap": "hpcc", "hpcc-h4": "hpcc", "hpcc-p15": "hpcc", "hpcc-ns": "hpcc",
-             "hpcc-g05": "hpcc", "hpcc-wc": "hpcc"}
+             "hpcc-g05": "hpcc", "hpcc-wc": "hpcc", "hpcc-al": "hpcc",
+             "hpcc-t1": "hpcc", "hpcc-s3": "hpcc", "hpcc-s4": "hpcc", "hpcc-p12": "hpcc",
+             "hpcc-s3p12": "hpcc", "hpcc-s12": "hpcc", "hpcc-pg": "hpcc",
+             "hpcc-pg2": "hpcc", "hpcc-pg115": "hpcc"}
 HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05",
-             "hpcc-wc")
+             "hpcc-wc", "hpcc-al", "hpcc-t1", "hpcc-s3", "hpcc-s4", "hpcc-p12", "hpcc-s3p12",
+             "hpcc-s12", "hpcc-pg", "hpcc-pg2", "hpcc-pg115")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 from bench_report import loadavg, machine_line, median, table  # noqa: E402
@@ -140,55 +178,79 @@ def idle(side, seconds: float) -> dict:
 
 
 def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
-        trace: list | None = None) -> dict:
-    """`flows` iperf3 streams h1 -> h2 with `cc` (iperf3 -P), measured.
+        trace: list | None = None, procs: bool = False, pcap: str | None = None) -> dict:
+    """`flows` iperf3 streams h1 -> h2 with `cc`, measured: one client
+    `iperf3 -P flows`, or with `procs` `flows` clients of one stream each
+    (each its own process and thread, on a port of its own).
     `trace`: a list to append the run's time series to (every 5 ms, each
     flow's W, U, R, cwnd, srtt, host share, probes sent and answered; the
     bottleneck's queue samples; the kernel's pacing rate and cwnd per
-    socket from `ss -tin` every 50 ms)."""
-    tl._port += 1
-    port = tl._port
-    srv = lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
+    socket from `ss -tin` every 50 ms).  `pcap`: a file to write h1's
+    eth0's data segments to (tcpdump) for queue_makeup.py."""
+    ports = list(range(tl._port + 1, tl._port + 1 + (flows if procs else 1)))
+    tl._port = ports[-1]
+    port = ports[0]
+    srvs = [lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(p)], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL) for p in ports]
+    dump = None
+    if pcap:
+        dump = lab.popen("h1", ["tcpdump", "-i", "eth0", "-s", "96", "-w", pcap, "-Q", "out",
+                                "tcp", "and", "dst", "host", lab.address("h2")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3 if dump is None else 1.0)
     sampler = lab.int_switch.sampler(tl.BOTTLENECK[0])
     sampler.read()
     tid = side._thread.native_id
     tx0 = tx_counts(lab)
     s0, c0, cpu0 = side.stats, side.counters()["hpcc"], thread_cpu_s(tid)
     seen_T: dict[bytes, float] = {}
-    seen_w: list[tuple[float, int, int, int]] = []      # W, cwnd, srtt, queue delay
-    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", KERNEL_CC[cc],
-                           "-t", str(seconds), "-P", str(flows), "-J"],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen_w: list[tuple[float, int, int, int, float]] = []   # W, cwnd, srtt, queue delay, W/T
+    clis = [lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(p), "-C", KERNEL_CC[cc],
+                             "-t", str(seconds), "-P", str(1 if procs else flows), "-J"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in ports]
     samples, t_start = [], time.monotonic_ns()
     fl_ts: list[tuple] = []
     ss_ts: list[tuple] = []
     last_ss = 0
-    while cli.poll() is None:
+    # the pacer's loss per flow from the warm-up on: (acked, wanted) bits at
+    # its first sample after the warm-up and at its last; its gains written
+    pl0: dict[bytes, tuple[float, float]] = {}
+    pl1: dict[bytes, tuple[float, float]] = {}
+    pgain: dict[bytes, list[float]] = {}
+    while any(c.poll() is None for c in clis):
         time.sleep(0.005 if trace is not None else 0.05)
         samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
         now = time.monotonic_ns()
         for k, v in side.flows.items():
             if v.probes_answered:
                 seen_T[k] = v.T_ns
-                seen_w.append((v.W, v.cwnd_bytes, v.srtt_us, v.qdelay_ns))
+                seen_w.append((v.W, v.cwnd_bytes, v.srtt_us, v.qdelay_ns, v.rate_bps))
+                if now - t_start >= warmup * 1e9:
+                    pl0.setdefault(k, (v.pace_acked_bits, v.pace_want_bits))
+                    pl1[k] = (v.pace_acked_bits, v.pace_want_bits)
+                    pgain.setdefault(k, []).append(v.pace_gain)
                 if trace is not None:
                     fl_ts.append((now - t_start, v.flow_id, v.W, v.U, v.rate_bps, v.cwnd_bytes,
                                   v.srtt_us, v.host_ns, v.probes_sent, v.probes_answered,
                                   v.last_update_ns, v.delivery_bps))
         if trace is not None and now - last_ss > 50_000_000:
             last_ss = now
-            r = lab.run("h1", ["ss", "-tinH", "state", "established", "dport", "=", f":{port}"])
+            r = lab.run("h1", ["ss", "-tinH", "state", "established", "dport", ">=", f":{port}",
+                               "and", "dport", "<=", f":{ports[-1]}"])
             ss_ts.append((now - t_start, r.stdout))
-    out, err = cli.communicate(timeout=30)
+    outs = [c.communicate(timeout=30) for c in clis]
     samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
     cpu1, s1, c1 = thread_cpu_s(tid), side.stats, side.counters()["hpcc"]
     tx1 = tx_counts(lab)
-    srv.wait(timeout=10)
-    if cli.returncode != 0:
-        raise RuntimeError(f"iperf3 -C {cc}: {err.strip()}")
-    res = json.loads(out)
+    if dump is not None:
+        dump.terminate()
+        dump.wait(timeout=10)
+    for v in srvs:
+        v.wait(timeout=10)
+    for c, (_, err) in zip(clis, outs):
+        if c.returncode != 0:
+            raise RuntimeError(f"iperf3 -C {cc}: {err.strip()}")
+    res = [json.loads(o) for o, _ in outs]
     t_from = t_start + warmup * 1e9
     t_to = t_start + seconds * 1e9                  # iperf3's end, not its teardown
     win = [s for s in samples if t_from <= s.ts_ns <= t_to]
@@ -202,19 +264,43 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     util = ((win[-1].tx_bytes - win[0].tx_bytes) * 8 / ((win[-1].ts_ns - win[0].ts_ns) / 1e9)
             / tl.LINK_BPS)
     q = sorted(s.backlog_bytes for s in win)
-    rates = [st["receiver"]["bits_per_second"] for st in res["end"]["streams"]]
+    rates = [st["receiver"]["bits_per_second"] for r in res for st in r["end"]["streams"]]
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups", "send_calls",
                                      "send_ns", "rate_shared", "rate_lent", "rate_claimed",
-                                     "chain_n", "wake_records")}
+                                     "chain_n", "wake_records", "windows_written",
+                                     "al_intervals", "al_below_w", "al_limited", "al_raised",
+                                     "al_held")}
     from hpccd.tcp_side.engine import HPCC_COUNTERS
     modes = {k: c1[k][0] - c0[k][0] for k in (*HPCC_COUNTERS[:5], "w_only")}
+    # what held the flows back, per HPCC-mode ACK (the CC's limited_by):
+    # the whole cwnd in flight, the next send paced later, the application;
+    # the rest ("host"): it could have sent and had not
+    lim = {k: c1[k][0] - c0[k][0] for k in ("lim_cwnd", "lim_pacing", "lim_app",
+                                              "lim_tsq", "lim_timer")}
+    lim = ({k[4:]: v / modes["used_hpcc"] for k, v in lim.items()} if modes["used_hpcc"]
+           else {k[4:]: nan for k in lim})
+    lim["none"] = 1 - sum(lim.values())
+    pace = sorted((pl1[k][0] - pl0[k][0]) / (pl1[k][1] - pl0[k][1]) for k in pl1
+                  if pl1[k][1] > pl0[k][1])
     return {"cc": cc, "flows": flows, "util": util,
+            # per flow: bits acked over the bits the rate HPCC wanted allowed
+            # (the pacer's loss is 1 - this), and the median gain written
+            "pace_ratio": pace, "pace_gain": sorted(statistics.median(g) for g in pgain.values()),
             "skb_KB": ((tx1[0] - tx0[0]) / (tx1[1] - tx0[1]) / 1e3 if tx1[1] > tx0[1] else nan),
             "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
             "jain": jain(rates), "goodput_mbps": sum(rates) / 1e6,
-            "retx": res["end"]["sum_sent"].get("retransmits", 0),
+            "retx": sum(r["end"]["sum_sent"].get("retransmits", 0) for r in res),
+            "sender": "procs" if procs else "-P",
+            # the responses whose interval the flow left its window unused in
+            # (fewer bytes acked than W per srtt), and W's increases computed
+            # from them, per window written (held with app_limited_hold)
+            "al_limited": (d["al_limited"] / d["al_intervals"] if d["al_intervals"] else nan),
+            "al_below_w": (d["al_below_w"] / d["al_intervals"] if d["al_intervals"] else nan),
+            "al_raised": (d["al_raised"] / d["windows_written"] if d["windows_written"]
+                          else nan),
+            "al_held": d["al_held"],
             "engine_cpu_per_s": (cpu1 - cpu0) / seconds,
             "probes_per_s": d["probes_sent"] / seconds, "probes_lost": d["probes_lost"],
             "rate_shared": d["rate_shared"], "rate_lent": d["rate_lent"],
@@ -233,9 +319,12 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
             "probes_per_rtt": (d["chain_rtt_ns"] / d["chain_interval_ns"]
                                if d["chain_interval_ns"] else float("nan")),
             "late_us": d["late_sum_ns"] / d["late_n"] / 1e3 if d["late_n"] else float("nan"),
-            "modes": modes, "T_us": sorted(round(t / 1e3) for t in seen_T.values()),
+            "modes": modes, "lim": lim, "T_us": sorted(round(t / 1e3) for t in seen_T.values()),
             "W_KB": med_of(seen_w, 0) / 1e3, "cwnd_KB": med_of(seen_w, 1) / 1e3,
-            "srtt_us": med_of(seen_w, 2), "qdelay_us": med_of(seen_w, 3) / 1e3}
+            "srtt_us": med_of(seen_w, 2),
+            # the samples (every 50 ms) whose W / T was below the bottleneck's rate
+            "r_below_link": (sum(w[4] < tl.LINK_BPS for w in seen_w) / len(seen_w) if seen_w
+                             else nan), "qdelay_us": med_of(seen_w, 3) / 1e3}
 
 
 def tx_counts(lab) -> tuple[int, int]:
@@ -269,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-t-from-rtt", action="store_true")
     ap.add_argument("--host-cap-t", type=float, default=None,
                     help="TcpSide's host_cap_t for the hpcc rows (default its own; hpcc-h4: 4)")
+    ap.add_argument("--path-rate-gain", type=float, default=None,
+                    help="path_rate_gain of every hpcc row (the flows' written rates "
+                         "together at most this x the link: below 1 the host has room, "
+                         "and what the flows deliver against it is the pacer's loss)")
     ap.add_argument("--gso-segs", type=int, default=2,
                     help="TcpSide's gso_max_segs for the hpcc and hpcc-w rows (h1's trains; "
                          "0: the lab's); hpcc-nocap: always the lab's")
@@ -277,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cwnd-rtt-gain", type=float, default=None,
                     help="TcpSide's cwnd_rtt_gain (default its own; 0: cwnd = W, the rate "
                          "not paced ahead of it)")
+    ap.add_argument("--procs", action="store_true",
+                    help="every cc with N > 1 flows also as N iperf3 clients of one stream "
+                         "each (N processes), interleaved with the one `iperf3 -P N`")
+    ap.add_argument("--pcap", default=None, metavar="DIR",
+                    help="record the hpcc rows' trains on h1's eth0 into DIR and print what "
+                         "the modelled bottleneck queue was made of (scripts/queue_makeup.py)")
     ap.add_argument("--trace", default=None,
                     help="write the hpcc rows' time series (per flow W, U, R, cwnd, srtt every "
                          "5 ms, the queue samples, `ss -tin` every 50 ms) to this JSON file")
@@ -319,19 +418,34 @@ def main(argv: list[str] | None = None) -> int:
                               "mtu_bytes": 1500, "eta": 0.95, "max_stage": 5,
                               "N_flows": a.hpcc_N or n}
                     g = {"cwnd_rtt_gain": 0.0} if cc == "hpcc-w" else dict(gain)
+                    if a.path_rate_gain is not None:
+                        g["path_rate_gain"] = a.path_rate_gain
                     if cc == "hpcc-h4":
                         g["host_cap_t"] = 4.0
                     elif cc == "hpcc-p15":
                         g["path_rate_gain"] = 1.5
+                    elif cc in ("hpcc-p12", "hpcc-s3p12"):
+                        g["path_rate_gain"] = 1.25
+                    elif cc == "hpcc-s12":
+                        g["solo_rate_gain"] = 1.25
+                    elif cc == "hpcc-pg":
+                        g["pace_gain_max"] = 1.5
+                    elif cc == "hpcc-pg115":
+                        g["pace_gain_max"] = 1.15
+                    elif cc == "hpcc-pg2":
+                        g["pace_gain_max"] = 2.0
                     elif cc == "hpcc-ns":
                         g["path_rate_shared"] = False
                     elif cc == "hpcc-wc":
                         g["path_rate_work_conserving"] = True
                     elif cc == "hpcc-g05":
                         g["probe_gap_rtt"] = 0.5
+                    elif cc == "hpcc-al":
+                        g["app_limited_hold"] = True
                     elif a.host_cap_t is not None:
                         g["host_cap_t"] = a.host_cap_t
-                    segs = 0 if cc == "hpcc-nocap" else a.gso_segs
+                    segs = {"hpcc-nocap": 0, "hpcc-t1": 1, "hpcc-s3": 3, "hpcc-s3p12": 3,
+                            "hpcc-s4": 4}.get(cc, a.gso_segs)
                     sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
                                     netns=lab.netns("h1"), tcp_cc=cc_obj,
                                     t_from_rtt=not a.no_t_from_rtt, gso_max_segs=segs,
@@ -354,15 +468,20 @@ def main(argv: list[str] | None = None) -> int:
                           f"configured T {T / 1e3:.0f} us, per-flow T from RTTs: "
                           f"{not a.no_t_from_rtt}, HPCC N: {a.hpcc_N or 'the flows'}, "
                           f"cwnd_rtt_gain {side.cwnd_rtt_gain}, host_cap_t {side.host_cap_t}, "
-                          f"path_rate_gain {side.path_rate_gain}, h1's gso_max_segs: the lab's "
+                          f"path_rate_gain {side.path_rate_gain}, solo_rate_gain "
+                          f"{side.solo_rate_gain}, h1's gso_max_segs: the lab's "
                           f"{lab_segs}, hpcc's and hpcc-w's {a.gso_segs or lab_segs}")
                     ccs = a.ccs.split(",")
                     nflows = [int(x) for x in a.flows.split(",")]
-                    res: dict[tuple[str, int], list[dict]] = {}
+                    res: dict[tuple[str, int, str], list[dict]] = {}
+                    if a.pcap:
+                        os.makedirs(a.pcap, exist_ok=True)
+                        import queue_makeup
                     traces: list[dict] = []
                     for rep in range(a.reps):
-                        for n in nflows:
-                            for cc in ccs:
+                        for n, cc, procs in [(n, cc, p) for n in nflows for cc in ccs
+                                             for p in ((False, True) if a.procs and n > 1
+                                                       else (False,))]:
                                 want = cc if cc in HPCC_ROWS else "hpcc"
                                 if (side.bench_n, side.bench_cc) != (n, want):
                                     side.stop()
@@ -372,14 +491,19 @@ def main(argv: list[str] | None = None) -> int:
                                     side.trains.restore()       # the lab's trains
                                 try:
                                     tr = traces if a.trace and cc in HPCC_ROWS else None
+                                    snd = "procs" if procs else "P"
+                                    pc = (os.path.join(a.pcap, f"{cc}-x{n}-{snd}-{rep + 1}.pcap")
+                                          if a.pcap and cc in HPCC_ROWS else None)
                                     if cc == "dctcp":
                                         with tl.default_cc(lab, "dctcp"):
-                                            r = run(lab, tl, side, cc, n, a.seconds, a.warmup)
+                                            r = run(lab, tl, side, cc, n, a.seconds, a.warmup,
+                                                    procs=procs)
                                     else:
-                                        r = run(lab, tl, side, cc, n, a.seconds, a.warmup, tr)
+                                        r = run(lab, tl, side, cc, n, a.seconds, a.warmup, tr,
+                                                procs=procs, pcap=pc)
                                 finally:
                                     side.trains.apply()
-                                res.setdefault((cc, n), []).append(r)
+                                res.setdefault((cc, n, r["sender"]), []).append(r)
                                 extra = ""
                                 if cc in HPCC_ROWS:
                                     extra = (f" | engine {r['engine_cpu_per_s']:.1%} CPU, "
@@ -391,39 +515,73 @@ def main(argv: list[str] | None = None) -> int:
                                              f"{r['probes_per_rtt']:.2f} per RTT, late "
                                              f"{r['late_us']:.0f} us, lost {r['probes_lost']}, "
                                              f"chained {r['chained']:.0%}, parks/probe "
-                                             f"{r['parks_per_probe']:.2f}, "
+                                             f"{r['parks_per_probe']:.2f}, below W "
+                                             f"{r['al_below_w']:.0%}, limited "
+                                             f"{r['al_limited']:.0%} of intervals, W raised "
+                                             f"from them {r['al_raised']:.0%} of windows, held "
+                                             f"{r['al_held']}, "
                                              f"rate shared {r['rate_shared']} lent "
                                              f"{r['rate_lent']} claimed "
                                              f"{r['rate_claimed']}, late hist "
                                              f"{r['late_hist']}, "
                                              f"T {r['T_us']} us, median W "
-                                             f"{r['W_KB']:.1f} KB cwnd {r['cwnd_KB']:.1f} KB "
+                                             f"{r['W_KB']:.1f} KB (W/T below the link in "
+                                             f"{r['r_below_link']:.0%} of samples) cwnd {r['cwnd_KB']:.1f} KB "
                                              f"srtt {r['srtt_us']:.0f} us queue delay "
-                                             f"{r['qdelay_us']:.0f} us, modes {r['modes']}")
-                                print(f"rep {rep + 1} {cc:>6} x{n}: util {r['util']:.3f}, "
+                                             f"{r['qdelay_us']:.0f} us, modes {r['modes']}, "
+                                             "pacer ratio per flow " + "/".join(
+                                                 f"{x:.3f}" for x in r["pace_ratio"]) +
+                                             " gain " + "/".join(
+                                                 f"{x:.2f}" for x in r["pace_gain"]) + ", "
+                                             "limited by (of HPCC ACKs) " + ", ".join(
+                                                 f"{k} {v:.0%}" for k, v in r["lim"].items()))
+                                print(f"rep {rep + 1} {cc:>6} x{n} {r['sender']:>5}: "
+                                      f"util {r['util']:.3f}, "
                                       f"mean skb {r['skb_KB']:.1f} KB, "
                                       f"q p50 {r['q50'] / 1e3:.1f} KB p99 {r['q99'] / 1e3:.1f} KB "
                                       f"({r['q99'] / bdp:.2f} BDP), Jain {r['jain']:.3f}, "
                                       f"retx {r['retx']}{extra}", flush=True)
+                                if pc and os.path.exists(pc):
+                                    try:
+                                        m = queue_makeup.makeup(
+                                            queue_makeup.trains(pc), tl.LINK_BPS, bdp)
+                                        print(f"    queue made of: {queue_makeup.fmt(m, bdp)}",
+                                              flush=True)
+                                    except (OSError, ValueError) as e:
+                                        print(f"    queue made of: {pc}: {e}", flush=True)
                     if a.trace:
                         pathlib.Path(a.trace).write_text(json.dumps(
                             {"bdp": bdp, "link_bps": tl.LINK_BPS, "runs": traces}))
                     print(f"\nmedians of {a.reps} (load average after: {loadavg()})")
                     out = []
-                    for (cc, n), rs in res.items():
+                    for (cc, n, snd), rs in res.items():
                         def med(k):
                             return median(rs, k)
                         h = cc in HPCC_ROWS
-                        out.append([cc, n, f"{med('util'):.3f}", f"{med('q50') / 1e3:.1f}",
+                        out.append([cc, n, snd, f"{med('util'):.3f}", f"{med('q50') / 1e3:.1f}",
                                     f"{med('q99') / 1e3:.1f}", f"{med('q99') / bdp:.2f}",
                                     f"{med('jain'):.3f}", f"{med('skb_KB'):.1f}",
                                     f"{med('engine_cpu_per_s') / n:.1%}" if h else "",
                                     f"{med('probes_per_rtt'):.2f}" if h else "",
                                     f"{med('us_per_probe'):.0f}" if h else "",
-                                    f"{med('send_us_per_probe'):.0f}" if h else ""])
-                    print(table(["cc", "flows", "util", "q50 KB", "q99 KB", "q99 BDP", "Jain",
+                                    f"{med('send_us_per_probe'):.0f}" if h else "",
+                                    f"{med('al_below_w'):.0%}" if h else "",
+                                    f"{med('al_limited'):.0%}" if h else "",
+                                    f"{med('al_raised'):.0%}" if h else "",
+                                    "/".join(f"{statistics.median(x['lim'][k] for x in rs):.0%}"
+                                             for k in ("cwnd", "pacing", "app", "tsq", "timer",
+                                                       "none"))
+                                    if h else "",
+                                    f"{statistics.median(x for r in rs for x in r['pace_ratio']):.3f}"
+                                    if h and any(r["pace_ratio"] for r in rs) else "",
+                                    f"{statistics.median(x for r in rs for x in r['pace_gain']):.2f}"
+                                    if h and any(r["pace_gain"] for r in rs) else ""])
+                    print(table(["cc", "flows", "sender", "util", "q50 KB", "q99 KB", "q99 BDP",
+                                 "Jain",
                                  "skb KB", "engine CPU/flow", "probes/RTT", "us/probe",
-                                 "send us"], out))
+                                 "send us", "below W", "limited", "raised from limited",
+                                 "held by cwnd/pacing/app/tsq/timer/none",
+                                 "acked/wanted", "pace gain"], out))
                 finally:
                     side.stop()
             finally:

@@ -21,6 +21,10 @@ rounds, each round running, one after the other:
   (``repeat=``), the receiver counts the bytes without a CRC-32
   (``sink="count"``); both rows are printed, the verified one is the
   transport's default and stays the headline;
+- ack-M (with --ack-every M): the verified flow with its receiver acknowledging
+  every M packets (the DCTCP.CE machine's m; the daemon's default is 1): what
+  the acknowledgements cost, each of them a frame through the same copy-mode
+  path as a DATA packet;
 - cli: the verified flow through `hpccctl recv` and `hpccctl send` (processes in the
   namespaces, their --json output): what a user measures;
 - iperf3: kernel TCP (cubic, TSO/GSO/GRO on) for --seconds;
@@ -228,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rps", action="store_true",
                     help="receive packet steering: each veth end's receive path on its "
                          "engine's CPU (b: 1, a: 0; engines pinned), for iperf3 too")
+    ap.add_argument("--ack-every", type=int, default=0, metavar="M",
+                    help="also the verified flow with an ACK every M packets (row ack-M)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.ack_every < 0 or args.ack_every > 64:
+        ap.error("--ack-every: 1..64 (0: no such row)")
     if os.geteuid() != 0:
         print("bench_transport: needs root (namespaces, XDP, AF_XDP)", file=sys.stderr)
         return 2
@@ -238,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     from hpccd.transport.engine import Transport
 
     settings = daemon_defaults()
-    kinds = ["transport", "like-iperf3", "iperf3", "raw"] + ([] if args.no_cli else ["cli"])
+    ack_kind = f"ack-{args.ack_every}" if args.ack_every else None
+    kinds = (["transport", "like-iperf3"] + ([ack_kind] if ack_kind else []) + ["iperf3", "raw"]
+             + ([] if args.no_cli else ["cli"]))
     blocks = []
     if not args.json:
         print(machine_line(), flush=True)
@@ -255,15 +265,17 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
             for i in range(args.reps):
                 for kind in kinds:
-                    if kind in ("transport", "like-iperf3", "raw"):
+                    if kind in ("transport", "like-iperf3", "raw", ack_kind):
+                        eng = (settings if kind != ack_kind else
+                               {**settings, "ack_every": args.ack_every})
                         # a fresh pair of engines a -> b; the raw ceiling's
                         # receiver counts frames without parsing them, the
                         # like-iperf3 receiver bytes without a CRC
                         rx = Transport(pair.vb, netns=pair.b, raw=kind == "raw",
                                        sink="count" if kind == "like-iperf3" else "verify",
-                                       xdp_mode=args.xdp_mode, **pin["rx"], **settings)
+                                       xdp_mode=args.xdp_mode, **pin["rx"], **eng)
                         tx = Transport(pair.va, netns=pair.a, xdp_mode=args.xdp_mode,
-                                       **pin["tx"], **settings)
+                                       **pin["tx"], **eng)
                         try:
                             r = (run_raw(tx, rx, pair.ip_b, args.raw_frames, tx.mtu_default)
                                  if kind == "raw" else
@@ -295,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
                 "like_machine_ratio": (med["like-iperf3"]["machine_s_per_gb"]
                                        / ip3["machine_s_per_gb"]),
             }
+            if ack_kind:
+                summary["ack_goodput_ratio"] = (med[ack_kind]["goodput_bps"]
+                                                / ip3["goodput_bps"])
+                summary["ack_cpu_ratio"] = med[ack_kind]["cpu_s_per_gb"] / ip3["cpu_s_per_gb"]
             if "cli" in med:
                 summary["cli_ratio"] = med["cli"]["goodput_bps"] / med["transport"]["goodput_bps"]
             blocks.append(summary)
@@ -307,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{summary['like_cpu_ratio']:.2f} (the whole machine's "
                       f"{summary['like_machine_ratio']:.2f}); transport pps / raw "
                       f"ceiling {summary['raw_share']:.2f} (goal >= 0.7)"
+                      + (f"; {ack_kind} / iperf3 goodput {summary['ack_goodput_ratio']:.2f}, "
+                         f"CPU per GB {summary['ack_cpu_ratio']:.2f}" if ack_kind else "")
                       + (f"; hpccctl / API goodput {summary['cli_ratio']:.2f}"
                          if "cli_ratio" in summary else ""), flush=True)
     if args.json:

@@ -5,7 +5,9 @@ pair of its own: one DCTCP flow of --bytes per run, the four settings
 alternated round by round; per setting the medians of goodput and of the two
 engines' user and system CPU-seconds per GB (user time is the engine's own
 work: the checksums, the CRC, the stream; system time is the kernel's copies
-of copy mode).  Shared machine: the load average is printed before and after.
+of copy mode; hpccd.transport.engine.engine_cpu).  Shared machine: the
+machine and its load average are printed before, the load average after, and
+the medians as a table of bench_report, the benchmarks' shared format.
 
     sudo .venv/bin/python scripts/bench_tx_csum.py --reps 3 --bytes 1G --mtus 65535,9000
 """
@@ -15,33 +17,16 @@ import argparse
 import os
 import pathlib
 import secrets
-import statistics
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "daemon"))
-
-
-def thread_cpu() -> tuple[float, float]:
-    """(user, system) CPU seconds of this process's hpccd-tp threads."""
-    hz = os.sysconf("SC_CLK_TCK")
-    u = s = 0
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() != "hpccd-tp":
-                    continue
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fs = f.read().rsplit(")", 1)[1].split()
-            u, s = u + int(fs[11]), s + int(fs[12])
-        except OSError:
-            pass
-    return u / hz, s / hz
+from bench_report import loadavg, machine_line, median, table  # noqa: E402
 
 
 def one(pair, nbytes: int, like: bool, offload: bool) -> dict:
-    from hpccd.transport.engine import Transport, pattern_bytes, pattern_crc32
+    from hpccd.transport.engine import Transport, engine_cpu, pattern_bytes, pattern_crc32
 
     rx = Transport(pair.vb, netns=pair.b, sink="count" if like else "verify")
     tx = Transport(pair.va, netns=pair.a, csum_offload=offload)
@@ -49,7 +34,7 @@ def one(pair, nbytes: int, like: bool, offload: bool) -> dict:
         if offload and not tx.stats()["tx_csum_offload"]:
             raise RuntimeError("the kernel refused AF_XDP TX metadata")
         src = {"repeat": pattern_bytes(secrets.randbits(63), 0, 128 * 1024)} if like else {}
-        u0, s0 = thread_cpu()
+        u0, s0 = engine_cpu()
         fl = tx.open_flow(pair.ip_b, nbytes, algo="dctcp", int_mode="none",
                           line_rate_bps=100_000_000_000, timeout_s=30, **src)
         try:
@@ -57,7 +42,7 @@ def one(pair, nbytes: int, like: bool, offload: bool) -> dict:
             got = rx.wait_rx_flow(fl.flow_id, timeout=10)
         finally:
             fl.close()
-        u1, s1 = thread_cpu()
+        u1, s1 = engine_cpu()
         if got.bytes != nbytes or (not like and got.crc32 != pattern_crc32(fl.seed, nbytes)):
             raise RuntimeError("delivery differs from the source")
         st = rx.stats()
@@ -68,6 +53,10 @@ def one(pair, nbytes: int, like: bool, offload: bool) -> dict:
     finally:
         tx.close()
         rx.close()
+
+
+ROW = {False: "verified", True: "like-iperf3"}
+ON = {False: "off", True: "on"}
 
 
 def main() -> int:
@@ -84,7 +73,8 @@ def main() -> int:
 
     nbytes = parse_bytes(args.bytes)
     settings = [(like, off) for like in (False, True) for off in (False, True)]
-    print("load average before:", open("/proc/loadavg").read().split()[:3], flush=True)
+    print(machine_line(), flush=True)
+    medians = []
     with veth_pair(*pair_names("hpccdk", secrets.token_hex(3)), "10.198.0.1",
                    "10.198.0.2") as pair:
         for mtu in (int(m) for m in args.mtus.split(",")):
@@ -96,18 +86,17 @@ def main() -> int:
                 for s in settings:
                     r = one(pair, nbytes, *s)
                     rows[s].append(r)
-                    print(f"MTU {mtu} rep {i + 1} {'like-iperf3' if s[0] else 'verified   '} "
-                          f"offload {'on ' if s[1] else 'off'}: {r['gbps']:6.2f} Gbit/s  "
-                          f"user {r['user']:.3f} sys {r['sys']:.3f} CPU-s/GB  "
-                          f"retx {r['retx']} bad_csum {r['bad_csum']} unverified "
+                    print(f"MTU {mtu} rep {i + 1} {ROW[s[0]]:11} offload {ON[s[1]]:3}: "
+                          f"{r['gbps']:6.2f} Gbit/s  user {r['user']:.3f} sys {r['sys']:.3f} "
+                          f"CPU-s/GB  retx {r['retx']} bad_csum {r['bad_csum']} unverified "
                           f"{r['unverified']} of {r['pkts']}", flush=True)
             for s in settings:
-                m = {k: statistics.median(r[k] for r in rows[s]) for k in ("gbps", "user", "sys")}
-                print(f"-- MTU {mtu} {'like-iperf3' if s[0] else 'verified   '} offload "
-                      f"{'on ' if s[1] else 'off'} medians of {args.reps}: {m['gbps']:.2f} Gbit/s, "
-                      f"user {m['user']:.3f} + sys {m['sys']:.3f} = "
-                      f"{m['user'] + m['sys']:.3f} engine CPU-s/GB", flush=True)
-    print("load average after:", open("/proc/loadavg").read().split()[:3], flush=True)
+                m = {k: median(rows[s], k) for k in ("gbps", "user", "sys")}
+                medians.append([mtu, ROW[s[0]], ON[s[1]], f"{m['gbps']:.2f}", f"{m['user']:.3f}",
+                                f"{m['sys']:.3f}", f"{m['user'] + m['sys']:.3f}"])
+    print(f"\nmedians of {args.reps} (load average after: {loadavg()})")
+    print(table(["MTU", "row", "offload", "Gbit/s", "user CPU-s/GB", "system CPU-s/GB",
+                 "engine CPU-s/GB"], medians), flush=True)
     return 0
 
 

@@ -29,6 +29,7 @@ APT_PACKAGES=(
 	gcc make pkg-config libc6-dev              # C fast path and cffi modules
 	iproute2 iperf3 ethtool                    # lab: namespaces, kernel TCP peers
 	valgrind                                   # instruction-count benchmarks
+	linux-perf                                 # scripts/perf_lab_split.py: where the lab's CPU goes
 	systemd                                    # systemd-analyze verify of the unit file
 	zlib1g-dev libisal-dev                     # CRC-32 of the transport (-lz, ISA-L)
 	libclang-rt-14-dev                         # libFuzzer + sanitizer runtimes (fuzz/)

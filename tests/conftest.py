@@ -15,7 +15,10 @@ hpccd.lab.namespaces.veth_pair, under names of this session:
         netns_pair.side("a" | "b" | name) (namespace, veth, address)
 
 Outside a test (a script, a session fixture) ``netns_pair_ctx()`` gives the
-same pair as a context manager.
+same pair as a context manager.  The transport tests' shared steps are here
+too: ``transport_engines`` (engines closed whatever happens), ``set_mtu``
+(both ends of a pair) and ``transfer`` (one flow, waited for, checked
+byte-exact).
 
 Rules kept here, so that tests do not have to (see also the project's test
 rules): namespaces are named ``hpccdt-`` plus a random suffix; they are
@@ -200,6 +203,37 @@ def transport_engines(lab, **defaults):
     finally:
         for tp in made:
             tp.close()
+
+
+def set_mtu(pair: NetnsPair, mtu: int) -> None:
+    """Both veth ends of `pair` at `mtu` (the jumbo and multi-buffer tests)."""
+    import subprocess
+
+    for ns, dev in ((pair.a, pair.va), (pair.b, pair.vb)):
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(mtu)],
+                       check=True)
+
+
+def transfer(tx, rx, peer: str, nbytes: int, verify: bool = True, **kw):
+    """One flow of `nbytes` from engine `tx` to engine `rx` (at address
+    `peer`): DCTCP without INT, 20 s timeout unless `kw` (open_flow's
+    parameters) says otherwise.  Waits for the sender (60 s) and the
+    receiver (10 s), closes the flow whatever happened, and asserts it is
+    done; with `verify`, that the receiver got every byte of the generated
+    stream (its CRC-32).  Returns (sender's FlowResult, receiver's flow)."""
+    from hpccd.transport.engine import pattern_crc32
+
+    kw = {"algo": "dctcp", "int_mode": "none", "timeout_s": 20, **kw}
+    flow = tx.open_flow(peer, nbytes, **kw)
+    try:
+        res = flow.wait(60)
+        got = rx.wait_rx_flow(flow.flow_id, timeout=10.0)
+    finally:
+        flow.close()
+    assert res.done, res
+    if verify:
+        assert got.bytes == nbytes and got.crc32 == pattern_crc32(flow.seed, nbytes), got
+    return res, got
 
 
 @pytest.fixture

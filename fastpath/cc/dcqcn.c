@@ -105,8 +105,10 @@ uint64_t hpccd_dcqcn_np_next_ns(const struct hpccd_dcqcn_np *np)
 /* At most this many fast recovery iterations: F bounds the work of one
  * timer catch-up in advance() (the paper uses F = 5). */
 #define DCQCN_F_MAX 1000u
-/* R_AI is at least line rate / 2^20: the climb from the floor to line
- * rate takes at most 2^20 additive steps (bounded work in advance()). */
+/* R_AI and R_HAI are at least line rate / 2^20: the climb from the floor
+ * to line rate takes at most 2^20 additive or hyper steps (bounded work in
+ * advance() and on_tx(); a smaller R_HAI, e.g. a denormal, left RT where
+ * it was for ever and a long catch-up spun through every event). */
 #define DCQCN_AI_STEPS_MAX 1048576.0
 
 void hpccd_dcqcn_params_default(struct hpccd_dcqcn_params *p)
@@ -150,8 +152,9 @@ int hpccd_dcqcn_init(struct hpccd_dcqcn *s, const struct hpccd_dcqcn_params *p,
 		bad = "line_rate_bps must be positive";
 	else if (!(isfinite(p->R_AI_bps) && p->R_AI_bps >= line / DCQCN_AI_STEPS_MAX))
 		bad = "R_AI_bps must be finite and at least line_rate_bps / 2^20";
-	else if (p->R_HAI_bps != 0 && !(isfinite(p->R_HAI_bps) && p->R_HAI_bps > 0))
-		bad = "R_HAI_bps must be positive and finite (0: 10 x R_AI_bps)";
+	else if (p->R_HAI_bps != 0 &&
+		 !(isfinite(p->R_HAI_bps) && p->R_HAI_bps >= line / DCQCN_AI_STEPS_MAX))
+		bad = "R_HAI_bps must be finite and at least line_rate_bps / 2^20 (0: 10 x R_AI_bps)";
 	else if (!(isfinite(p->min_rate_bps) && p->min_rate_bps > 0 && p->min_rate_bps <= line))
 		bad = "min_rate_bps must be in (0, line_rate_bps]";
 	else if (!(p->alpha_init >= 0 && p->alpha_init <= 1))

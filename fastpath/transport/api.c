@@ -115,6 +115,53 @@ static uint32_t pow2_floor(uint32_t v)
 	return p;
 }
 
+/* A flow table: zeroed, in 2 MB pages where the kernel gives them
+ * (transparent huge pages asked for with madvise: the default of
+ * Debian's kernels is "madvise").  With 10,000 flows the tables span
+ * tens of MB, 8,000 and more 4 KB pages, more than the TLB holds: each
+ * packet of a flow not seen for 10,000 packets paid page walks besides
+ * its cache misses (docs/transport.md "Flows").  The table starts `skew`
+ * bytes past the boundary: 2 MB-aligned tables (and the UMEM's 4 KB-aligned
+ * frames) would put flow 0's lines of each in the same first-level cache
+ * sets (callgrind: 0.6 -> 2.0 misses a packet with one flow, unskewed).
+ * NULL if out of memory. */
+#define TP_HUGE (2u << 20)
+static void *tp_table_alloc(size_t len, size_t skew)
+{
+	size_t n = (len + skew + TP_HUGE - 1) & ~(size_t)(TP_HUGE - 1);
+	char *m = mmap(NULL, n + TP_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	char *p;
+
+	if (m == MAP_FAILED)
+		return NULL;
+	/* on a 2 MB boundary (the kernel maps huge pages only there): the
+	 * slack before and after goes back */
+	p = (char *)(((uintptr_t)m + TP_HUGE - 1) & ~(uintptr_t)(TP_HUGE - 1));
+	if (p > m)
+		munmap(m, (size_t)(p - m));
+	munmap(p + n, (size_t)(m + TP_HUGE - p));
+	(void)madvise(p, n, MADV_HUGEPAGE);   /* a hint: 4 KB pages without it */
+	/* every page now, not at a packet's first touch in the engine's
+	 * thread (a 2 MB fault may compact memory: milliseconds) */
+	memset(p, 0, n);
+	return p + skew;
+}
+
+static void tp_table_free(void *p, size_t len, size_t skew)
+{
+	if (p)
+		munmap((char *)p - skew, (len + skew + TP_HUGE - 1) & ~(size_t)(TP_HUGE - 1));
+}
+
+/* The tables' skews: odd numbers of lines, clear of the frames' headers
+ * (lines 0-3 of a page) and of each other's first flow. */
+#define SKEW_FLOWS (9 * 64)
+#define SKEW_SNODE (23 * 64)
+#define SKEW_RXT (41 * 64)
+
+static void rx_home_keys(struct hpccd_tp *t, uint64_t seed);
+
 /* The engine's state from t->cfg, socket aside: flow tables, the free
  * stacks of the UMEM's frames (RX frames first, then TX), the ring size,
  * the receive window and the hold slots.  Also what the protocol tests
@@ -125,23 +172,26 @@ int tp__state_init(struct hpccd_tp *t)
 	uint32_t frames = c->rx_frames + c->tx_frames, i;
 	struct timespec ts;
 
-	/* cache-line aligned (struct tp_flow's hot lines) */
-	t->flows = aligned_alloc(64, (size_t)c->max_flows * sizeof(*t->flows));
-	if (t->flows)
-		memset(t->flows, 0, (size_t)c->max_flows * sizeof(*t->flows));
-	t->rxt = calloc(c->rx_flows, sizeof(*t->rxt));
+	/* the flow tables in 2 MB pages where the kernel gives them
+	 * (tp_table_alloc) */
+	t->flows = tp_table_alloc((size_t)c->max_flows * sizeof(*t->flows), SKEW_FLOWS);
+	t->rxt = tp_table_alloc((size_t)c->rx_flows * sizeof(*t->rxt), SKEW_RXT);
 	t->rx_free = malloc(sizeof(uint64_t) * c->rx_frames);
 	t->tx_free = malloc(sizeof(uint64_t) * c->tx_frames);
 	t->refile = malloc(sizeof(int32_t) * c->max_flows);
 	t->free_slot = malloc(sizeof(int32_t) * c->max_flows);
 	t->delack = malloc(sizeof(int32_t) * c->rx_flows);
+	t->rx_used = malloc(sizeof(int32_t) * c->rx_flows);
 	t->peers = calloc(c->rx_flows, sizeof(*t->peers));
+	t->snode = tp_table_alloc((size_t)c->max_flows * sizeof(*t->snode), SKEW_SNODE);
 	if ( !t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
+	    !t->rx_used ||
 	    !t->free_slot || !t->peers ||
-	    list_init(&t->ready, c->max_flows) ||
-	    wheel_init(&t->pace, PACE_SHIFT, PACE_SLOTS, c->max_flows) ||
-	    wheel_init(&t->timer, TIMER_SHIFT, TIMER_SLOTS, c->max_flows))
+	    !t->snode ||
+	    wheel_init(&t->pace, PACE_SHIFT, PACE_SLOTS, &t->snode[0].pace, sizeof(*t->snode)) ||
+	    wheel_init(&t->timer, TIMER_SHIFT, TIMER_SLOTS, &t->snode[0].timer, sizeof(*t->snode)))
 		return -ENOMEM;
+	list_init(&t->ready, &t->snode[0].ready, sizeof(*t->snode));
 	wheel_start(&t->pace, now_ns());
 	wheel_start(&t->timer, now_ns());
 	t->slot_mask = c->max_flows - 1;
@@ -172,7 +222,39 @@ int tp__state_init(struct hpccd_tp *t)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	t->id_gen = (uint32_t)splitmix64((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32 ^
 					 (uint64_t)(uintptr_t)t);
+	rx_home_keys(t, splitmix64((uint64_t)t->id_gen << 32 ^ (uint64_t)ts.tv_sec));
 	return 0;
+}
+
+/* tp_rx_home()'s keys (tp.h).  The multiplier is odd (a permutation of
+ * the slots) and spreads: slots s and s + k of a sender land at least
+ * rx_flows / (16 k) apart for every k up to 64, as the golden ratio's
+ * multiples do (the three-gap theorem: then one sender's homes are evenly
+ * spread, and another sender's flows probe past them a slot or two).  A
+ * random multiplier close to a fraction of small denominator (1, 3,
+ * rx_flows / 2 + 1...) would put a sender's flows in long runs, which the
+ * flows of other senders landing in them would probe to the end. */
+static void rx_home_keys(struct hpccd_tp *t, uint64_t seed)
+{
+	uint32_t size = t->rx_mask + 1, tries, k;
+
+	t->rx_key = (uint32_t)(seed >> 32);
+	for (tries = 0; tries < 64; tries++) {
+		uint32_t m = (uint32_t)(seed = splitmix64(seed)) | 1;
+
+		for (k = 1; k <= 64 && k < size / 2; k++) {
+			uint32_t r = (k * m) & t->rx_mask;
+			uint32_t d = r < size - r ? r : size - r;
+
+			if ((uint64_t)d * 16 * k < size)
+				break;
+		}
+		if (k > 64 || k >= size / 2) {
+			t->rx_mul = m;
+			return;
+		}
+	}
+	t->rx_mul = 0x9e3779b9u;                 /* odd: the golden ratio's */
 }
 
 void tp__state_free(struct hpccd_tp *t)
@@ -183,15 +265,16 @@ void tp__state_free(struct hpccd_tp *t)
 		for (i = 0; i < t->cfg.rx_flows; i++)
 			rx_release(t, &t->rxt[i]);
 	}
-	free(t->flows);
-	free(t->rxt);
+	tp_table_free(t->flows, (size_t)t->cfg.max_flows * sizeof(*t->flows), SKEW_FLOWS);
+	tp_table_free(t->rxt, (size_t)t->cfg.rx_flows * sizeof(*t->rxt), SKEW_RXT);
 	free(t->rx_free);
 	free(t->tx_free);
 	free(t->refile);
 	free(t->free_slot);
 	free(t->delack);
+	free(t->rx_used);
 	free(t->peers);
-	list_free(&t->ready);
+	tp_table_free(t->snode, (size_t)t->cfg.max_flows * sizeof(*t->snode), SKEW_SNODE);
 	wheel_free(&t->pace);
 	wheel_free(&t->timer);
 }
@@ -261,6 +344,7 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 	t->cfg = c;
 	t->fd = -1;
 	t->efd = -1;
+	t->epfd = t->tfd = t->cefd = -1;
 	t->ifindex = if_nametoindex(ifname);
 	if (!t->ifindex) {
 		rc = create_fail(err, err_size, ifname, queue_id, -ENODEV,
@@ -312,6 +396,18 @@ int hpccd_tp__create(const char *ifname, uint32_t queue_id, const struct hpccd_t
 	if (t->efd < 0) {
 		rc = create_fail(err, err_size, ifname, queue_id, -errno, "eventfd");
 		goto del_sock;
+	}
+	if (c.flags & HPCCD_TP_F_RUN_IN_CALLER) {
+		const char *what = "";
+
+		rc = tp__rtc_open(t, &what);
+		if (rc) {
+			create_fail(err, err_size, ifname, queue_id, rc,
+				    "run to completion: %s", what);
+			tp__rtc_close(t);
+			close(t->efd);
+			goto del_sock;
+		}
 	}
 	memset(&opts, 0, sizeof(opts));
 	optlen = sizeof(opts);
@@ -424,6 +520,7 @@ int hpccd_tp__stop(struct hpccd_tp *t)
 		return 0;
 	__atomic_store_n(&t->stop_flag, 1, __ATOMIC_RELEASE);
 	tp__wake(t);
+	tp__wake_caller(t);          /* a caller inside hpccd_tp__run returns */
 	pthread_join(t->thread, NULL);
 	t->started = 0;
 	pthread_mutex_lock(&t->lock);
@@ -434,6 +531,17 @@ int hpccd_tp__stop(struct hpccd_tp *t)
 	return 0;
 }
 
+/* "flow to A.B.C.D port P" into buf, for an error message only: formatted
+ * when a check fails, not for every flow (the echo responder opens one per
+ * request). */
+static const char *flow_who(const struct hpccd_tp_flow_cfg *c, char *buf, size_t size)
+{
+	snprintf(buf, size, "flow to %u.%u.%u.%u port %u", c->daddr >> 24,
+		 (c->daddr >> 16) & 255, (c->daddr >> 8) & 255, c->daddr & 255, c->dport);
+	return buf;
+}
+#define WHO flow_who(c, who, sizeof(who))
+
 /* Is c a flow this engine can run?  0, or the error (written to t->err,
  * naming the flow); *ops_out, *room_out, *hdr_out for flow_open_locked. */
 static int flow_check(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
@@ -443,53 +551,80 @@ static int flow_check(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 	uint32_t room, hdr;
 	char who[96];
 
-	snprintf(who, sizeof(who), "flow to %u.%u.%u.%u port %u", c->daddr >> 24,
-		 (c->daddr >> 16) & 255, (c->daddr >> 8) & 255, c->daddr & 255, c->dport);
 	ops = tp_cc_ops_of(c->algo);
 	if (!ops)
-		return tp__fail(t, -EINVAL, "%s: unknown algorithm %u", who, c->algo);
+		return tp__fail(t, -EINVAL, "%s: unknown algorithm %u", WHO, c->algo);
 	if (!c->bytes)
-		return tp__fail(t, -EINVAL, "%s: a flow carries at least one byte", who);
+		return tp__fail(t, -EINVAL, "%s: a flow carries at least one byte", WHO);
 	if (c->src != HPCCD_TP_SRC_PATTERN && !(c->src == HPCCD_TP_SRC_BUFFER && c->buf) &&
 	    !(c->src == HPCCD_TP_SRC_REPEAT && c->buf && c->buf_len))
-		return tp__fail(t, -EINVAL, "%s: source %u without a buffer", who, c->src);
+		return tp__fail(t, -EINVAL, "%s: source %u without a buffer", WHO, c->src);
 	if (c->int_room > HPCCD_INT_MAX_HOPS || c->int_mode > HPCCD_TP_INT_PROBE ||
 	    (c->int_mode == HPCCD_TP_INT_NTH && !c->int_every) ||
 	    (c->int_mode == HPCCD_TP_INT_PROBE && (!c->int_room || !c->probe_timeout_ns)))
 		return tp__fail(t, -EINVAL, "%s: INT mode %u every %u room %u probe timeout %llu ns",
-				who, c->int_mode, c->int_every, c->int_room,
+				WHO, c->int_mode, c->int_every, c->int_room,
 				(unsigned long long)c->probe_timeout_ns);
 	/* Probe responses feed sender-based HPCC only (Rx-HPCC reads the INT
 	 * of data packets at the receiver; DCTCP and LDCP read none). */
 	if (c->int_mode == HPCCD_TP_INT_PROBE && !ops->on_probe_resp)
 		return tp__fail(t, -EINVAL, "%s: probe mode drives HPCC only, not %s",
-				who, ops->name);
+				WHO, ops->name);
 	room = c->int_mode == HPCCD_TP_INT_NONE || c->int_mode == HPCCD_TP_INT_PROBE ? 0
 										   : c->int_room;
 	hdr = L2L4 + HPCCD_INT_HDR_BYTES + room * HPCCD_INT_HOP_BYTES + HPCCD_HDR_BYTES;
 	if (c->mtu < hdr - ETH_HLEN_ + 64 || c->mtu > tp_mtu_max(t) || c->mtu > 65535)
 		return tp__fail(t, -EINVAL, "%s: MTU %u: from %u to %u with room %u (%u-byte frames)",
-				who, c->mtu, hdr - ETH_HLEN_ + 64,
+				WHO, c->mtu, hdr - ETH_HLEN_ + 64,
 				tp_mtu_max(t) < 65535 ? tp_mtu_max(t) : 65535, room,
 				t->cfg.frame_size);
 	if (c->recovery != HPCCD_TP_SR && c->recovery != HPCCD_TP_GBN)
 		return tp__fail(t, -EINVAL, "%s: recovery %u: selective repeat (%d) or go-back-N (%d)",
-				who, c->recovery, HPCCD_TP_SR, HPCCD_TP_GBN);
+				WHO, c->recovery, HPCCD_TP_SR, HPCCD_TP_GBN);
 	if (c->rate_win > 1 ||
 	    (c->rate_win && c->algo != HPCCD_ALGO_DCQCN && c->algo != HPCCD_ALGO_TIMELY) ||
 	    (c->rate_win && !(c->hpcc.T_ns > 0 && c->hpcc.T_ns < 1e12)))
 		return tp__fail(t, -EINVAL, "%s: rate_win %u: 0, or 1 for DCQCN and TIMELY with "
 				"hpcc.T_ns set (W = line rate x T, [HPCC] section 5.1)",
-				who, c->rate_win);
+				WHO, c->rate_win);
 	if (!c->line_rate_bps || !c->rto_min_ns || c->rto_max_ns < c->rto_min_ns ||
 	    !c->timeout_ns)
 		return tp__fail(t, -EINVAL, "%s: line rate, RTO bounds and timeout must be set",
-				who);
+				WHO);
 
 	*ops_out = ops;
 	*room_out = room;
 	*hdr_out = hdr;
 	return 0;
+}
+
+/* The copy of c's per-packet fields in the flow's hot lines (struct
+ * tp_flow's hc: a packet reads them there, never c). */
+static void flow_hot_cfg(struct tp_flow *fl, const struct hpccd_tp_flow_cfg *c)
+{
+	struct tp_flow_hc *h = &fl->hc;
+
+	h->saddr = c->saddr;
+	h->daddr = c->daddr;
+	h->sport = c->sport;
+	h->dport = c->dport;
+	memcpy(h->smac, c->smac, sizeof(h->smac));
+	memcpy(h->dmac, c->dmac, sizeof(h->dmac));
+	h->src = (uint8_t)c->src;
+	h->int_mode = (uint8_t)c->int_mode;
+	h->recovery = (uint8_t)c->recovery;
+	h->ecn = c->ecn != 0;
+	fl->probe_mode = c->int_mode == HPCCD_TP_INT_PROBE;
+	h->int_every = c->int_every;
+	h->bytes = c->bytes;
+	h->line_rate_bps = c->line_rate_bps;
+	h->burst_ns = c->burst_ns;
+	h->rto_min_ns = c->rto_min_ns;
+	h->rto_max_ns = c->rto_max_ns;
+	if (c->src == HPCCD_TP_SRC_PATTERN)
+		h->seed = c->seed;
+	else
+		h->buf = c->buf;
 }
 
 /* Open a checked flow (t->lock held). */
@@ -504,8 +639,6 @@ static int flow_open_locked(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *
 	int rc = 0;
 	char who[96];
 
-	snprintf(who, sizeof(who), "flow to %u.%u.%u.%u port %u", c->daddr >> 24,
-		 (c->daddr >> 16) & 255, (c->daddr >> 8) & 255, c->daddr & 255, c->dport);
 	if (t->n_free) {
 		slot = (uint32_t)t->free_slot[--t->n_free];
 		fl = &t->flows[slot];
@@ -513,11 +646,12 @@ static int flow_open_locked(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *
 	if (!fl) {
 		t->st.flows_refused++;   /* docs/security.md "Limits" */
 		rc = tp__fail(t, -ENOSPC, "%s: all %u flow slots are in use (close finished flows)",
-			      who, t->cfg.max_flows);
+			      WHO, t->cfg.max_flows);
 		goto out;
 	}
 	memset(fl, 0, sizeof(*fl));
 	fl->c = *c;
+	flow_hot_cfg(fl, c);
 	fl->room = room;
 	fl->hdr_max = hdr;
 	fl->mss = c->mtu + ETH_HLEN_ - hdr;
@@ -527,7 +661,7 @@ static int flow_open_locked(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *
 	rc = ops->init(fl, &why);
 	if (rc) {
 		t->free_slot[t->n_free++] = (int32_t)slot;
-		rc = tp__fail(t, rc, "%s: algorithm parameters: %s", who, why ? why : "invalid");
+		rc = tp__fail(t, rc, "%s: algorithm parameters: %s", WHO, why ? why : "invalid");
 		goto out;
 	}
 	t->id_gen += t->cfg.max_flows;
@@ -549,24 +683,40 @@ out:
 	return rc;
 }
 
-int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
+/* A checked flow, opened; nobody told (run.c opens its request so). */
+int tp__flow_open_quiet(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 			uint32_t *flow_id)
 {
 	const struct tp_cc_ops *ops;
 	uint32_t room, hdr;
 	int rc;
 
-	if (!t || !c || !flow_id)
-		return -EINVAL;
 	rc = flow_check(t, c, &ops, &room, &hdr);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&t->lock);
 	rc = flow_open_locked(t, c, ops, room, hdr, flow_id, NULL);
 	pthread_mutex_unlock(&t->lock);
-	if (!rc)
-		tp__wake(t);
 	return rc;
+}
+
+int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
+			uint32_t *flow_id)
+{
+	int rc;
+
+	if (!t || !c || !flow_id)
+		return -EINVAL;
+	rc = tp__flow_open_quiet(t, c, flow_id);
+	if (rc)
+		return rc;
+	/* run to completion: its first packets leave from this thread, and
+	 * the engine's thread is not woken for it (run.c) */
+	if ((t->cfg.flags & HPCCD_TP_F_RUN_IN_CALLER) && t->started)
+		tp__rtc_pass(t);
+	else
+		tp__wake(t);
+	return 0;
 }
 
 /* The echo responder (HPCCD_TP_F_ECHO; the latency benchmark): each
@@ -586,6 +736,9 @@ int hpccd_tp__set_echo(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c)
 		return rc;
 	pthread_mutex_lock(&t->lock);
 	t->echo_cfg = *c;
+	t->echo_ops = ops;
+	t->echo_room = room;
+	t->echo_hdr = hdr;
 	t->echo_set = 1;
 	pthread_mutex_unlock(&t->lock);
 	return 0;
@@ -594,9 +747,8 @@ int hpccd_tp__set_echo(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c)
 void tp__echo_reply(struct hpccd_tp *t, const struct tp_rx *r)
 {
 	struct hpccd_tp_flow_cfg c = t->echo_cfg;
-	const struct tp_cc_ops *ops;
 	struct tp_flow *fl;
-	uint32_t room, hdr, id;
+	uint32_t id;
 
 	if (!t->echo_set)
 		return;
@@ -609,8 +761,9 @@ void tp__echo_reply(struct hpccd_tp *t, const struct tp_rx *r)
 	c.bytes = r->rcv_nxt;
 	c.src = HPCCD_TP_SRC_PATTERN;
 	c.seed = r->flow_id;
-	if (flow_check(t, &c, &ops, &room, &hdr) ||
-	    flow_open_locked(t, &c, ops, room, hdr, &id, &fl)) {
+	/* checked by hpccd_tp__set_echo: only the addresses, the length
+	 * (> 0: the flow completed) and the seed differ */
+	if (flow_open_locked(t, &c, t->echo_ops, t->echo_room, t->echo_hdr, &id, &fl)) {
 		t->st.echo_failed++;
 		return;
 	}
@@ -657,11 +810,17 @@ int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_f
 	if (!fl)
 		return rc;
 	*o = fl->st;
+	o->pkts = fl->hs.pkts;               /* the per-packet counters (hot lines) */
+	o->wire_bytes = fl->hs.wire_bytes;
+	o->int_pkts = fl->hs.int_pkts;
+	o->ect_pkts = fl->hs.ect_pkts;
+	o->acks = fl->hs.acks;
+	o->cc_updates = fl->hs.cc_updates;
 	o->flow_id = fl->flow_id;
 	o->state = fl->state;
 	o->algo = fl->c.algo;
 	o->err = fl->err;
-	o->bytes = fl->c.bytes;
+	o->bytes = fl->hc.bytes;
 	o->snd_una = fl->snd_una;
 	o->snd_nxt = fl->snd_nxt;
 	o->snd_max = fl->snd_max;
@@ -709,12 +868,16 @@ int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32
 	if (!t || (!out && max))
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < t->cfg.rx_flows && n < max; i++) {
-		struct tp_rx *r = &t->rxt[i];
+	for (i = 0; i < t->n_rx_used && n < max; i++) {
+		struct tp_rx *r = &t->rxt[t->rx_used[i]];
 
-		if (r->used != 1)
-			continue;
 		out[n] = r->st;
+		out[n].bytes = r->rcv_nxt;       /* delivered in order */
+		out[n].pkts = r->hs.pkts;        /* the per-packet counters (hot line) */
+		out[n].ce_pkts = r->ce_pkts;
+		out[n].int_pkts = r->int_pkts;
+		out[n].acks_sent = r->hs.acks_sent;
+		out[n].last_ns = r->hs.last_ns;
 		out[n].saddr = r->saddr;
 		out[n].flow_id = r->flow_id;
 		out[n].sport = r->sport;
@@ -735,9 +898,11 @@ int hpccd_tp__rx_reap(struct hpccd_tp *t)
 	if (!t)
 		return -EINVAL;
 	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < t->cfg.rx_flows; i++) {
-		if (t->rxt[i].used == 1 && t->rxt[i].done) {
-			t->rxt[i].used = 2;
+	for (i = t->n_rx_used; i-- > 0; ) {      /* rx_unuse moves the last to i */
+		struct tp_rx *r = &t->rxt[t->rx_used[i]];
+
+		if (r->done) {
+			rx_unuse(t, r);
 			n++;
 		}
 	}
@@ -774,12 +939,7 @@ int hpccd_tp__stats(struct hpccd_tp *t, struct hpccd_tp_stats *out)
 	out->rx_held = t->rx_held;
 	out->flows_running = t->n_running;
 	out->timer_late_ns = __atomic_load_n(&t->wake_late_ns, __ATOMIC_RELAXED);
-	{
-		uint32_t i;
-
-		for (i = 0; i < t->cfg.rx_flows; i++)
-			out->rx_used += t->rxt[i].used == 1;
-	}
+	out->rx_used = t->n_rx_used;
 	pthread_mutex_unlock(&t->lock);
 	out->zerocopy = t->zerocopy;
 	memset(&ks, 0, sizeof(ks));
@@ -800,6 +960,7 @@ void hpccd_tp__destroy(struct hpccd_tp *t)
 		return;
 	hpccd_tp__stop(t);
 	close(t->efd);
+	tp__rtc_close(t);
 	xsk_close(t);
 	munmap(t->area, t->area_len);
 	tp__state_free(t);

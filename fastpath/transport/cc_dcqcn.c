@@ -17,7 +17,7 @@
 static int dcqcn_init(struct tp_flow *fl, const char **why)
 {
 	/* start rate and ceiling: the NIC's line rate (section 3.1: no slow start) */
-	fl->c.dcqcn.line_rate_bps = fl->c.line_rate_bps;
+	fl->c.dcqcn.line_rate_bps = fl->hc.line_rate_bps;
 	return hpccd_dcqcn_init(&fl->cc.dcqcn, &fl->c.dcqcn, why);
 }
 

@@ -15,7 +15,7 @@ static int dctcp_init(struct tp_flow *fl, const char **why)
 static void dctcp_sync(struct tp_flow *fl)
 {
 	fl->W = (double)fl->cc.dctcp.cwnd * fl->wire_per_payload;
-	fl->rate_bps = (double)fl->c.line_rate_bps;
+	fl->rate_bps = (double)fl->hc.line_rate_bps;
 }
 
 static int dctcp_on_feedback(struct tp_flow *fl, const struct tp_fb *fb, uint64_t now)

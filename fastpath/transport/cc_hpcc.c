@@ -50,7 +50,7 @@ static int hpcc_on_probe_resp(struct tp_flow *fl, const struct hpccd_wire_info *
 
 static int hpcc_pkt_ect(const struct tp_flow *fl, uint64_t idx, int retx)
 {
-	return fl->c.ecn != 0;
+	return fl->hc.ecn != 0;
 }
 
 static double hpcc_signal(const struct tp_flow *fl)

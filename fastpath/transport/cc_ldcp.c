@@ -20,7 +20,7 @@ static void ldcp_sync(struct tp_flow *fl)
 	fl->W = fl->cc.ldcp.cw * fl->mss * fl->wire_per_payload;
 	/* cw < 1: one packet every RTT / cw ([LDCP] section 2.2) */
 	fl->rate_bps = iv ? cap_rate(fl, (fl->mss + fl->hdr_max) * 8e9 / (double)iv)
-			  : (double)fl->c.line_rate_bps;
+			  : (double)fl->hc.line_rate_bps;
 }
 
 static int ldcp_on_feedback(struct tp_flow *fl, const struct tp_fb *fb, uint64_t now)

@@ -14,7 +14,7 @@
 
 static int timely_init(struct tp_flow *fl, const char **why)
 {
-	fl->c.timely.line_rate_bps = fl->c.line_rate_bps;   /* start rate and ceiling */
+	fl->c.timely.line_rate_bps = fl->hc.line_rate_bps;   /* start rate and ceiling */
 	return hpccd_timely_init(&fl->cc.timely, &fl->c.timely, why);
 }
 
@@ -39,7 +39,7 @@ static int timely_on_feedback(struct tp_flow *fl, const struct tp_fb *fb, uint64
 
 static int timely_pkt_ect(const struct tp_flow *fl, uint64_t idx, int retx)
 {
-	return fl->c.ecn != 0;
+	return fl->hc.ecn != 0;
 }
 
 static double timely_signal(const struct tp_flow *fl)

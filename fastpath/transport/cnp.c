@@ -85,7 +85,7 @@ void on_cnp(struct hpccd_tp *t, const uint8_t *f, const struct hpccd_wire_info *
 {
 	struct tp_flow *fl = flow_by_id(t, wi->flow_id);
 
-	if (!fl || wi->saddr != fl->c.daddr || wi->dport != fl->c.sport) {
+	if (!fl || wi->saddr != fl->hc.daddr || wi->dport != fl->hc.sport) {
 		t->st.unknown_flow++;
 		return;
 	}
@@ -96,7 +96,7 @@ void on_cnp(struct hpccd_tp *t, const uint8_t *f, const struct hpccd_wire_info *
 	fl->st.cnps++;
 	if (!fl->ops->on_cnp)
 		return;                  /* counted, not applied */
-	fl->st.cc_updates += fl->ops->on_cnp(fl, now);
+	fl->hs.cc_updates += fl->ops->on_cnp(fl, now);
 	fl->ops->sync(fl);
 	sched_wake(t, fl, now);
 }

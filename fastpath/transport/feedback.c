@@ -118,7 +118,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	uint64_t ack = wi->ack, acked = 0;
 	int ece = !!(wi->hdr_flags & HPCCD_F_ECE), loss = 0;
 
-	if (!fl || wi->saddr != fl->c.daddr || wi->dport != fl->c.sport) {
+	if (!fl || wi->saddr != fl->hc.daddr || wi->dport != fl->hc.sport) {
 		t->st.unknown_flow++;
 		return;
 	}
@@ -157,7 +157,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	if (!fb_fresh(fl, wi))
 		return;
 	flow_rtt_sample(fl, wi->ts, now);
-	if (fl->c.recovery == HPCCD_TP_SR && ack >= fl->snd_una)
+	if (fl->hc.recovery == HPCCD_TP_SR && ack >= fl->snd_una)
 		sack_update(t, fl, f, wi);
 	if (ack > fl->snd_una && fl->rto_probe_end) {
 		/* The first ACK after a timeout.  Beyond the one resent packet,
@@ -176,7 +176,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		    !fl->rto_holes) {
 			fl->st.rtos_spurious++;
 			fl->snd_nxt = fl->snd_max;
-		} else if (fl->c.recovery == HPCCD_TP_SR) {
+		} else if (fl->hc.recovery == HPCCD_TP_SR) {
 			uint64_t e = fl->sack_n ? fl->sack[fl->sack_n - 1].end : ack;
 
 			fl->snd_nxt = e > ack ? e : ack;
@@ -189,6 +189,8 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		fl->backoff = 0;
 		fl->last_progress_ns = now;
 		fl->rto_deadline = fl->snd_una < fl->snd_max ? now + flow_rto(fl) : NO_DEADLINE;
+		if (flow_deadline_of(fl) == NO_DEADLINE)
+			timer_disarm(t, fl);
 		if (fl->snd_nxt < fl->snd_una)
 			fl->snd_nxt = fl->snd_una;
 	}
@@ -198,12 +200,13 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		fl->rwnd_end = wi->seq;
 	switch (wi->hdr_type) {
 	case HPCCD_T_ACK:
-		fl->st.acks++;
-		fl->st.ece_acks += ece;
+		fl->hs.acks++;
+		if (ece)                     /* st: a cold line, not touched otherwise */
+			fl->st.ece_acks++;
 		break;
 	case HPCCD_T_NACK:
 		fl->st.nacks++;
-		if (fl->c.recovery == HPCCD_TP_SR) {
+		if (fl->hc.recovery == HPCCD_TP_SR) {
 			/* selective repeat: the blocks say what to resend
 			 * (flow_next); the algorithm hears of the loss once
 			 * per window of data, as TCP's fast recovery */
@@ -234,10 +237,10 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		struct tp_fb fb = { .type = wi->hdr_type, .ack = ack, .acked = acked, .ece = ece,
 				    .loss = loss, .f = f, .len = len, .wi = wi };
 
-		fl->st.cc_updates += fl->ops->on_feedback(fl, &fb, now);
+		fl->hs.cc_updates += fl->ops->on_feedback(fl, &fb, now);
 	}
 	fl->ops->sync(fl);
-	if (fl->snd_una >= fl->c.bytes)
+	if (fl->snd_una >= fl->hc.bytes)
 		flow_finish(t, fl, HPCCD_TP_DONE, 0, now);
 	else
 		sched_wake(t, fl, now);          /* the window may have opened */
@@ -258,8 +261,8 @@ void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	struct tp_flow *fl = flow_by_id(t, wi->flow_id);
 	uint64_t r;
 
-	if (!fl || wi->saddr != fl->c.daddr || wi->dport != fl->c.sport ||
-	    fl->c.int_mode != HPCCD_TP_INT_PROBE || !fl->ops->on_probe_resp) {
+	if (!fl || wi->saddr != fl->hc.daddr || wi->dport != fl->hc.sport ||
+	    fl->hc.int_mode != HPCCD_TP_INT_PROBE || !fl->ops->on_probe_resp) {
 		t->st.unknown_flow++;
 		return;
 	}
@@ -283,7 +286,7 @@ void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	/* RFC 6298 gain 1/8, as the data RTT */
 	fl->st.probe_srtt_ns = fl->st.probe_srtt_ns ? (7 * fl->st.probe_srtt_ns + r) / 8 : r;
 	if (fl->ops->on_probe_resp(fl, wi, f, now))
-		fl->st.cc_updates++;
+		fl->hs.cc_updates++;
 	fl->ops->sync(fl);
 	maybe_probe(t, fl, now);                 /* the next RTT's */
 	sched_wake(t, fl, now);

@@ -14,6 +14,9 @@
  *   6. sleep in ppoll() on the socket and an eventfd until the earliest
  *      deadline, unless there is more work at once.  Never spins: the
  *      loop goes round without sleeping only after it did work.
+ * Steps 1-5 are tp__loop_once, which a caller may also run in its own
+ * thread (run to completion, run.c); then the thread waits in epoll
+ * instead of ppoll(), so that a caller can take the socket from it.
  */
 #include "tp.h"
 
@@ -132,19 +135,73 @@ void rx_desc(struct hpccd_tp *t, uint64_t addr, uint32_t len, uint32_t options, 
 	t->mb_len = t->mb_bad = t->mb_open = 0;
 }
 
+/* A hint before a batch is served: ask the memory for the state the
+ * frame's packet will touch (an ACK / NACK: its sender flow; a DATA: its
+ * receiver flow's home slot), so that with thousands of flows those
+ * lines arrive while the frames before it are parsed and served instead
+ * of one miss after another (docs/transport.md "Flows").  It peeks at the
+ * engine's own frame layout (Ethernet without a VLAN tag, IPv4 without
+ * options: the INT header at L2L4) through the structs of
+ * include/hpccd/wire.h; the parser judges every frame when it is served,
+ * and a frame that is not one of ours costs one useless prefetch.  Always
+ * inlined, as tp_flow_prefetch (tp.h) says why. */
+static inline __attribute__((always_inline)) void rx_prefetch(const struct hpccd_tp *t, const uint8_t *f, uint32_t len)
+{
+	const struct hpccd_int_hdr *ih = (const struct hpccd_int_hdr *)(f + L2L4);
+	const struct hpccd_hdr *h;
+	uint32_t off, type, flow_id, saddr;
+
+	if (len < L2L4 + HPCCD_INT_HDR_BYTES)
+		return;
+	off = L2L4 + HPCCD_INT_HDR_BYTES + (ih->nhop_room & 0xf) * HPCCD_INT_HOP_BYTES;
+	if (len < off + HPCCD_HDR_BYTES)
+		return;
+	h = (const struct hpccd_hdr *)(f + off);
+	type = h->ver_type & 0xf;
+	flow_id = ntohl(h->flow_id);
+	if (type == HPCCD_T_ACK || type == HPCCD_T_NACK) {
+		tp_flow_prefetch(t, (int32_t)(flow_id & t->slot_mask));
+	} else if (type == HPCCD_T_DATA) {
+		memcpy(&saddr, f + ETH_HLEN_ + 12, 4);      /* the IPv4 source */
+		tp_rx_prefetch(&t->rxt[tp_rx_home(t, ntohl(saddr), flow_id)]);
+	}
+}
+
+/* A batch of RX descriptors, as the RX ring gave them: every whole
+ * frame's state prefetched first, then each served (rx_desc).  The
+ * engine's loop (rx_pipe) and the protocol harness
+ * (tests/unit/engine/harness.c) both take their frames through it. */
+void rx_descs(struct hpccd_tp *t, const struct xdp_desc *d, uint32_t n, uint64_t now)
+{
+	uint32_t i;
+	int open = t->mb_open;
+
+	if (!(t->cfg.flags & HPCCD_TP_F_RAW)) {
+		for (i = 0; i < n; i++) {
+			/* whole frames only: a multi-buffer packet's pieces are
+			 * gathered when served */
+			if (!open && !(d[i].options & XDP_PKT_CONTD))
+				rx_prefetch(t, xsk_umem__get_data(t->area,
+						xsk_umem__add_offset_to_addr(d[i].addr)), d[i].len);
+			open = !!(d[i].options & XDP_PKT_CONTD);
+		}
+	}
+	for (i = 0; i < n; i++)
+		rx_desc(t, d[i].addr, d[i].len, d[i].options, now);
+}
+
 static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
 {
+	struct xdp_desc d[RX_BATCH];
 	uint32_t total = 0, round, idx, n, i;
 
 	for (round = 0; round < RX_ROUNDS; round++) {
 		n = xsk_ring_cons__peek(&t->rx, RX_BATCH, &idx);
 		if (!n)
 			break;
-		for (i = 0; i < n; i++) {
-			const struct xdp_desc *d = xsk_ring_cons__rx_desc(&t->rx, idx + i);
-
-			rx_desc(t, d->addr, d->len, d->options, now);
-		}
+		for (i = 0; i < n; i++)
+			d[i] = *xsk_ring_cons__rx_desc(&t->rx, idx + i);
+		rx_descs(t, d, n, now);
 		xsk_ring_cons__release(&t->rx, n);
 		rx_refill(t);
 		total += n;
@@ -153,6 +210,36 @@ static uint32_t rx_pipe(struct hpccd_tp *t, uint64_t now)
 	    xsk_ring_prod__needs_wakeup(&t->fq))
 		recvfrom(t->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 	return total;
+}
+
+/* Steps 1-5 once (see the top of this file); the thread's loop and a
+ * caller running to completion (run.c) both go round with it. */
+uint64_t tp__loop_once(struct hpccd_tp *t, uint32_t *got, int *more, int *changed)
+{
+	uint64_t now = now_ns(), dl, before;
+	int kick;
+
+	*more = 0;
+	pthread_mutex_lock(&t->lock);
+	before = t->fin_gen + t->st.rx_done;
+	t->st.loops++;
+	t->starved = 0;
+	*got = rx_pipe(t, now);
+	reap_completions(t);
+	now = now_ns();
+	flow_timers(t, now);
+	rx_timers(t, now);
+	if (t->raw_left)
+		*more = raw_schedule(t) >= TX_PER_LOOP;
+	else
+		schedule(t, now, more);
+	kick = tx_submit(t);
+	dl = next_wake(t);
+	*changed = t->fin_gen + t->st.rx_done != before;
+	pthread_mutex_unlock(&t->lock);
+	if (kick)
+		tx_kick(t, 0);
+	return dl;
 }
 
 void *tp__main(void *arg)
@@ -168,29 +255,16 @@ void *tp__main(void *arg)
 	 * timer slack would add up to one packet time at 1 Gbit/s per wake. */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	while (!__atomic_load_n(&t->stop_flag, __ATOMIC_ACQUIRE)) {
-		uint64_t now = now_ns(), dl;
+		uint64_t now, dl;
 		uint32_t got;
-		int more = 0, rc, kick;
+		int more, changed, rc;
 		struct timespec ts;
 
-		pthread_mutex_lock(&t->lock);
-		t->st.loops++;
-		t->starved = 0;
-		got = rx_pipe(t, now);
-		reap_completions(t);
-		now = now_ns();
-		flow_timers(t, now);
-		rx_timers(t, now);
-		if (t->raw_left)
-			more = raw_schedule(t) >= TX_PER_LOOP;
-		else
-			schedule(t, now, &more);
-		kick = tx_submit(t);
-		dl = next_wake(t);
-		pthread_mutex_unlock(&t->lock);
-		if (kick)
-			tx_kick(t, 0);
-
+		dl = tp__loop_once(t, &got, &more, &changed);
+		/* a caller inside hpccd_tp__run waits on the socket the thread
+		 * just read: it is told when what it may wait for happened */
+		if ((got || changed) && __atomic_load_n(&t->caller_in, __ATOMIC_ACQUIRE))
+			tp__wake_caller(t);
 		now = now_ns();
 		if (more)
 			continue;            /* the scheduler stopped at its per-loop cap */
@@ -227,7 +301,10 @@ void *tp__main(void *arg)
 			dl = now + POLL_BACKSTOP_NS;
 		ts.tv_sec = (time_t)((dl - now) / 1000000000ull);
 		ts.tv_nsec = (long)((dl - now) % 1000000000ull);
-		rc = ppoll(pfd, 2, &ts, NULL);
+		if (t->cfg.flags & HPCCD_TP_F_RUN_IN_CALLER)
+			rc = tp__rtc_sleep(t, pfd, dl);
+		else
+			rc = ppoll(pfd, 2, &ts, NULL);
 		if (rc == 0)
 			note_wake(t, dl, now_ns());
 		pthread_mutex_lock(&t->lock);

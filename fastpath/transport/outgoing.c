@@ -8,17 +8,17 @@
 
 uint64_t flow_rto(const struct tp_flow *fl)
 {
-	uint64_t rto = fl->srtt ? fl->srtt + 4 * fl->rttvar : fl->c.rto_min_ns;
+	uint64_t rto = fl->srtt ? fl->srtt + 4 * fl->rttvar : fl->hc.rto_min_ns;
 
-	if (rto < fl->c.rto_min_ns)
-		rto = fl->c.rto_min_ns;
+	if (rto < fl->hc.rto_min_ns)
+		rto = fl->hc.rto_min_ns;
 	rto <<= fl->backoff < 20 ? fl->backoff : 20;
-	return rto > fl->c.rto_max_ns ? fl->c.rto_max_ns : rto;
+	return rto > fl->hc.rto_max_ns ? fl->hc.rto_max_ns : rto;
 }
 
 double cap_rate(const struct tp_flow *fl, double r)
 {
-	double line = (double)fl->c.line_rate_bps;
+	double line = (double)fl->hc.line_rate_bps;
 
 	if (!(r > 0))
 		return line;
@@ -81,7 +81,7 @@ int flow_next(const struct tp_flow *fl, uint64_t *seq, uint32_t *room)
 		*seq = h;
 		return 1;
 	}
-	if (fl->snd_nxt >= fl->c.bytes || fl->snd_nxt - fl->snd_una >= flow_allowed(fl))
+	if (fl->snd_nxt >= fl->hc.bytes || fl->snd_nxt - fl->snd_una >= flow_allowed(fl))
 		return 0;
 	*seq = fl->snd_nxt;
 	*room = fl->mss;
@@ -103,6 +103,7 @@ void flow_finish(struct hpccd_tp *t, struct tp_flow *fl, uint32_t state, int err
 	fl->state = state;
 	fl->err = err;
 	fl->end_ns = now;
+	t->fin_gen++;                        /* what a caller may wait for (run.c) */
 	sched_forget(t, fl);
 	if (fl->auto_close) {                /* an echo reply: nobody reads it */
 		fl->state = HPCCD_TP_FREE;
@@ -123,12 +124,12 @@ static inline uint32_t tx_frames_for(const struct hpccd_tp *t, uint32_t len)
  * one memcpy per run up to the buffer's end. */
 static void repeat_put(const struct tp_flow *fl, uint64_t seq, uint8_t *p, uint32_t n)
 {
-	uint64_t at = seq % fl->c.buf_len;
+	uint64_t at = seq % fl->c.buf_len;          /* cold: REPEAT flows only */
 
 	while (n) {
 		uint64_t run = fl->c.buf_len - at < n ? fl->c.buf_len - at : n;
 
-		memcpy(p, fl->c.buf + at, run);
+		memcpy(p, fl->hc.buf + at, run);
 		p += run;
 		n -= (uint32_t)run;
 		at = 0;
@@ -138,12 +139,12 @@ static void repeat_put(const struct tp_flow *fl, uint64_t seq, uint8_t *p, uint3
 /* `n` bytes of the flow's stream from `seq` into p. */
 static inline void payload_put(const struct tp_flow *fl, uint64_t seq, uint8_t *p, uint32_t n)
 {
-	if (fl->c.src == HPCCD_TP_SRC_BUFFER)
-		memcpy(p, fl->c.buf + seq, n);
-	else if (fl->c.src == HPCCD_TP_SRC_REPEAT)
+	if (fl->hc.src == HPCCD_TP_SRC_BUFFER)
+		memcpy(p, fl->hc.buf + seq, n);
+	else if (fl->hc.src == HPCCD_TP_SRC_REPEAT)
 		repeat_put(fl, seq, p, n);
 	else
-		hpccd_tp_pattern_fill(fl->c.seed, seq, p, n);
+		hpccd_tp_pattern_fill(fl->hc.seed, seq, p, n);
 }
 
 /* A DATA packet larger than a frame as a multi-buffer packet: f (at addr)
@@ -208,37 +209,37 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 	f = tx_get(t, &addr);
 	if (!f)
 		return -ENOBUFS;
-	plen = fl->c.bytes - seq < room_b ? (uint32_t)(fl->c.bytes - seq) : room_b;
+	plen = fl->hc.bytes - seq < room_b ? (uint32_t)(fl->hc.bytes - seq) : room_b;
 	idx = seq / fl->mss;
 	retx = seq < fl->snd_max;
-	switch (fl->c.int_mode) {
+	switch (fl->hc.int_mode) {
 	case HPCCD_TP_INT_EVERY:
 		room = fl->room;
 		break;
 	case HPCCD_TP_INT_NTH:
-		room = idx % fl->c.int_every == 0 ? fl->room : 0;
+		room = idx % fl->hc.int_every == 0 ? fl->room : 0;
 		break;
 	}
 	ect = fl->ops->pkt_ect(fl, idx, retx);
 	if (seq == 0)
 		flags |= HPCCD_F_SYN;
-	if (seq + plen == fl->c.bytes)
+	if (seq + plen == fl->hc.bytes)
 		flags |= HPCCD_F_FIN;
 	if (retx)
 		flags |= HPCCD_F_RETX;
 	if (fl->ops->pkt_flags)
 		flags |= fl->ops->pkt_flags(fl, idx, retx);
-	if (fl->c.recovery == HPCCD_TP_SR)
+	if (fl->hc.recovery == HPCCD_TP_SR)
 		flags |= HPCCD_F_SACK;        /* and aux = the payload size */
 
-	put_l2l4(f, fl->c.dmac, fl->c.smac, fl->c.saddr, fl->c.daddr, fl->c.sport, fl->c.dport,
+	put_l2l4(f, fl->hc.dmac, fl->hc.smac, fl->hc.saddr, fl->hc.daddr, fl->hc.sport, fl->hc.dport,
 		 ect ? 0x02 : 0x00);
 	off = L2L4;
 	off += put_int(f + off, room);
 	/* ack: the options (Rx-HPCC's window, rx_hpcc.c); aux: the SACK unit,
 	 * and whether the receiver sends CNPs (cnp.c) */
 	put_hdr(f + off, HPCCD_T_DATA, flags, plen, fl->flow_id, seq, fl->ops->data_opts,
-		(uint32_t)now, (fl->c.recovery == HPCCD_TP_SR ? fl->mss : 0) |
+		(uint32_t)now, (fl->hc.recovery == HPCCD_TP_SR ? fl->mss : 0) |
 		(fl->ops->on_cnp ? HPCCD_AUX_CNP : 0));
 	off += HPCCD_HDR_BYTES;
 	p = f + off;
@@ -262,12 +263,14 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 		fl->rtx_next = seq + plen;   /* a hole repaired (selective repeat) */
 	if (fl->snd_nxt > fl->snd_max)
 		fl->snd_max = fl->snd_nxt;
-	fl->st.pkts++;
-	fl->st.wire_bytes += len;
-	fl->st.retx_pkts += retx;
-	fl->st.retx_bytes += retx ? plen : 0;
-	fl->st.int_pkts += room != 0;
-	fl->st.ect_pkts += ect;
+	fl->hs.pkts++;
+	fl->hs.wire_bytes += len;
+	if (retx) {                          /* st: a cold line, not touched otherwise */
+		fl->st.retx_pkts++;
+		fl->st.retx_bytes += plen;
+	}
+	fl->hs.int_pkts += room != 0;
+	fl->hs.ect_pkts += ect;
 	if (fl->rto_deadline == NO_DEADLINE) {
 		fl->rto_deadline = now + flow_rto(fl);
 		timer_arm(t, fl);
@@ -279,9 +282,9 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 	{
 		uint64_t base = fl->next_send_ns;
 
-		if (base + fl->c.burst_ns < now) {
-			fl->st.pace_lost_ns += now - fl->c.burst_ns - base;
-			base = now - fl->c.burst_ns;
+		if (base + fl->hc.burst_ns < now) {
+			fl->st.pace_lost_ns += now - fl->hc.burst_ns - base;
+			base = now - fl->hc.burst_ns;
 		}
 		fl->next_send_ns = base + (uint64_t)((double)len * 8e9 / fl->rate_bps);
 	}
@@ -303,8 +306,8 @@ int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 
 	if (!f)
 		return -ENOBUFS;
-	put_l2l4(f, fl->c.dmac, fl->c.smac, fl->c.saddr, fl->c.daddr, fl->c.sport, fl->c.dport,
-		 fl->c.ecn ? 0x02 : 0x00);
+	put_l2l4(f, fl->hc.dmac, fl->hc.smac, fl->hc.saddr, fl->hc.daddr, fl->hc.sport, fl->hc.dport,
+		 fl->hc.ecn ? 0x02 : 0x00);
 	off += put_int(f + off, fl->c.int_room);
 	put_hdr(f + off, HPCCD_T_PROBE, 0, HPCCD_TAG_BYTES, fl->flow_id, ++fl->probe_seq, 0,
 		(uint32_t)now, 0);
@@ -323,7 +326,7 @@ int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
  * send time has come but its bytes in flight reached W. */
 void flow_note_window(struct tp_flow *fl, uint64_t now)
 {
-	if (!fl->wnd_block_ns && fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->c.bytes)
+	if (!fl->wnd_block_ns && fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->hc.bytes)
 		fl->wnd_block_ns = now > fl->next_send_ns ? fl->next_send_ns : now;
 }
 

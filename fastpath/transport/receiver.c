@@ -51,16 +51,9 @@ static void rx_live_add(struct hpccd_tp *t, uint32_t saddr, int d)
 	}
 }
 
-static uint32_t rx_hash(const struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id)
-{
-	uint64_t h = splitmix64(((uint64_t)saddr << 32) | flow_id);
-
-	return (uint32_t)h & t->rx_mask;
-}
-
 static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id, int create)
 {
-	uint32_t h = rx_hash(t, saddr, flow_id), i;
+	uint32_t h = tp_rx_home(t, saddr, flow_id), i;
 	struct tp_rx *tomb = NULL;
 
 	for (i = 0; i < t->cfg.rx_flows; i++) {
@@ -85,6 +78,8 @@ static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow
 		tomb->delack_listed = listed;
 	}
 	tomb->used = 1;
+	tomb->used_at = t->n_rx_used;
+	t->rx_used[t->n_rx_used++] = (int32_t)(tomb - t->rxt);
 	tomb->saddr = saddr;
 	tomb->flow_id = flow_id;
 	tomb->fin_end = UINT64_MAX;
@@ -127,11 +122,11 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 		if (c->used != 1)
 			continue;
 		if (c->done) {
-			if (!done_victim || c->st.last_ns < victim->st.last_ns)
+			if (!done_victim || c->hs.last_ns < victim->hs.last_ns)
 				victim = c;
 			done_victim = 1;
-		} else if (!done_victim && now - c->st.last_ns >= t->cfg.rx_idle_ns &&
-			   (!victim || c->st.last_ns < victim->st.last_ns)) {
+		} else if (!done_victim && now - c->hs.last_ns >= t->cfg.rx_idle_ns &&
+			   (!victim || c->hs.last_ns < victim->hs.last_ns)) {
 			victim = c;
 		}
 	}
@@ -147,7 +142,7 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 		rxw_leave(t, victim);
 	}
 	rx_release(t, victim);
-	victim->used = 2;        /* a tombstone: the table has no empty slot, so
+	rx_unuse(t, victim);     /* a tombstone: the table has no empty slot, so
 				  * rx_lookup finds it on any probe sequence */
 	return rx_lookup(t, saddr, flow_id, 1);
 }
@@ -244,10 +239,11 @@ static void send_feedback(struct hpccd_tp *t, struct tp_rx *r, uint32_t type, ui
 	if (type == HPCCD_T_NACK)
 		r->st.nacks_sent++;
 	else
-		r->st.acks_sent++;
-	r->st.windows_sent += r->rxwin;
-	if (r->rxwin)
+		r->hs.acks_sent++;
+	if (r->rxwin) {
+		r->st.windows_sent++;
 		r->rxw_ack_ns = now;
+	}
 	tx_put(t, addr, off);
 }
 
@@ -466,6 +462,18 @@ static uint32_t rx_drain(struct hpccd_tp *t, struct tp_rx *r)
 	return n;
 }
 
+/* r (used 1) becomes a tombstone, out of t->rx_used: the last entry
+ * of the list takes its place. */
+void rx_unuse(struct hpccd_tp *t, struct tp_rx *r)
+{
+	uint32_t at = r->used_at;
+	int32_t last = t->rx_used[--t->n_rx_used];
+
+	t->rx_used[at] = last;
+	t->rxt[last].used_at = at;
+	r->used = 2;
+}
+
 /* Forget what r holds (the flow is done, recycled or reaped). */
 void rx_release(struct hpccd_tp *t, struct tp_rx *r)
 {
@@ -550,7 +558,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		r = rx_admit(t, wi->saddr, wi->flow_id, now);
 	if (!r)
 		return 0;                /* refused and counted */
-	if (!r->st.pkts) {
+	if (!r->hs.pkts) {
 		r->daddr = wi->daddr;
 		r->sport = wi->sport;
 		r->dport = wi->dport;
@@ -561,11 +569,13 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 	if (!r->rxwin && !r->done && (wi->ack & HPCCD_DATA_O_RXWIN) &&
 	    !(t->cfg.flags & HPCCD_TP_F_NO_RXWIN))
 		rxw_join(t, r);          /* an Rx-HPCC flow: windows in its ACKs */
-	r->st.pkts++;
+	r->hs.pkts++;
 	if (plen > r->mss)
 		r->mss = plen;
-	r->st.ce_pkts += ce;
-	r->st.int_pkts += wi->int_nhop != 0;
+	if (ce)                          /* line 2: those packets only */
+		r->ce_pkts++;
+	if (wi->int_nhop)
+		r->int_pkts++;
 	r->last_ts = wi->ts;
 	if (wi->hdr_flags & HPCCD_F_FIN)
 		r->fin_end = seq + plen;
@@ -585,6 +595,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 	if (seq > r->rcv_nxt) {
 		/* a gap: drop (go-back-N), NACK once per gap per nack_gap_ns */
 		r->st.ooo_pkts++;
+		r->gap = 1;
 		r->ooo_since_gap++;
 		if (r->nack_for != r->rcv_nxt || now - r->nack_ns >= t->cfg.nack_gap_ns) {
 			r->nack_for = r->rcv_nxt;
@@ -610,11 +621,13 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 
 		pkt_deliver(t, r, f, wi->body_off + skip, plen - skip);
 		r->rcv_nxt = seq + plen;
-		r->ooo_since_gap = 0;
-		r->nack_for = UINT64_MAX;
+		if (r->gap) {            /* their (cold) line only after a gap */
+			r->gap = 0;
+			r->ooo_since_gap = 0;
+			r->nack_for = UINT64_MAX;
+		}
 		if (r->hold_n)
 			drained = rx_drain(t, r);
-		r->st.bytes = r->rcv_nxt;
 	}
 	if (wi->int_nhop && wi->int_room) {
 		uint32_t n = HPCCD_INT_HDR_BYTES + wi->int_room * HPCCD_INT_HOP_BYTES;
@@ -655,7 +668,8 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 		rx_release(t, r);
 		r->done = 1;
 		r->st.done = 1;
-		r->st.last_ns = now;
+		r->hs.last_ns = now;
+		t->st.rx_done++;
 		rx_live_add(t, r->saddr, -1);
 		rxw_leave(t, r);
 		rx_ack_now(t, r, now);   /* the last byte: no delay */
@@ -663,7 +677,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 			tp__echo_reply(t, r);
 	} else {
 		if (!r->done)
-			r->st.last_ns = now;
+			r->hs.last_ns = now;
 		if (r->unacked && !r->delack_armed) {
 			r->delack_armed = 1;
 			r->delack_deadline = r->rxwin ? rxw_ack_due(r, now) : now + t->cfg.delack_ns;

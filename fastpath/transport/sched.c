@@ -26,6 +26,8 @@ uint64_t flow_deadline_of(const struct tp_flow *fl)
 {
 	uint64_t d = fl->rto_deadline;
 
+	if (!fl->probe_mode)
+		return d;                /* the probe fields (cold) are not read */
 	if (fl->probe_out && fl->probe_deadline < d)
 		d = fl->probe_deadline;
 	if (fl->probe_retry && fl->probe_retry < d)
@@ -37,19 +39,31 @@ void timer_arm(struct hpccd_tp *t, struct tp_flow *fl)
 {
 	int32_t i = flow_slot(t, fl);
 	uint64_t d = flow_deadline_of(fl);
-	const struct tp_wnode *n = &t->timer.node[i];
+	const struct tp_wnode *n = &t->snode[i].timer;
 
 	if (d != NO_DEADLINE && (!n->on || d < n->at))
 		wheel_add(&t->timer, i, d);
+}
+
+/* fl has no deadline left (everything it sent is acknowledged): out of
+ * the timer wheel now rather than when its slot comes.  The same result
+ * (that slot's check would find nothing due and file nothing), but now
+ * the flow's node and its neighbours' (flows filed just before and after
+ * it, a few packets ago) are in the cache; a millisecond later, with
+ * thousands of flows, they and the flow's first line no longer are
+ * (docs/transport.md "Flows"). */
+void timer_disarm(struct hpccd_tp *t, struct tp_flow *fl)
+{
+	wheel_del(&t->timer, flow_slot(t, fl));
 }
 
 /* Something that may let fl send happened: file it where it belongs. */
 void sched_wake(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 {
 	int32_t i = flow_slot(t, fl);
-	const struct tp_wnode *n = &t->pace.node[i];
+	const struct tp_wnode *n = &t->snode[i].pace;
 
-	if (fl->state != HPCCD_TP_RUNNING || t->ready.node[i].on)
+	if (fl->state != HPCCD_TP_RUNNING || t->snode[i].ready.on)
 		return;
 	if (!flow_wants_to_send(fl)) {
 		if (fl->next_send_ns <= now)
@@ -77,13 +91,36 @@ void sched_forget(struct hpccd_tp *t, struct tp_flow *fl)
  * timeout.  Without a TX frame it tries again STARVED_SLEEP_NS later. */
 void maybe_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 {
-	if (fl->c.int_mode != HPCCD_TP_INT_PROBE || fl->probe_out ||
+	if (!fl->probe_mode || fl->probe_out ||
 	    fl->state != HPCCD_TP_RUNNING || fl->snd_nxt <= fl->snd_una)
 		return;
 	fl->probe_retry = 0;
 	if (send_probe(t, fl, now) < 0)
 		fl->probe_retry = now + STARVED_SLEEP_NS;
 	timer_arm(t, fl);
+}
+
+/* The flows filed first in the pacing wheel's next PACE_AHEAD slots (past
+ * the one the wheel is at), prefetched: they are served at the next turn
+ * or the one after, by when their lines have come (a turn's own prefetches,
+ * as it pops its flows, come just before the flows are served: the first
+ * ones wait for their lines, docs/transport.md "Flows").  Only each slot's
+ * first flow: the others are behind a node a miss away; with 10,000 flows
+ * sharing 10 Gbit/s a slot holds one flow or none. */
+#define PACE_AHEAD 32                     /* 32.8 us: more than a turn of coalesce_ns */
+static void pace_prefetch_ahead(struct hpccd_tp *t)
+{
+	const struct tp_wheel *w = &t->pace;
+	uint32_t k;
+
+	if (!w->count)
+		return;
+	for (k = 1; k <= PACE_AHEAD; k++) {
+		int32_t i = w->head[(w->cur + k) & (w->nslots - 1)];
+
+		if (i >= 0)
+			tp_flow_prefetch(t, i);
+	}
 }
 
 /* Serve the flows whose send time has come, round robin, one packet per
@@ -97,13 +134,18 @@ uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 	int32_t i;
 
 	while ((i = wheel_pop(&t->pace, due)) >= 0) {
-		if (t->pace.node[i].at > due + (1ull << PACE_SHIFT))
+		if (t->snode[i].pace.at > due + (1ull << PACE_SHIFT)) {
 			t->refile[nre++] = i;    /* filed past the horizon or later in the slot */
-		else
+		} else {
+			tp_flow_prefetch(t, i);  /* served below: its lines on their way */
 			list_push(&t->ready, i);
+		}
 	}
+	/* filed again at the time they were filed for (the node's: the flow's
+	 * own line is not needed; had its send time moved, the loop below
+	 * files it at the new one when this one comes) */
 	for (k = 0; k < nre; k++)
-		wheel_add(&t->pace, t->refile[k], t->flows[t->refile[k]].next_send_ns);
+		wheel_add(&t->pace, t->refile[k], t->snode[t->refile[k]].pace.at);
 	*more = 0;
 	while (t->ready.n && sent < TX_PER_LOOP) {
 		struct tp_flow *fl;
@@ -112,6 +154,8 @@ uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 
 		i = list_pop(&t->ready);
 		fl = &t->flows[i];
+		if (t->ready.head >= 0)
+			tp_flow_prefetch(t, t->ready.head);   /* the next one's lines */
 		if (fl->state != HPCCD_TP_RUNNING)
 			continue;
 		if (!flow_next(fl, &seq, &room)) {
@@ -140,5 +184,6 @@ uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 			wheel_add(&t->pace, i, fl->next_send_ns);
 	}
 	*more = sent >= TX_PER_LOOP;
+	pace_prefetch_ahead(t);
 	return sent;
 }

@@ -9,14 +9,16 @@
 /* The timers of one flow whose earliest deadline has come. */
 static void flow_timer(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 {
-	if (fl->probe_out && fl->probe_deadline <= now) {
-		/* lost: counted; the next one leaves now */
-		fl->probe_out = 0;
-		fl->st.probes_lost++;
+	if (fl->probe_mode) {
+		if (fl->probe_out && fl->probe_deadline <= now) {
+			/* lost: counted; the next one leaves now */
+			fl->probe_out = 0;
+			fl->st.probes_lost++;
+		}
+		if (fl->probe_retry && fl->probe_retry <= now)
+			fl->probe_retry = 0;
+		maybe_probe(t, fl, now);
 	}
-	if (fl->probe_retry && fl->probe_retry <= now)
-		fl->probe_retry = 0;
-	maybe_probe(t, fl, now);
 	if (fl->rto_deadline > now)
 		return;
 	if (fl->snd_una >= fl->snd_max) {

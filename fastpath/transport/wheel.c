@@ -16,7 +16,9 @@
 
 #include <stdlib.h>
 
-int wheel_init(struct tp_wheel *w, uint32_t shift, uint32_t nslots, uint32_t nodes)
+/* node0: flow 0's node (zeroed), flow i's stride bytes further (the
+ * engine's per-flow struct tp_snode) */
+int wheel_init(struct tp_wheel *w, uint32_t shift, uint32_t nslots, void *node0, size_t stride)
 {
 	uint32_t i;
 
@@ -26,8 +28,9 @@ int wheel_init(struct tp_wheel *w, uint32_t shift, uint32_t nslots, uint32_t nod
 	w->count = 0;
 	w->head = malloc(sizeof(*w->head) * nslots);
 	w->bits = calloc(nslots / 64, sizeof(*w->bits));
-	w->node = calloc(nodes, sizeof(*w->node));
-	if (!w->head || !w->bits || !w->node)
+	w->node0 = node0;
+	w->stride = stride;
+	if (!w->head || !w->bits)
 		return -ENOMEM;
 	for (i = 0; i < nslots; i++)
 		w->head[i] = -1;
@@ -38,10 +41,8 @@ void wheel_free(struct tp_wheel *w)
 {
 	free(w->head);
 	free(w->bits);
-	free(w->node);
 	w->head = NULL;
 	w->bits = NULL;
-	w->node = NULL;
 }
 
 /* Start the wheel at `now`: slots before it are in the past. */
@@ -52,16 +53,16 @@ void wheel_start(struct tp_wheel *w, uint64_t now)
 
 void wheel_del(struct tp_wheel *w, int32_t i)
 {
-	struct tp_wnode *n = &w->node[i];
+	struct tp_wnode *n = wnode(w, i);
 
 	if (!n->on)
 		return;
 	if (n->prev >= 0)
-		w->node[n->prev].next = n->next;
+		wnode(w, n->prev)->next = n->next;
 	else
 		w->head[n->slot] = n->next;
 	if (n->next >= 0)
-		w->node[n->next].prev = n->prev;
+		wnode(w, n->next)->prev = n->prev;
 	if (w->head[n->slot] < 0)
 		w->bits[n->slot / 64] &= ~(1ull << (n->slot % 64));
 	n->on = 0;
@@ -71,7 +72,7 @@ void wheel_del(struct tp_wheel *w, int32_t i)
 /* File flow i at time `at` (moved if it was filed elsewhere). */
 void wheel_add(struct tp_wheel *w, int32_t i, uint64_t at)
 {
-	struct tp_wnode *n = &w->node[i];
+	struct tp_wnode *n = wnode(w, i);
 	uint64_t tick = at >> w->shift;
 	uint32_t slot;
 
@@ -86,7 +87,7 @@ void wheel_add(struct tp_wheel *w, int32_t i, uint64_t at)
 	n->prev = -1;
 	n->next = w->head[slot];
 	if (n->next >= 0)
-		w->node[n->next].prev = i;
+		wnode(w, n->next)->prev = i;
 	w->head[slot] = i;
 	w->bits[slot / 64] |= 1ull << (slot % 64);
 	n->on = 1;
@@ -155,23 +156,17 @@ uint64_t wheel_next(const struct tp_wheel *w)
 
 /* ---- the ready list: a FIFO of flow slots with O(1) removal ------------ */
 
-int list_init(struct tp_list *l, uint32_t nodes)
+void list_init(struct tp_list *l, void *node0, size_t stride)
 {
 	l->head = l->tail = -1;
 	l->n = 0;
-	l->node = calloc(nodes, sizeof(*l->node));
-	return l->node ? 0 : -ENOMEM;
-}
-
-void list_free(struct tp_list *l)
-{
-	free(l->node);
-	l->node = NULL;
+	l->node0 = node0;
+	l->stride = stride;
 }
 
 void list_push(struct tp_list *l, int32_t i)
 {
-	struct tp_wnode *n = &l->node[i];
+	struct tp_lnode *n = lnode(l, i);
 
 	if (n->on)
 		return;
@@ -179,7 +174,7 @@ void list_push(struct tp_list *l, int32_t i)
 	n->next = -1;
 	n->prev = l->tail;
 	if (l->tail >= 0)
-		l->node[l->tail].next = i;
+		lnode(l, l->tail)->next = i;
 	else
 		l->head = i;
 	l->tail = i;
@@ -188,16 +183,16 @@ void list_push(struct tp_list *l, int32_t i)
 
 void list_del(struct tp_list *l, int32_t i)
 {
-	struct tp_wnode *n = &l->node[i];
+	struct tp_lnode *n = lnode(l, i);
 
 	if (!n->on)
 		return;
 	if (n->prev >= 0)
-		l->node[n->prev].next = n->next;
+		lnode(l, n->prev)->next = n->next;
 	else
 		l->head = n->next;
 	if (n->next >= 0)
-		l->node[n->next].prev = n->prev;
+		lnode(l, n->next)->prev = n->prev;
 	else
 		l->tail = n->prev;
 	n->on = 0;

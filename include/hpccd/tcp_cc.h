@@ -114,6 +114,13 @@ enum hpccd_tcp_hpcc_counter {
 	HPCCD_TCPC_STATE_FAIL,          /* hpccd_tcp_cst entry could not be created */
 	HPCCD_TCPC_W_ONLY,              /* HPCC mode, entry no longer fresh: W without the
 					 * hosts' share (bytes: acked) */
+	/* what held an HPCC-mode ACK's flow back as the ACK came (bytes:
+	 * acked; at most one each, in this order; none of them: its host) */
+	HPCCD_TCPC_LIM_CWND,            /* its whole cwnd in flight (window-limited) */
+	HPCCD_TCPC_LIM_PACING,          /* its next send due later (pacing-limited) */
+	HPCCD_TCPC_LIM_APP,             /* the kernel's rate sample app-limited */
+	HPCCD_TCPC_LIM_TSQ,             /* TCP small queues: its skbs not yet freed below */
+	HPCCD_TCPC_LIM_TIMER,           /* its pacing timer armed, its due time passed */
 	HPCCD_TCPC_COUNTERS,            /* number of slots */
 };
 

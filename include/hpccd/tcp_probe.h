@@ -70,6 +70,14 @@ struct hpccd_tcpp_config {
 				   * trains on a loaded host, docs/tcp-side.md) */
 	double path_rate_gain;    /* R at most this x the slowest link of the path (0.1..4;
 				   * 1: the link's rate) */
+	double solo_rate_gain;    /* a flow alone in its path group (path_rate_shared):
+				   * R at most this x that link instead (0.1..4): the
+				   * kernel's pacer loses what its timer is late */
+	double pace_gain_max;     /* 1..4; above 1: the pacing rate written is the rate
+				   * HPCC wants (R) x a gain of the flow's own, raised
+				   * while it delivers less than R with the path's queues
+				   * empty, lowered when it delivers more or a queue
+				   * builds (engine.c, pace_feedback); 1: R as it is */
 	uint8_t probe_dscp;
 	uint8_t room;             /* INT hop records reserved in a probe */
 	uint8_t path_rate_shared; /* 1: the flows of this host to one destination over one
@@ -78,7 +86,11 @@ struct hpccd_tcpp_config {
 	uint8_t path_rate_wc;     /* 1 (with path_rate_shared): work-conserving, a flow gets
 				   * its W's part, or what the others' delivery rates leave
 				   * of the link if more (engine.c, pace_bps, deliv_sample) */
-	uint8_t pad[4];
+	uint8_t app_limited_hold; /* 1: an increase of W computed from a response whose
+				   * interval the flow did not use its window in (its
+				   * application or host limited it) is not applied
+				   * (engine.c, host_limited; RFC 7661's rule for cwnd) */
+	uint8_t pad[3];
 };
 
 struct hpccd_tcpp_stats {
@@ -109,6 +121,16 @@ struct hpccd_tcpp_stats {
 	/* flows that resumed after a park longer than their delivery window
 	 * and claimed their written rate back (engine.c, grp_claim) */
 	uint64_t rate_claimed;
+	/* responses with a previous one of the flow (an interval measured);
+	 * of which the flow delivered fewer bytes than W per srtt over the
+	 * interval; of which at less than 3/4 of the pacing rate written
+	 * for it (its application or host, not the network, left its window
+	 * unused); of those, the ones HPCC's update raised W from, and of
+	 * these the ones not applied (app_limited_hold; engine.c, host_limited) */
+	uint64_t al_intervals, al_below_w, al_limited, al_raised, al_held;
+	/* responses whose pacing gain the pacer's measured loss moved
+	 * (pace_gain_max), and those a queue of the path lowered it at */
+	uint64_t pace_fed, pace_lowered;
 	uint32_t flows;           /* flows known now */
 	uint32_t pad;
 };
@@ -134,6 +156,11 @@ struct hpccd_tcpp_flow_info {
 				   * per response: the hosts' share of the RTT */
 	double deliv_bps;         /* its delivery rate, bits/s: the CC's snd_una over the
 				   * last window of ACK time (path_rate_wc); 0: none yet */
+	/* the pacer's loss (engine.c, pace_feedback): bits acked and bits the
+	 * rate HPCC wanted (R before the gain) allowed over the intervals
+	 * between its responses, summed since the flow started; the gain the
+	 * last pacing rate was written with (1 without pace_gain_max) */
+	double pace_acked_bits, pace_want_bits, pace_gain;
 	uint16_t path_id;
 	uint8_t nhop;
 	uint8_t nhop_prev;        /* hops of the response before on the same path, 0: none */

@@ -26,7 +26,9 @@
  * stop and new flows, and a timeout = the next pacing, RTO or delayed-ACK
  * deadline): it never spins.  Every other call takes the same lock, so a
  * flow opened from Python is seen whole by the thread, and a snapshot is
- * consistent.
+ * consistent.  With HPCCD_TP_F_RUN_IN_CALLER the application's thread
+ * runs the same loop while it waits (hpccd_tp__run, run.c) and the engine
+ * thread serves what no caller waits for.
  *
  * Errors: negative errno; hpccd_tp__create() writes what failed, naming
  * the interface and queue, into the caller's buffer; the other calls into
@@ -85,6 +87,9 @@ enum {
 	HPCCD_TP_F_CSUM_OFFLOAD = 32768, /* sender: leave DATA's UDP checksum to the
 					 * device (AF_XDP TX metadata, Linux 6.8+;
 					 * summed here when the kernel refuses it) */
+	HPCCD_TP_F_RUN_IN_CALLER = 65536, /* callers run the loop: hpccd_tp__run(),
+					 * and hpccd_tp__flow_open() sends at once
+					 * (docs/transport.md "Run to completion") */
 };
 
 /* Where a receiver puts the bytes of its flows. */
@@ -350,6 +355,11 @@ struct hpccd_tp_stats {
 	uint32_t tx_csum_offload;       /* HPCCD_TP_F_CSUM_OFFLOAD asked and the kernel
 					 * took the UMEM's TX metadata: DATA leave with
 					 * the pseudo-header sum for the device to complete */
+	uint64_t rx_done;               /* receiver flows completed so far */
+	uint64_t run_loops, run_polls;  /* HPCCD_TP_F_RUN_IN_CALLER: loop passes run in
+					 * callers' threads (hpccd_tp__run, and the
+					 * pass of hpccd_tp__flow_open); their waits in
+					 * ppoll() */
 	uint64_t csum_unverified;       /* DATA whose UDP checksum field held exactly
 					 * the pseudo-header sum: offloaded by their
 					 * sender and completed by no one on the path
@@ -374,6 +384,25 @@ int hpccd_tp__start(struct hpccd_tp *t);
 int hpccd_tp__stop(struct hpccd_tp *t);
 /* Open a sender flow; *flow_id identifies it from then on.  It starts at
  * once when the thread runs. */
+/* Run to completion (HPCCD_TP_F_RUN_IN_CALLER, docs/transport.md): the
+ * calling thread runs the engine's loop -- the thread's own passes, its
+ * wait in ppoll() on the socket -- until the sender flow *flow_id (if
+ * flow_id is not NULL) is no longer running, or the engine has completed
+ * more receiver flows than *rx_done (UINT64_MAX: not waited for), or
+ * timeout_ns passed (-ETIMEDOUT).  *rx_done is set to the count on
+ * return.  While a caller is inside, the engine's thread leaves the
+ * socket to it and keeps only its timer and eventfd; when none is, the
+ * thread serves everything.  One caller at a time: -EBUSY for a second
+ * one; -ESHUTDOWN once the engine is stopped; the engine must be started. */
+int hpccd_tp__run(struct hpccd_tp *t, const uint32_t *flow_id, uint64_t *rx_done,
+		  uint64_t timeout_ns);
+/* A request: hpccd_tp__run that first takes the socket, then opens flow c
+ * (*flow_id set) and sends it from the same pass, so that nothing runs
+ * between the request's send and the wait for its answer.  Waits for the
+ * flow itself when rx_done is NULL or *rx_done is UINT64_MAX.  The open's
+ * errors as hpccd_tp__flow_open's. */
+int hpccd_tp__request(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c, uint32_t *flow_id,
+		      uint64_t *rx_done, uint64_t timeout_ns);
 int hpccd_tp__flow_open(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c,
 			uint32_t *flow_id);
 int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_flow_stats *out);

@@ -59,7 +59,7 @@ if os.geteuid() != 0:
     pytest.skip("loading BPF programs needs root (CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON)",
                 allow_module_level=True)
 
-from scapy.layers.inet import IP, TCP, UDP, in4_chksum  # noqa: E402
+from scapy.layers.inet import IP, TCP, UDP  # noqa: E402
 from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import ARP, Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
@@ -68,14 +68,14 @@ from hpccd._bpf import ffi as abi, lib as abi_lib  # noqa: E402
 from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402  (after the root check: it needs libbpf)
 from hpccd.lab.int_switch import QueueSample  # noqa: E402
+from int_stamp import (DSCP, PORT_UDP, csum_field, expected_int, hop_fields,  # noqa: E402
+                       int_region, l4_checksum_ok, stamp_model)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OBJ = ROOT / "build" / "ebpf" / "int_switch.bpf.o"
 PROG = "hpccd_int_sw"
 DOC = json.loads((ROOT / "tests" / "vectors" / "wire.json").read_text())
 VECTORS = {v["name"]: v for v in DOC["vectors"]}
-PORT_UDP = DOC["udp_port"]
-DSCP = DOC["probe_dscp"]
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
 LO = 1                               # ifindex of lo in every namespace
 
@@ -191,67 +191,6 @@ def cfg(sw):
 
 # ---- the expected behaviour, from the wire format ---------------------------------------
 
-def int_region(frame: bytes):
-    """(kind, l4 offset, INT offset) of an hpccd packet or TCP-side probe, or None."""
-    r = wire.l4_region(frame, PORT_UDP, DSCP)
-    return None if r is None else (r[0], r[1], r[2])
-
-
-def expected_int(frame: bytes) -> str:
-    """Which INT event a frame must produce: stamped, full, no_collect,
-    malformed, or none (not an hpccd packet)."""
-    r = int_region(frame)
-    if r is None:
-        return "none"
-    if wire.classify(frame, PORT_UDP, DSCP) != 0:
-        return "malformed"
-    off = r[2]
-    nhop, room = frame[off + 1] >> 4, frame[off + 1] & 0xF
-    flags = frame[off + 2] >> 4
-    if not flags & wire.INT_F_COLLECT:
-        return "no_collect"
-    return "full" if nhop == room else "stamped"
-
-
-def hop_word(b: int, ts: int, tx: int, q: int) -> bytes:
-    return struct.pack("!Q", b << 59 | ts << 35 | tx << 15 | q)
-
-
-def csum_field(frame: bytes) -> int:
-    kind, l4, _ = int_region(frame)
-    return l4 + (6 if kind == "udp" else 16)
-
-
-def stamp_model(frame: bytes, ts: int, tx: int = 0, q: int = 0, speed: int = SPEED,
-                switch_id: int = SWITCH_ID) -> bytes:
-    """The frame with this switch's stamp (or OVERFLOW), checksum field as in the input."""
-    ev = expected_int(frame)
-    f = bytearray(frame)
-    _, _, off = int_region(frame)
-    nhop, room = f[off + 1] >> 4, f[off + 1] & 0xF
-    pf = struct.unpack_from("!H", f, off + 2)[0]
-    if ev == "stamped":
-        hop = off + 4 + 8 * nhop
-        f[hop:hop + 8] = hop_word(speed, ts, tx, q)
-        f[off + 1] = (nhop + 1) << 4 | room
-        pf = (pf & 0xF000) | ((pf ^ switch_id) & 0xFFF)
-    elif ev == "full":
-        pf |= wire.INT_F_OVERFLOW << 12
-    struct.pack_into("!H", f, off + 2, pf)
-    return bytes(f)
-
-
-def l4_checksum_ok(frame: bytes) -> bool:
-    """scapy: the L4 checksum over pseudo-header and segment (IPv4 total
-    length) verifies; a zero UDP checksum means "none" and passes."""
-    p = Ether(frame)
-    ip = p[IP]
-    seg = bytes(ip)[ip.ihl * 4:ip.len]
-    if ip.proto == 17 and seg[6:8] == b"\0\0":
-        return True
-    return in4_chksum(ip.proto, ip, seg) == 0
-
-
 def ip_checksum_ok(frame: bytes) -> bool:
     p = Ether(frame)
     want = p[IP].chksum
@@ -272,19 +211,13 @@ def ts_between(ts: int, t0: int, t1: int) -> bool:
     return (ts - t0) % (1 << 24) <= (t1 - t0)
 
 
-def hop_fields(out: bytes, i: int) -> tuple[int, int, int, int]:
-    _, _, off = int_region(out)
-    w = struct.unpack_from("!Q", out, off + 4 + 8 * i)[0]
-    return w >> 59, (w >> 35) & 0xFFFFFF, (w >> 15) & 0xFFFFF, w & 0x7FFF
-
-
 def check_stamp(frame: bytes, out: bytes, t0: int, t1: int, tx: int = 0, q: int = 0,
                 speed: int = SPEED, switch_id: int = SWITCH_ID) -> None:
     """out is frame stamped by this switch: one record, nothing else but the checksum."""
     ts, i = ts_of(out)
     assert ts_between(ts, t0, t1), f"TS {ts} not within the run ({t0 % (1 << 24)}..)"
     assert hop_fields(out, i) == (speed, ts, tx, q)
-    want = stamp_model(frame, ts, tx, q, speed, switch_id)
+    want = stamp_model(frame, speed, ts, tx, q, switch_id)
     c = csum_field(frame)
     mask = lambda b: b[:c] + b[c + 2:]               # noqa: E731
     assert mask(out) == mask(want)
@@ -357,7 +290,7 @@ def test_vector_full_room(sw, cfg, v):
     frame = bytes.fromhex(v["hex"])
     ret, out, moved, _, _ = sw.run(frame)
     assert ret == TC_ACT_OK
-    want = stamp_model(frame, 0)
+    want = stamp_model(frame, SPEED, 0, 0, 0, SWITCH_ID)
     c = csum_field(frame)
     assert out[:c] + out[c + 2:] == want[:c] + want[c + 2:]
     assert (out[int_region(out)[2] + 2] >> 4) & wire.INT_F_OVERFLOW

@@ -26,7 +26,6 @@ import os
 import pathlib
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +42,7 @@ if os.geteuid() != 0:
 # After the root check: the module itself needs libbpf.
 from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.lab import int_switch  # noqa: E402
+from child_process import killed_when_ready  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
@@ -625,24 +625,11 @@ def cc_obj(bpf_cc):
             bpf.cleanup_stale([], name_prefix=name, pin_dir=None)
 
 
-def _run_child_and_kill(args: list[str]) -> None:
-    child = subprocess.Popen([sys.executable, "-c", CHILD.format(daemon=str(ROOT / "daemon")),
-                              *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = child.stdout.readline()
-        assert line.strip() == "ready", child.stderr.read() if child.poll() is not None else line
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        child.stdout.close()
-        child.stderr.close()
-    assert child.returncode == -signal.SIGKILL
-
-
 @pytest.mark.integration
 def test_cleanup_after_sigkill(loader_t, cc_obj, pair, pin_dir):
     cc_name, cc_path = cc_obj
-    _run_child_and_kill([str(loader_t), pair.a, pair.va, pin_dir, str(cc_path), cc_name])
+    killed_when_ready(CHILD.format(daemon=str(ROOT / "daemon")), str(loader_t), pair.a, pair.va,
+                      pin_dir, str(cc_path), cc_name)
 
     # The dead process's attachments, pins and registration are all still there.
     with bpf.in_netns(pair.a):

@@ -44,6 +44,7 @@ from hpccd.bpf.abi import c_layout, check_format, format_layout  # noqa: E402
 from hpccd.tcp_side import engine as tcp_side  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 from hpccd.tcp_side.engine import FlowKey, TcpCc, TcpSideError  # noqa: E402
+from child_process import killed_when_ready  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
@@ -193,17 +194,7 @@ time.sleep(600)
 
 
 def test_stale_registration_removed_at_start():
-    child = subprocess.Popen([sys.executable, "-c", CHILD.format(daemon=str(ROOT / "daemon"),
-                                                                 built=str(BUILT))],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = child.stdout.readline()
-        assert line.strip() == "ready", child.stderr.read() if child.poll() is not None else line
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        child.stdout.close()
-        child.stderr.close()
+    killed_when_ready(CHILD.format(daemon=str(ROOT / "daemon"), built=str(BUILT)))
     # The dead process's registrations outlive it (libbpf 1.1 registers
     # without a kernel link) ...
     assert all(n in available() for n in NAMES)

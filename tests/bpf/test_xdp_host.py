@@ -64,6 +64,7 @@ from scapy.packet import Raw  # noqa: E402
 from hpccd._bpf import ffi as abi, lib as abi_lib  # noqa: E402
 from hpccd.bpf import loader as bpf  # noqa: E402  (after the root check: bpf needs libbpf)
 from hpccd.core import wire  # noqa: E402
+from hpccd.core.checksum import internet_checksum  # noqa: E402
 from hpccd.core.siphash import siphash24  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -181,12 +182,7 @@ def csum_residual(data: bytes) -> int:
     """One's complement sum of 16-bit words (0xffff when a checksum over
     `data`, checksum field included, verifies); 0 and 0xffff are the same
     number (-0 and +0) and are both returned as 0xffff."""
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s or 0xFFFF
+    return (~internet_checksum(data) & 0xFFFF) or 0xFFFF
 
 
 def partial_csum(frame: bytes, ip: int, l4_len: int) -> int:

@@ -54,6 +54,8 @@ if os.geteuid() != 0:
 
 from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
+from hpccd.core.checksum import internet_checksum  # noqa: E402
+from int_stamp import csum_field, expected_int, hop_fields, stamp_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEED = 0x66757A7A            # "fuzz"
@@ -186,15 +188,6 @@ def run_or_refused(prog, frame: bytes):
 
 # ---- the INT switch -------------------------------------------------------------------------
 
-def sum16(b: bytes) -> int:
-    if len(b) & 1:
-        b += b"\0"
-    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s
-
-
 def l4_csum_state(frame: bytes) -> str | None:
     """"zero" (UDP without checksum), "ok", "bad", or None when the frame
     does not hold the whole segment the checksum covers."""
@@ -208,7 +201,7 @@ def l4_csum_state(frame: bytes) -> str | None:
     if kind == "udp" and frame[c:c + 2] == b"\0\0":
         return "zero"
     pseudo = frame[ip + 12:ip + 20] + struct.pack("!BBH", 0, frame[ip + 9], seg)
-    return "ok" if sum16(pseudo + frame[l4:l4 + seg]) == 0xFFFF else "bad"
+    return "ok" if internet_checksum(pseudo + frame[l4:l4 + seg]) == 0 else "bad"
 
 
 def sw_model(frame: bytes) -> str | None:
@@ -253,7 +246,7 @@ def sw_model(frame: bytes) -> str | None:
     else:
         return None
     return {"stamped": "INT_STAMPED", "full": "INT_FULL", "no_collect": "INT_NO_COLLECT",
-            "malformed": "INT_MALFORMED"}[SW.expected_int(frame)]
+            "malformed": "INT_MALFORMED"}[expected_int(frame)]
 
 
 @pytest.fixture(scope="module")
@@ -292,14 +285,14 @@ def test_int_switch_random_mutated_truncated(sw):
             want[(1, ev)] += 1
             events[ev] += 1
         if ev in ("INT_STAMPED", "INT_FULL"):
-            c = SW.csum_field(f)
+            c = csum_field(f)
             if ev == "INT_STAMPED":
                 ts, idx = SW.ts_of(out)
                 assert SW.ts_between(ts, t0, t1), where
-                assert SW.hop_fields(out, idx) == (SW.SPEED, ts, 0, 0), where
-                model = SW.stamp_model(f, ts)
+                assert hop_fields(out, idx) == (SW.SPEED, ts, 0, 0), where
+                model = stamp_model(f, SW.SPEED, ts, 0, 0, SW.SWITCH_ID)
             else:
-                model = SW.stamp_model(f, 0)
+                model = stamp_model(f, SW.SPEED, 0, 0, 0, SW.SWITCH_ID)
             assert out[:c] + out[c + 2:] == model[:c] + model[c + 2:], where
             state = l4_csum_state(f)
             if state == "zero":

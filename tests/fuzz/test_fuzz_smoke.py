@@ -10,7 +10,9 @@ actually execute inputs.  The regression inputs are also replayed one by
 one, so that a bug fixed once stays fixed even when the random run does not
 reach it.
 
-The whole file stays under about a minute: SMOKE_SECONDS (10) per harness,
+An input that runs longer than 20 s is a finding too (libFuzzer's
+``-timeout``: a loop whose work the input can make unbounded), kept as an
+artifact like a crash.  The whole file stays under about a minute: SMOKE_SECONDS (10) per harness,
 niced (the lab machines have two cores shared with timing-sensitive tests).
 Skipped, with the reason, when clang or its libFuzzer runtime
 (libclang-rt-14-dev on Debian bookworm) is missing.  The long run is
@@ -73,7 +75,7 @@ def test_harness_short_run(built, harness, tmp_path):
     found = tmp_path / "corpus"
     found.mkdir()
     argv = ["nice", "-n", "10", str(built / harness), f"-max_total_time={SMOKE_SECONDS}",
-            "-runs=50000000", "-print_final_stats=1", f"-artifact_prefix={tmp_path}/",
+            "-runs=50000000", "-timeout=20", "-print_final_stats=1", f"-artifact_prefix={tmp_path}/",
             str(found), str(built / "corpus" / harness)]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=SMOKE_SECONDS + 60)
     log = r.stdout + r.stderr

@@ -69,6 +69,10 @@ def test_small_incast_with_cubic(tmp_path):
     assert p["hpcc_N"] == 100 and p["flows_started"] == 4, p
     assert f"T = {p['T_us']:g} us (1.2 x the loaded RTT" in text
     assert "N = 100" in text and "at most 4 flows" in text
+    # W_AI's floor where the bottleneck's B x T is under 80 frames
+    # (docs/experiments.md "Fairness and B x T"), with the rule's value beside it
+    assert ("W_AI = 160 bytes, the floor at a B x T under 80 frames" in text) == \
+        (p["bxt_frames"] < 80), (p["bxt_frames"], text)
     for x in (h, hp):
         assert 0 <= x["wnd_limited"] < 1 and 0 <= x["pace_lost"] < 1, x
         assert x["timer_late_us"] >= 0, x
@@ -110,6 +114,10 @@ def test_long_short_and_fairness_read_rates_off_the_switch(tmp_path):
         assert ph["sum_bps"] < 1.05 * r["line_bps"], ph
         assert all(x > 0.05 * r["line_bps"] for x in ph["rates_bps"]), ph
     assert 0.5 <= r["phases"][1]["jain"] <= 1.0
+    # the same over the whole phase, the join's convergence included (issue 15)
+    assert 0.5 <= r["phases"][1]["jain_whole"] <= 1.0
+    assert r["jain_min_whole"] == r["phases"][1]["jain_whole"], r
+    assert "over whole phases (joins included)" in text
     assert {"fairness.png", "rates_cubic.csv"} <= set(os.listdir(folder))
 
 
@@ -129,6 +137,16 @@ def test_the_main_job_lab_demo_runs_end_to_end(tmp_path):
     assert "skipped" not in out, out
     pngs = sorted(p.name for p in tmp_path.glob("*/*.png"))
     assert pngs == ["incast.png", "mice.png"], pngs
+    # where a native mouse's time went, from its sender engine's clock: its
+    # round trip (DATA stamped -> ACK taken) and the hand-off before it, which
+    # add up to its completion time (issue 15 section 4)
+    (mice,) = [p for p in tmp_path.glob("mice-*/summary.json")]
+    (h,) = [r for r in json.load(open(mice))["results"] if r["algo"] == "hpcc"]
+    assert 0 < h["net_p50_us"] <= h["net_p99_us"], h
+    assert 0 <= h["hand_p50_us"] <= h["hand_p99_us"], h
+    assert h["net_p50_us"] + h["hand_p50_us"] <= 1.5 * h["rtt_p99_us"], h
+    assert h["idle_net_p50_us"] > 0 and h["idle_hand_p50_us"] >= 0, h
+    assert "where the hpcc mice's time went" in out
 
 
 def test_txrate_vs_rxrate_runs_both_variants_and_restores_the_port(tmp_path):
@@ -215,7 +233,9 @@ def test_fct_under_poisson_load_hpcc_and_cubic(tmp_path):
             assert 1.0 <= b["p50"] <= b["p95"] <= b["p99"], (r["algo"], b)
             # the base is the least one-packet FCT, idle or in the run: a
             # multi-packet flow beats base + serialisation only by noise
-            assert b["min"] >= 0.6, (r["algo"], b)
+            # (cubic's least 0.593 once at load 7; a timing or units error
+            # would be far below)
+            assert b["min"] >= 0.5, (r["algo"], b)
         assert r["below_1"] <= max(2, r["flows"] // 20), r["below_1"]
         # a flow of the run may set the base, but not far below the idle
         # flows (a timing error would): measured 0.55-1.0 of them

@@ -67,14 +67,12 @@ from hpccd._bpf import ffi as abi  # noqa: E402
 from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
 from hpccd.core.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
+from packet_io import WAIT_S, capture, packet_socket, sock_in  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
 PORT = wire.UDP_PORT_DEFAULT
 DSCP = wire.PROBE_DSCP_DEFAULT
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-WAIT_S = 5.0                 # bound on waiting for a packet: a failure, not a measurement
 
 
 # ---- constants of the BPF side (include/hpccd/kern_user.h, through hpccd._bpf) ----
@@ -260,37 +258,6 @@ def snmp(ns: str) -> dict[tuple[str, str], int]:
         for n, v in zip(names.split(), vals.split(":")[1].split()):
             out[(group, n)] = int(v)
     return out
-
-
-def sock_in(ns: str, *args) -> socket.socket:
-    """A socket of namespace `ns` (a socket stays in the namespace it was made in)."""
-    with bpf.in_netns(ns):
-        return socket.socket(*args)
-
-
-def packet_socket(ns: str, ifname: str) -> socket.socket:
-    """AF_PACKET on `ifname` of `ns`: sees every frame in and out after XDP."""
-    s = sock_in(ns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    s.bind((ifname, ETH_P_ALL))
-    s.settimeout(WAIT_S)
-    return s
-
-
-def capture(s: socket.socket, match, timeout: float = WAIT_S, outgoing: bool = False) -> bytes:
-    """The first incoming (or, with `outgoing`, outgoing) frame on packet
-    socket `s` for which match(frame) holds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError("expected frame not received")
-        s.settimeout(left)
-        try:
-            frame, addr = s.recvfrom(65535)
-        except socket.timeout:
-            raise AssertionError("expected frame not received") from None
-        if (addr[2] == PACKET_OUTGOING) == outgoing and match(frame):
-            return frame
 
 
 def wait_for(cond, what: str, timeout: float = WAIT_S):

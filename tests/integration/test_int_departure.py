@@ -123,17 +123,19 @@ def _mono_minus_real() -> int:
     return best[1]
 
 
-def burst(lab, n: int = N) -> list[dict]:
-    """Send the burst, return per packet (in order of seq): sent, received
-    (monotonic ns), tos, and the record (speed, ts unwrapped, tx units,
-    qlen units); asserts none was lost or reordered."""
-    src, dst = lab.address("h1"), lab.address("h2")
-    frames = _frames(src, dst, n)
-    rx = lab.socket("h2", socket.AF_INET, socket.SOCK_DGRAM)
+def send_receive(lab, frames: list[bytes], dst: str, rx_host: str, port: int,
+                 tos: bool = False) -> tuple[list[int], list[tuple[bytes, int | None, int]]]:
+    """Send `frames` (IPv4 packets) one after the other from h1's raw
+    socket to `dst`, and receive as many datagrams on UDP `port` of
+    `rx_host`: the send times, and per datagram in arrival order (payload,
+    its TOS when `tos`, else None, the kernel's receive time), times in
+    monotonic ns."""
+    rx = lab.socket(rx_host, socket.AF_INET, socket.SOCK_DGRAM)
     rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-    rx.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
+    if tos:
+        rx.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
     rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    rx.bind(("0.0.0.0", wire.UDP_PORT_DEFAULT))
+    rx.bind(("0.0.0.0", port))
     rx.settimeout(2.0)
     tx = lab.socket("h1", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     time.sleep(0.05)                 # the port's queue and HTB bucket settle
@@ -143,27 +145,36 @@ def burst(lab, n: int = N) -> list[dict]:
             sent.append(time.monotonic_ns())
             tx.sendto(f, (dst, 0))
         got = []
-        while len(got) < n:
+        while len(got) < len(frames):
             data, anc, _, _ = rx.recvmsg(4096, 256)
-            tos = rt = None
+            t = rt = None
             for lvl, typ, d in anc:
                 if lvl == socket.IPPROTO_IP and typ == IP_TOS:
-                    tos = d[0]
+                    t = d[0]
                 if lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS:
                     s, ns = struct.unpack("qq", d[:16])
                     rt = s * 1_000_000_000 + ns
-            got.append((data, tos, rt))
+            got.append((data, t, rt))
     finally:
         rx.close()
         tx.close()
     off = _mono_minus_real()
+    return sent, [(data, t, rt + off) for data, t, rt in got]
+
+
+def burst(lab, n: int = N) -> list[dict]:
+    """Send the burst, return per packet (in order of seq): sent, received
+    (monotonic ns), tos, and the record (speed, ts unwrapped, tx units,
+    qlen units); asserts none was lost or reordered."""
+    src, dst = lab.address("h1"), lab.address("h2")
+    sent, got = send_receive(lab, _frames(src, dst, n), dst, "h2", wire.UDP_PORT_DEFAULT,
+                             tos=True)
     out = []
-    for data, tos, rt in got:
+    for data, tos, recv in got:
         p = wire.HpccdInt(data)
         h = p[wire.Hpccd]
         assert p.nhop == 1 and p.path_id == 0x0D1
         hop = p.hops[0]
-        recv = rt + off
         ts = recv - ((recv - hop.ts) % (1 << 24))     # the TS just before the receive
         out.append({"seq": h.seq, "sent": sent[h.seq], "recv": recv, "tos": tos,
                     "speed": hop.speed_code, "ts": ts, "tx": hop.tx_units,
@@ -391,33 +402,9 @@ def probe_burst(lab, key: bytes, n: int = N) -> list[dict]:
                     / wire.Hpccd(type=wire.T_PROBE, flow_id=0xDE9B, seq=seq)
                     / wire.HpccdTag(tag=0)) for seq in range(n)]
     assert len(frames[0]) + 14 == PROBE_FRAME
-    rx = lab.socket("h1", socket.AF_INET, socket.SOCK_DGRAM)
-    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-    rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    rx.bind(("0.0.0.0", PROBE_SPORT))
-    rx.settimeout(2.0)
-    tx = lab.socket("h1", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    time.sleep(0.05)
-    sent = []
-    try:
-        for f in frames:
-            sent.append(time.monotonic_ns())
-            tx.sendto(f, (dst, 0))
-        got = []
-        while len(got) < n:
-            data, anc, _, _ = rx.recvmsg(4096, 256)
-            rt = None
-            for lvl, typ, d in anc:
-                if lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS:
-                    s, ns = struct.unpack("qq", d[:16])
-                    rt = s * 1_000_000_000 + ns
-            got.append((data, rt))
-    finally:
-        rx.close()
-        tx.close()
-    off = _mono_minus_real()
+    sent, got = send_receive(lab, frames, dst, "h1", PROBE_SPORT)
     out = []
-    for data, rt in got:
+    for data, _, recv in got:
         p = (IP(src=dst, dst=src) / UDP(sport=wire.UDP_PORT_DEFAULT, dport=PROBE_SPORT)
              / wire.HpccdInt(data))
         h = p[wire.Hpccd]
@@ -425,7 +412,6 @@ def probe_burst(lab, key: bytes, n: int = N) -> list[dict]:
         i = p[wire.HpccdInt]
         assert i.nhop == 1 and i.path_id == 0x0D1
         hop = i.hops[0]
-        recv = rt + off
         ts = recv - ((recv - hop.ts) % (1 << 24))
         q = hop.qlen_units
         m = -(-q * 80 // PROBE_FRAME)             # the whole probes that make qLen

@@ -70,12 +70,7 @@ P4_FILE = ROOT / "switch_p4" / "hpccd.p4"
 RUNTIME = ROOT / "switch_p4" / "runtime"
 DOC = json.loads((ROOT / "tests" / "vectors" / "wire.json").read_text())
 VECTORS = {v["name"]: v for v in DOC["vectors"]}
-PORT_UDP = DOC["udp_port"]
-DSCP = DOC["probe_dscp"]
 XDP_HOST_OBJ = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-WAIT_S = 5.0                 # bound on waiting for a packet: a failure, not a measurement
 THRIFT_PORT = 9090           # each switch in its own namespace: no clash
 COUNTERS = {"ingress_drops", "wire_errors", "wred_marked", "int_stamped", "int_overflow"}
 
@@ -100,18 +95,22 @@ if os.geteuid() != 0:
                 allow_module_level=True)
 
 from pyroute2 import NetNS, netns  # noqa: E402
-from scapy.layers.inet import ICMP, IP, UDP, in4_chksum  # noqa: E402
+from scapy.layers.inet import ICMP, IP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
 from conftest import _created, list_test_netns, new_lab_name  # noqa: E402
 from hpccd.bpf import loader as bpf  # noqa: E402
 from hpccd.core import wire  # noqa: E402
+from hpccd.core.checksum import internet_checksum  # noqa: E402
 from hpccd.lab import p4runtime_gen as gen  # noqa: E402
 from hpccd.lab.namespaces import (netns_inode, pids_in_netns, popen_in,  # noqa: E402
                                    remove_netns, stop_processes)
 from hpccd.lab.topology import Topology  # noqa: E402
 from hpccd.core.wire import Hpccd, HpccdInt, HpccdTag  # noqa: E402
+from packet_io import WAIT_S, capture, drain, packet_socket  # noqa: E402
+from int_stamp import (PORT_UDP, csum_field, expected_int, hop_fields,  # noqa: E402
+                       int_hdr, l4_checksum_ok, stamp_model)
 
 
 def _cli_python() -> list[str]:
@@ -328,10 +327,7 @@ class P4Net:
 
     # ---- packets ----
     def packet_socket(self, node: str, ifname: str = "eth0") -> socket.socket:
-        with bpf.in_netns(self.ns[node]):
-            sk = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        sk.bind((ifname, ETH_P_ALL))
-        return sk
+        return packet_socket(self.ns[node], ifname)
 
     # ---- teardown ----
     def close(self) -> None:
@@ -377,29 +373,6 @@ def p4net(compiled, tmp_path):
         raise RuntimeError("; ".join(errors))
 
 
-def capture(sk: socket.socket, match, timeout: float = WAIT_S) -> bytes:
-    """The first incoming frame on packet socket sk for which match holds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError("expected frame not received")
-        sk.settimeout(left)
-        try:
-            frame, addr = sk.recvfrom(65535)
-        except socket.timeout:
-            raise AssertionError("expected frame not received") from None
-        if addr[2] != PACKET_OUTGOING and match(frame):
-            return frame
-
-
-def drain(sk: socket.socket) -> None:
-    sk.settimeout(0)
-    with contextlib.suppress(BlockingIOError, socket.timeout):
-        while True:
-            sk.recv(65535)
-
-
 # ---- loading every generated configuration ----------------------------------------
 
 @pytest.mark.parametrize("topo", ["dumbbell", "incast", "tree"])
@@ -416,30 +389,12 @@ def test_generated_runtime_loads(p4net, topo):
 
 # ---- the expected behaviour, from the wire format -----------------------------------
 
-def expected_int(frame: bytes) -> str:
-    """stamped, full, no_collect, malformed, or none (not an hpccd packet)."""
-    r = wire.l4_region(frame, PORT_UDP, DSCP)
-    if r is None:
-        return "none"
-    if wire.classify(frame, PORT_UDP, DSCP) != 0:
-        return "malformed"
-    off = r[2]
-    nhop, room = frame[off + 1] >> 4, frame[off + 1] & 0xF
-    if not (frame[off + 2] >> 4) & wire.INT_F_COLLECT:
-        return "no_collect"
-    return "full" if nhop == room else "stamped"
-
-
 def ip_offset(frame: bytes) -> int:
     return 18 if frame[12:14] == b"\x81\x00" else 14
 
 
 def ip_checksum(hdr: bytes) -> int:
-    hdr = hdr[:10] + b"\0\0" + hdr[12:]
-    s = sum(struct.unpack(f"!{len(hdr) // 2}H", hdr))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+    return internet_checksum(hdr[:10] + b"\0\0" + hdr[12:])
 
 
 def routed(frame: bytes, smac: str, dmac: str) -> bytes:
@@ -453,52 +408,6 @@ def routed(frame: bytes, smac: str, dmac: str) -> bytes:
     f[ip + 8] -= 1
     struct.pack_into("!H", f, ip + 10, ip_checksum(bytes(f[ip:ip + ihl])))
     return bytes(f)
-
-
-def stamp_model(frame: bytes, b: int, ts: int, tx: int, q: int, switch_id: int) -> bytes:
-    """frame with this switch's stamp (or OVERFLOW); L4 checksum as in the input."""
-    ev = expected_int(frame)
-    f = bytearray(frame)
-    _, _, off, _ = wire.l4_region(frame, PORT_UDP, DSCP)
-    nhop, room = f[off + 1] >> 4, f[off + 1] & 0xF
-    pf = struct.unpack_from("!H", f, off + 2)[0]
-    if ev == "stamped":
-        hop = off + 4 + 8 * nhop
-        f[hop:hop + 8] = struct.pack("!Q", b << 59 | ts << 35 | tx << 15 | q)
-        f[off + 1] = (nhop + 1) << 4 | room
-        pf = (pf & 0xF000) | ((pf ^ switch_id) & 0xFFF)
-    elif ev == "full":
-        pf |= wire.INT_F_OVERFLOW << 12
-    struct.pack_into("!H", f, off + 2, pf)
-    return bytes(f)
-
-
-def csum_field(frame: bytes) -> int:
-    kind, l4, _, _ = wire.l4_region(frame, PORT_UDP, DSCP)
-    return l4 + (6 if kind == "udp" else 16)
-
-
-def hop(frame: bytes, i: int) -> tuple[int, int, int, int]:
-    """(B, TS, txBytes units, qLen units) of record i."""
-    _, _, off, _ = wire.l4_region(frame, PORT_UDP, DSCP)
-    w = struct.unpack_from("!Q", frame, off + 4 + 8 * i)[0]
-    return w >> 59, (w >> 35) & 0xFFFFFF, (w >> 15) & 0xFFFFF, w & 0x7FFF
-
-
-def int_hdr(frame: bytes) -> tuple[int, int, int, int]:
-    """(nHop, room, flags, pathID)."""
-    _, _, off, _ = wire.l4_region(frame, PORT_UDP, DSCP)
-    pf = struct.unpack_from("!H", frame, off + 2)[0]
-    return frame[off + 1] >> 4, frame[off + 1] & 0xF, pf >> 12, pf & 0xFFF
-
-
-def l4_checksum_ok(frame: bytes) -> bool:
-    p = Ether(frame)
-    ip = p[IP]
-    seg = bytes(ip)[ip.ihl * 4:ip.len]
-    if ip.proto == 17 and seg[6:8] == b"\0\0":
-        return True
-    return in4_chksum(ip.proto, ip, seg) == 0
 
 
 # ---- the shared vectors through one switch --------------------------------------------
@@ -572,7 +481,7 @@ def test_shared_vectors_through_s1(s1):
             name = v["name"]
             if ev == "stamped":
                 nhop = int_hdr(frame)[0]
-                b, ts, tx, q = hop(out, nhop)
+                b, ts, tx, q = hop_fields(out, nhop)
                 # departure: txBytes counts this frame, nothing queued behind it
                 assert (b, tx, q) == (port.speed_code,
                                       ((tx_before + len(frame)) >> 7) & 0xFFFFF, 0), name
@@ -656,7 +565,7 @@ def _behind(frames: list[bytes], size: int) -> list[int]:
     of the burst's packets left queued behind it (asserted whole)."""
     ms = []
     for k, f in enumerate(frames):
-        q = hop(f, 0)[3]
+        q = hop_fields(f, 0)[3]
         m = next((m for m in range(len(frames)) if (m * size) // 80 == q), None)
         assert m is not None, f"packet {k}: qLen {q} is not a whole number of packets"
         ms.append(m)
@@ -687,7 +596,7 @@ def test_queue_records_and_ecn_marking(s1):
     for k, f in enumerate(got):
         nhop, room, flags, path = int_hdr(f)
         assert (nhop, room, path) == (1, 5, net.topo.switches["s1"].id)
-        b, ts, tx, q = hop(f, 0)
+        b, ts, tx, q = hop_fields(f, 0)
         assert b == net.port("s1", "h2").speed_code
         # departure: the bytes sent include this packet; behind it only later ones
         assert tx == ((t_before + (k + 1) * size) >> 7) & 0xFFFFF, k
@@ -805,7 +714,7 @@ def test_two_switches_ping_and_probe(p4net):
     s1_id, s2_id = net.topo.switches["s1"].id, net.topo.switches["s2"].id
     assert (i.nhop, i.room, i.path_id) == (2, wire.INT_DEFAULT_HOPS, s1_id ^ s2_id)
     assert not int(i.flags) & wire.INT_F_COLLECT            # answers are not stamped
-    assert hop(out, 0)[0] == net.port("s1", "s2").speed_code   # 1 Gbit/s bottleneck
-    assert hop(out, 1)[0] == net.port("s2", "r1").speed_code
+    assert hop_fields(out, 0)[0] == net.port("s1", "s2").speed_code   # 1 Gbit/s bottleneck
+    assert hop_fields(out, 1)[0] == net.port("s2", "r1").speed_code
     assert (p[IP].src, p[IP].dst, p[IP].ttl) == (str(r1.address), str(h1.address), 62)
     assert l4_checksum_ok(out)

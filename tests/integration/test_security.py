@@ -505,6 +505,13 @@ def test_receiver_table_recycles_finished_flows(lab, engines):
         f = tx.open_flow(r1, 500_000, algo="hpcc", line_rate_bps=LINE, hpcc={"T_ns": T_NS})
         f.wait(30)
         assert _rx_done(rx, f.flow_id).crc32 == pattern_crc32(f.seed, 500_000)
+        # the listing walks the engine's list of used slots (recycled
+        # ones swapped out of it): each of the table's flows once, the
+        # real one among them, over many more than its first room
+        listed = rx.rx_flows()
+        assert len(listed) == table > 64
+        assert len({(x.saddr, x.flow_id) for x in listed}) == table
+        assert any(x.flow_id == f.flow_id for x in listed)
         assert rx.rx_reap() == table
         assert rx.stats()["rx_used"] == 0
     finally:

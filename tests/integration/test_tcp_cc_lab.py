@@ -65,6 +65,7 @@ from hpccd.tcp_side.engine import (CFG_FMT, CST_FMT, DCTCP_ST_FMT, WIN_FMT, Flow
                                    TcpSide, flow_key, read_counters)
 from hpccd.experiment.common import line  # noqa: E402
 from hpccd.lab.topology import Topology  # noqa: E402
+from packet_io import sock_in  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILT = ROOT / "build" / "ebpf"
@@ -101,11 +102,6 @@ def tcp_info(s: socket.socket) -> dict[str, int]:
             "snd_ssthresh": struct.unpack_from("=I", raw, 76)[0],
             "snd_cwnd": struct.unpack_from("=I", raw, 80)[0],
             "pacing_rate": struct.unpack_from("=Q", raw, 104)[0]}
-
-
-def sock_in(ns: str, *args) -> socket.socket:
-    with bpf.in_netns(ns):
-        return socket.socket(*args)
 
 
 class Conn:
@@ -265,7 +261,7 @@ def test_hpcc_applies_fresh_window_and_falls_back_when_stale(tcp_cc, conns):
     info = tcp_info(c.c)
     assert mode_of(tcp_cc, c.key) == "hpcc"
     assert info["snd_cwnd"] == 21 and info["pacing_rate"] == rate, info
-    assert set(delta(c0, hcount(tcp_cc))) == {"used_hpcc"}
+    assert {k for k in delta(c0, hcount(tcp_cc)) if not k.startswith("lim_")} == {"used_hpcc"}
     # A tiny W: at least 2 segments, the pacing rate carries the rate.
     set_win(tcp_cc, c.key, 100, 1_000_000, time.monotonic_ns())
     c.send(20_000)
@@ -329,6 +325,41 @@ def test_hpcc_applies_the_hosts_share_only_while_fresh(tcp_cc, conns):
     assert info["snd_cwnd"] == 11 and info["pacing_rate"] == rate, info
     assert d.get("w_only", 0) > 0 and d.get("used_hpcc", 0) >= d["w_only"], d
     assert mode_of(tcp_cc, c.key) == "hpcc"
+
+
+def test_hpcc_counts_what_held_the_flow_back(tcp_cc, conns):
+    """Every HPCC-mode ACK is counted in at most one lim_* slot (the CC's
+    limited_by): the whole cwnd in flight, the next send paced later, the
+    application, TCP small queues, a late pacing timer.  A window of two
+    segments at a rate far above what the pair carries is held by its
+    cwnd most; a window of 1,000 segments paced at 4 MB/s by the pacing,
+    never by its cwnd."""
+    stale = 150_000_000
+    set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
+    c = conns("hpcc")
+    mss = tcp_info(c.c)["snd_mss"]
+    set_win(tcp_cc, c.key, 2 * mss, 10_000_000_000, time.monotonic_ns() + 50_000_000)
+    c0 = hcount(tcp_cc)
+    c.send(1_000_000)
+    d = delta(c0, hcount(tcp_cc))
+    lim = {k: d.get(k, 0) for k in ("lim_cwnd", "lim_pacing", "lim_app", "lim_tsq",
+                                     "lim_timer")}
+    assert d["used_hpcc"] > 100 and sum(lim.values()) <= d["used_hpcc"], d
+    # the rest: ACKs that found room in the window while the flow waited
+    # for its pacing timer or had just sent (34-48 % measured at load 7)
+    assert lim["lim_cwnd"] > 0.3 * d["used_hpcc"] and lim["lim_cwnd"] == max(lim.values()), d
+    set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
+    set_win(tcp_cc, c.key, 1000 * mss, 4_000_000, time.monotonic_ns() + 50_000_000)
+    c.send(50_000)                                  # past the unpaced first segments
+    c1 = hcount(tcp_cc)
+    c.send(400_000)                                 # 0.1 s at 4 MB/s
+    d = delta(c1, hcount(tcp_cc))
+    # few ACKs: below 512 us of minimum RTT the kernel's trains are its
+    # whole gso_max_size (tcp_tso_autosize), 64 KB paced 16 ms apart
+    lim = {k: d.get(k, 0) for k in ("lim_cwnd", "lim_pacing", "lim_app", "lim_tsq",
+                                     "lim_timer")}
+    assert d["used_hpcc"] >= 4 and sum(lim.values()) <= d["used_hpcc"], d
+    assert lim["lim_pacing"] > 0.5 * d["used_hpcc"] and lim["lim_cwnd"] == 0, d
 
 
 def test_hpcc_state_map_follows_the_socket(tcp_cc, conns):
@@ -471,6 +502,28 @@ def base_rtt_ns(lab) -> int:
     return int(min(rtts) * 1e9)
 
 
+def hpcc_t_ns(lab) -> int:
+    """HPCC's T for the chain: 1.5 base RTTs, at least 100 us."""
+    return max(base_rtt_ns(lab) * 3 // 2, 100_000)
+
+
+def hpcc_side(lab, n_flows: int, T: int, **kw) -> TcpSide:
+    """The TCP side on h1, started and its engine's thread running: HPCC
+    with T `T` ns, 2 Gbit/s line rate, MTU 1500, eta 0.95, maxStage 5 and N
+    `n_flows`; `kw` go to TcpSide.  The caller stops it."""
+    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
+              "eta": 0.95, "max_stage": 5, "N_flows": n_flows}
+    side = TcpSide(lab.progs.tc, lab.progs.xdp["h1"], hpcc_params=params,
+                   netns=lab.netns("h1"), tcp_cc=lab.tcp_cc, **kw)
+    side.start()
+    try:
+        side.start_thread()
+    except BaseException:
+        side.stop()
+        raise
+    return side
+
+
 @contextlib.contextmanager
 def default_cc(lab, cc: str, hosts=("h1", "h2")):
     """`cc` as the default of the hosts' namespaces for the block."""
@@ -499,20 +552,28 @@ def set_marking(lab, on: bool) -> None:
 _port = 5300
 
 
+def iperf3_servers(lab, n: int = 1) -> tuple[list[int], list[subprocess.Popen]]:
+    """n one-shot iperf3 servers on h2, each on a port of its own (a one-off
+    server per run: its listener takes h2's default CC when it is created,
+    and no state carries over).  Returns their ports and processes, once
+    they have had time to listen."""
+    global _port
+    ports = [_port + 1 + i for i in range(n)]
+    _port += n
+    srvs = [lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(p)],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for p in ports]
+    time.sleep(0.3)
+    return ports, srvs
+
+
 def run_iperf(lab, cc: str, seconds: int = SECONDS, side: TcpSide | None = None) -> dict:
     """One iperf3 flow h1 -> h2 with `cc`; the bottleneck queue sampled by
     the INT switch (its backlog at packet arrivals, at most one sample per
     100 us) from WARMUP_S on.  Returns goodput and queue percentiles."""
-    global _port
-    _port += 1
-    # A one-off server per run: its listener takes h2's default CC when it
-    # is created (default_cc), and no state carries over.
-    srv = lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(_port)], stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
+    (port,), (srv,) = iperf3_servers(lab)
     sampler = lab.int_switch.sampler(BOTTLENECK[0])
     sampler.read()
-    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(_port), "-C", cc,
+    cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", cc,
                            "-t", str(seconds), "-J"],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples = []
@@ -580,13 +641,8 @@ def test_dctcp_keeps_the_queue_near_k(chain):
 
 def test_hpcc_under_tcp_side_keeps_the_queue_below_cubic(chain):
     set_marking(chain, False)
-    T = int(os.environ.get("HPCCD_TEST_T_NS", 0)) or max(base_rtt_ns(chain) * 3 // 2, 100_000)
-    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
-              "eta": 0.95, "max_stage": 5, "N_flows": 1}
-    side = TcpSide(chain.progs.tc, chain.progs.xdp["h1"], hpcc_params=params,
-                   netns=chain.netns("h1"), tcp_cc=chain.tcp_cc)
-    side.start()
-    side.start_thread()
+    T = int(os.environ.get("HPCCD_TEST_T_NS", 0)) or hpcc_t_ns(chain)
+    side = hpcc_side(chain, 1, T)
     try:
         # Idle, the engine sleeps: it wakes for its heartbeat (every
         # stale_ns / 4 without flows), not on a poll interval (the Python
@@ -669,13 +725,7 @@ def test_hpcc_trains_capped_while_tcp_side_runs(chain):
     t0 = tx_counts(chain)
     cub = run_iperf(chain, "cubic", seconds=2)
     t1 = tx_counts(chain)
-    T = max(base_rtt_ns(chain) * 3 // 2, 100_000)
-    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
-              "eta": 0.95, "max_stage": 5, "N_flows": 1}
-    side = TcpSide(chain.progs.tc, chain.progs.xdp["h1"], hpcc_params=params, netns=h1,
-                   tcp_cc=chain.tcp_cc, gso_max_segs=2, gso_dev="eth0")
-    side.start()
-    side.start_thread()
+    side = hpcc_side(chain, 1, hpcc_t_ns(chain), gso_max_segs=2, gso_dev="eth0")
     try:
         assert trains.gso_max_segs("eth0", h1) == 2
         t2 = tx_counts(chain)
@@ -717,6 +767,48 @@ def test_train_cap_refuses_what_it_cannot_do(chain):
     assert not cap.active and trains.gso_max_segs("eth0", h1) == before
 
 
+def test_hpcc_flow_alone_paced_up_to_solo_rate_gain(chain):
+    """One `iperf3 -C hpcc` stream h1 -> h2, alone on its path: the pacing
+    rate the engine writes into hpccd_tcp_win is at most solo_rate_gain x
+    the path's slowest link (s1 -> h2, 1 Gbit/s), and reaches above the
+    link with 1.25 (W at W_max = 2 Gbit/s x T whenever U stays below eta:
+    the kernel's pacer, late by its timer, keeps the flow there); with 1
+    (the default) never above the link."""
+    set_marking(chain, False)
+    T = hpcc_t_ns(chain)
+    link_Bps = 1_000_000_000 / 8
+    win = chain.tcp_cc.map("hpcc", "hpccd_tcp_win")
+    out = {}
+    for solo in (1.0, 1.25):
+        side = hpcc_side(chain, 1, T, gso_max_segs=2, gso_dev="eth0", solo_rate_gain=solo)
+        try:
+            (port,), (srv,) = iperf3_servers(chain)
+            cli = chain.popen("h1", ["iperf3", "-c", chain.address("h2"), "-p", str(port),
+                                     "-C", "hpcc", "-t", "2", "-J"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            rates = []
+            while cli.poll() is None:
+                time.sleep(0.002)
+                rates += [struct.unpack(WIN_FMT, v)[1] / link_Bps for _, v in win.items()]
+            o, err = cli.communicate(timeout=30)
+            srv.wait(timeout=10)
+            assert cli.returncode == 0, err
+        finally:
+            side.stop()
+        assert len(rates) > 100, len(rates)
+        rates.sort()
+        out[solo] = {"max": rates[-1], "above_link": sum(r > 1.0 for r in rates) / len(rates),
+                     "goodput_mbps": json.loads(o)["end"]["sum_received"]["bits_per_second"]
+                     / 1e6}
+    print(f"[solo rate] one flow's pacing rate / the 1 Gbit/s link: {out}")
+    assert out[1.0]["max"] <= 1.0, out
+    # above the link at least at the start (W_init = W_max: R = the cap) and
+    # whenever U stays below eta; how often is printed (0.996 of the samples
+    # at load 10), not asserted: on a quiet host HPCC's W / T may settle below
+    assert 1.0 < out[1.25]["max"] <= 1.25, out
+    assert out[1.25]["goodput_mbps"] > 300, out
+
+
 def test_hpcc_flows_of_one_path_share_its_rate(chain):
     """Two `iperf3 -C hpcc` streams h1 -> h2 (one path, one destination):
     with path_rate_shared (the default) the pacing rates the engine writes
@@ -725,27 +817,17 @@ def test_hpcc_flows_of_one_path_share_its_rate(chain):
     flow may be paced at that link's rate on its own, and two are at once
     (measured with ss -tin: both at 1 Gbit/s, the queue at several BDP)."""
     set_marking(chain, False)
-    h1 = chain.netns("h1")
-    T = max(base_rtt_ns(chain) * 3 // 2, 100_000)
-    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
-              "eta": 0.95, "max_stage": 5, "N_flows": 2}
+    T = hpcc_t_ns(chain)
     link_Bps = 1_000_000_000 / 8
     win = chain.tcp_cc.map("hpcc", "hpccd_tcp_win")
     out = {}
     for shared in (False, True):
-        side = TcpSide(chain.progs.tc, chain.progs.xdp["h1"], hpcc_params=params, netns=h1,
-                       tcp_cc=chain.tcp_cc, gso_max_segs=2, gso_dev="eth0",
-                       path_rate_shared=shared, path_rate_work_conserving=False)
-        side.start()
-        side.start_thread()
+        side = hpcc_side(chain, 2, T, gso_max_segs=2, gso_dev="eth0",
+                         path_rate_shared=shared, path_rate_work_conserving=False)
         try:
-            global _port
-            _port += 1
-            srv = chain.popen("h2", ["iperf3", "-s", "-1", "-p", str(_port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(0.3)
+            (port,), (srv,) = iperf3_servers(chain)
             s0 = side.stats
-            cli = chain.popen("h1", ["iperf3", "-c", chain.address("h2"), "-p", str(_port),
+            cli = chain.popen("h1", ["iperf3", "-c", chain.address("h2"), "-p", str(port),
                                      "-C", "hpcc", "-P", "2", "-t", "3", "-J"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             sums = []
@@ -778,6 +860,29 @@ def test_hpcc_flows_of_one_path_share_its_rate(chain):
     assert shr["goodput_mbps"] > 300, shr
 
 
+def iperf3_results(clis, srvs) -> list[float]:
+    """The received bits per second of each `iperf3 -J` client in `clis`
+    (in order), once each has ended (its exit status checked), after its
+    one-shot server in `srvs` has ended too."""
+    res = []
+    for c in clis:
+        o, err = c.communicate(timeout=30)
+        assert c.returncode == 0, err
+        res.append(json.loads(o)["end"]["sum_received"]["bits_per_second"])
+    for v in srvs:
+        v.wait(timeout=10)
+    return res
+
+
+def kill_left(procs) -> None:
+    """Kill and reap whichever of `procs` still runs (a test that failed
+    half-way)."""
+    for c in procs:
+        if c.poll() is None:
+            c.kill()
+            c.wait()
+
+
 LEND_LIMIT_BPS = 150_000_000
 
 
@@ -791,29 +896,17 @@ def test_hpcc_flows_of_one_path_share_its_rate_and_lend_the_unused_part(chain):
     as lent while the path's queue is empty, A paced above its half, and A's
     rate plus B's goodput still about the link (what is lent is what B
     leaves)."""
-    global _port
     set_marking(chain, False)
-    h1 = chain.netns("h1")
-    T = max(base_rtt_ns(chain) * 3 // 2, 100_000)
-    params = {"T_ns": float(T), "line_rate_bps": 2_000_000_000, "mtu_bytes": 1500,
-              "eta": 0.95, "max_stage": 5, "N_flows": 2}
+    T = hpcc_t_ns(chain)
     link_bps = 1_000_000_000
     win = chain.tcp_cc.map("hpcc", "hpccd_tcp_win")
     out = {}
     for wc in (False, True):
-        side = TcpSide(chain.progs.tc, chain.progs.xdp["h1"], hpcc_params=params, netns=h1,
-                       tcp_cc=chain.tcp_cc, gso_max_segs=2, gso_dev="eth0",
-                       path_rate_shared=True, path_rate_work_conserving=wc)
-        side.start()
-        side.start_thread()
+        side = hpcc_side(chain, 2, T, gso_max_segs=2, gso_dev="eth0",
+                         path_rate_shared=True, path_rate_work_conserving=wc)
         clis, srvs = [], []
         try:
-            ports = (_port + 1, _port + 2)
-            _port += 2
-            srvs = [chain.popen("h2", ["iperf3", "-s", "-1", "-p", str(p)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                    for p in ports]
-            time.sleep(0.3)
+            ports, srvs = iperf3_servers(chain, 2)
             sampler = chain.int_switch.sampler(BOTTLENECK[0])
             sampler.read()
             s0 = side.stats
@@ -832,19 +925,10 @@ def test_hpcc_flows_of_one_path_share_its_rate_and_lend_the_unused_part(chain):
                 for k, v in win.items():
                     if FlowKey.unpack(k).dport == ports[0]:
                         a_rates.append(struct.unpack(WIN_FMT, v)[1] * 8)
-            res = []
-            for c in clis:
-                o, err = c.communicate(timeout=30)
-                assert c.returncode == 0, err
-                res.append(json.loads(o)["end"]["sum_received"]["bits_per_second"])
-            for v in srvs:
-                v.wait(timeout=10)
+            res = iperf3_results(clis, srvs)
             s1 = side.stats
         finally:
-            for c in clis:
-                if c.poll() is None:
-                    c.kill()
-                    c.wait()
+            kill_left(clis)
             side.stop()
         assert len(a_rates) > 50, len(a_rates)
         a_rates.sort()
@@ -865,3 +949,163 @@ def test_hpcc_flows_of_one_path_share_its_rate_and_lend_the_unused_part(chain):
     # (A's goodput: 0.40-0.48 of the link off, 0.46-0.63 on, in six runs on
     # the shared machine: printed, not asserted; docs/tcp-side.md)
 
+
+
+HOLD_LIMIT_BPS = 20_000_000
+
+
+def test_hpcc_app_limited_hold_keeps_w_a_flow_did_not_use(chain):
+    """Two iperf3 clients h1 -> h2 over one path: A, `-C hpcc`, held by its
+    application to HOLD_LIMIT_BPS (iperf3 -b, 2 % of the link, in writes of
+    one segment: with iperf3's 128 KB blocks A would send each block at
+    its window, and use it) for 4 s; G, `-C cubic`, greedy for the first
+    1.5 s: its queue (cubic fills the 500 KB buffer, even on a loaded host)
+    makes the INT read U far above eta, and HPCC's update brings A's W
+    down.  A delivers less than its window allows per srtt throughout
+    (engine.c, host_limited).  Once G has ended the link is almost idle, U
+    reads low and HPCC's update raises A's W back to W_max within a few
+    RTTs ([HPCC] Algorithm 1 line 13); with app_limited_hold those
+    increases are not applied (counted in al_held).
+    The path's rate is not shared here (path_rate_shared off): shared with
+    G, A's written rate could fall below the 20 Mbit/s it writes (its part
+    of the link while G's rate still counts, until the sweep forgets G), A
+    then used all it was allowed, and one such interval's MI step took its
+    W back to W_max (one run of three).  This test is about the rule.
+    Its W after G is printed, not asserted: most likely the interval in
+    which G's queue drains acks A's queued bytes at the link's rate, A used
+    its window in it, and that one interval's MI step takes W back to W_max
+    in most runs (docs/tcp-side.md)."""
+    set_marking(chain, False)
+    T = hpcc_t_ns(chain)
+    out = {}
+    for hold in (False, True):
+        side = hpcc_side(chain, 2, T, gso_max_segs=2, gso_dev="eth0",
+                         path_rate_shared=False, app_limited_hold=hold)
+        clis, srvs = [], []
+        try:
+            ports, srvs = iperf3_servers(chain, 2)
+            s0 = side.stats
+            for p, extra in zip(ports, (["-C", "hpcc", "-t", "4", "-b", str(HOLD_LIMIT_BPS),
+                                            "-l", "1448"], ["-C", "cubic", "-t", "1.5"])):
+                clis.append(chain.popen("h1", ["iperf3", "-c", chain.address("h2"), "-p", str(p),
+                                               "-J", *extra],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True))
+            t0 = time.monotonic()
+            w_after, w_max = [], None
+            while clis[0].poll() is None:
+                time.sleep(0.005)
+                if time.monotonic() < t0 + 2.2:             # G ended at 1.5 s
+                    continue
+                for v in side.flows.values():
+                    if v.key.dport == ports[0] and v.probes_answered:
+                        w_after.append(v.W)
+                        w_max = v.W_max
+            res = iperf3_results(clis, srvs)
+            s1 = side.stats
+        finally:
+            kill_left(clis)
+            side.stop()
+        assert len(w_after) > 50 and w_max, (len(w_after), w_max)
+        w_after.sort()
+        d = {k: s1[k] - s0[k] for k in ("al_intervals", "al_below_w", "al_limited", "al_raised",
+                                        "al_held",
+                                        "windows_written")}
+        out[hold] = {"w_after_p50": w_after[len(w_after) // 2] / w_max,
+                     "a_goodput_mbps": res[0] / 1e6, "g_goodput_mbps": res[1] / 1e6, **d}
+    print(f"[app-limited hold, A at {HOLD_LIMIT_BPS / 1e6:.0f} Mbit/s, G greedy for 1.5 s] "
+          f"off: {out[False]}, on: {out[True]}")
+    off, on = out[False], out[True]
+    for r in (off, on):
+        assert r["al_intervals"] > 100 and r["al_limited"] > 0.5 * r["al_intervals"], r
+        assert 0.015 <= r["a_goodput_mbps"] / 1e3 <= 0.025, r    # A kept its own rate
+    assert off["al_held"] == 0 and off["al_raised"] > 0, off
+    assert off["w_after_p50"] >= 0.9, off                        # back at W_max
+    # with the rule every increase computed from such an interval is left
+    # out, without it none.  How many there are is the run's timing (0.24-0.92
+    # of A's windows in session 9's runs, 0.09 = 347 of 3,794 in a CI run on
+    # 2026-11-26): the rule is that all are held, and that there were enough
+    # of them to show it
+    assert on["al_held"] == on["al_raised"] >= 50, on
+    # (A's W after G: 0.77-0.82 of W_max in 3 of 11 runs with the rule,
+    # 0.98-1.00 in the others; most likely the interval in which G's queue drains acks
+    # A's queued bytes at the link's rate, A used its window then, and that
+    # one interval's MI step takes W back to W_max; printed, not asserted;
+    # docs/tcp-side.md)
+
+
+def test_hpcc_pacing_gain_follows_the_pacers_loss(chain):
+    """Four `iperf3 -C hpcc` streams h1 -> h2 over one path (each paced at
+    its share of the 1 Gbit/s link, path_rate_shared).  The engine measures
+    per flow what it delivered (the CC's snd_una between responses) against
+    what the rate HPCC wanted allowed: this kernel has no fq qdisc, its
+    internal pacer sends one skb per late timer firing, so the flows deliver
+    less than that rate (FlowView.pace_ratio < 1).  With pace_gain_max 1 (the
+    default) the pacing rate written is that rate (gain 1, no feedback);
+    with 1.5 the engine writes it x a gain of the flow's own that follows
+    the measured loss (engine.c, pace_feedback): fed from the responses,
+    above 1 for some flow, never outside [1, 1.5], and the written rates
+    together at most 1.5 x the link (the shared rate still divides the
+    link)."""
+    set_marking(chain, False)
+    T = hpcc_t_ns(chain)
+    link_Bps = 1_000_000_000 / 8
+    win = chain.tcp_cc.map("hpcc", "hpccd_tcp_win")
+    out = {}
+    for gmax in (1.0, 1.5):
+        side = hpcc_side(chain, 4, T, gso_max_segs=2, gso_dev="eth0", pace_gain_max=gmax)
+        clis, srvs = [], []
+        try:
+            (port,), srvs = iperf3_servers(chain)
+            s0 = side.stats
+            clis = [chain.popen("h1", ["iperf3", "-c", chain.address("h2"), "-p", str(port),
+                                       "-C", "hpcc", "-P", "4", "-t", "3", "-J"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+            gains, sums, last = [], [], {}
+            t_from = time.monotonic() + 0.5
+            while clis[0].poll() is None:
+                time.sleep(0.005)
+                if time.monotonic() < t_from:
+                    continue
+                fl = side.flows
+                for k, v in fl.items():
+                    if v.probes_answered:
+                        gains.append(v.pace_gain)
+                        last[k] = v
+                # this engine's flows only: the registration's maps are the
+                # host's, and another daemon's flows may be in them
+                ents = [struct.unpack(WIN_FMT, v) for k, v in win.items() if bytes(k) in fl]
+                if len(ents) == 4:
+                    sums.append(sum(e[1] for e in ents))
+            res = iperf3_results(clis, srvs)
+            s1 = side.stats
+        finally:
+            kill_left(clis)
+            side.stop()
+        assert len(gains) > 100 and len(sums) > 100 and len(last) >= 4, (len(gains), len(sums),
+                                                                          len(last))
+        sums.sort()
+        # the four data streams: iperf3's control connection (-C hpcc too)
+        # may have been probed, with next to nothing to send
+        data = sorted(last.values(), key=lambda v: v.pace_want_bits)[-4:]
+        out[gmax] = {"gain_min": min(gains), "gain_max": max(gains),
+                     "ratios": sorted(round(v.pace_ratio, 3) for v in data
+                                      if v.pace_ratio is not None),
+                     "rate_sum_p95": sums[int(0.95 * len(sums))] / link_Bps,
+                     "fed": s1["pace_fed"] - s0["pace_fed"],
+                     "lowered": s1["pace_lowered"] - s0["pace_lowered"],
+                     "goodput_mbps": res[0] / 1e6}
+    print(f"[pacing gain, four flows] off: {out[1.0]}, on (max 1.5): {out[1.5]}")
+    off, on = out[1.0], out[1.5]
+    assert len(off["ratios"]) == 4 and all(0 < r < 1.5 for r in off["ratios"]), off
+    assert min(off["ratios"]) < 1, off            # the pacer (and the host) lose some of R
+    assert off["gain_min"] == off["gain_max"] == 1.0 and off["fed"] == off["lowered"] == 0, off
+    assert off["rate_sum_p95"] <= 1.1, off
+    assert on["fed"] > 50, on
+    assert 1.0 <= on["gain_min"] and on["gain_max"] <= 1.5, on
+    # raised where the flows lost some of R (all runs so far: they delivered
+    # 0.58-0.79 of it at load 7, 0.91 on the idle machine in session 10)
+    assert on["gain_max"] > 1.0 or min(on["ratios"]) >= 0.97, on
+    assert on["rate_sum_p95"] <= 1.5 * 1.1, on
+    for r in (off, on):                           # the flows ran (400-820 Mbit/s at load 3-7)
+        assert r["goodput_mbps"] > 150, r

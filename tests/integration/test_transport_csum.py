@@ -25,30 +25,23 @@ import time
 
 import pytest
 
-from conftest import netns_pair_ctx, transport_engines
+from conftest import netns_pair_ctx, set_mtu, transfer, transport_engines
+from hpccd.core.checksum import internet_checksum
+
+# A checksum summed in full equals the folded pseudo-header sum (what an
+# offloaded field holds, taken unchecked and counted csum_unverified) by
+# chance, about once in 65,536 packets: one in a CI run of 1,393.  With the
+# offload wrongly on every packet would count.
+CHANCE = 2
 
 tp = pytest.importorskip("hpccd.transport.engine", reason="hpccd._transport not built")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and AF_XDP need root")
 
 
-def _set_mtu(pair, mtu: int) -> None:
-    for ns, dev in ((pair.a, pair.va), (pair.b, pair.vb)):
-        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(mtu)],
-                       check=True)
-
-
 def _flow(tx, rx, peer: str, nbytes: int):
     s0 = rx.stats()
-    flow = tx.open_flow(peer, nbytes, algo="dctcp", int_mode="none", timeout_s=20,
-                        line_rate_bps=5_000_000_000)
-    try:
-        res = flow.wait(60)
-        got = rx.wait_rx_flow(flow.flow_id, timeout=10.0)
-    finally:
-        flow.close()
-    assert res.done, res
-    assert got.bytes == nbytes and got.crc32 == tp.pattern_crc32(flow.seed, nbytes), got
+    res, _ = transfer(tx, rx, peer, nbytes, line_rate_bps=5_000_000_000)
     s1 = rx.stats()
     return res, {k: s1[k] - s0[k] for k in ("csum_unverified", "bad_csum")}, \
         s1["by_type"]["DATA"] - s0["by_type"]["DATA"]
@@ -57,7 +50,7 @@ def _flow(tx, rx, peer: str, nbytes: int):
 @pytest.mark.parametrize("mtu", [1500, 9000])
 def test_offloaded_checksum_on_a_veth_is_taken_unverified(mtu):
     with netns_pair_ctx() as pair:
-        _set_mtu(pair, mtu)
+        set_mtu(pair, mtu)
         with transport_engines(pair) as make:
             rx, tx = make("b"), make("a")
             assert tx.stats()["tx_csum_offload"] == 1       # the default, and 6.8+ took it
@@ -71,14 +64,14 @@ def test_checksum_completed_on_the_path_is_verified():
     DATA checksum in software from the request (validate_xmit_skb), the
     receiver sums and verifies every one."""
     with netns_pair_ctx() as pair:
-        _set_mtu(pair, 9000)
+        set_mtu(pair, 9000)
         subprocess.run(["ip", "netns", "exec", pair.a, "ethtool", "-K", pair.va, "tx", "off"],
                        check=True, capture_output=True)
         with transport_engines(pair) as make:
             rx, tx = make("b"), make("a")
             assert tx.stats()["tx_csum_offload"] == 1
             res, d, data = _flow(tx, rx, pair.ip_b, 5_000_000)
-            assert data > 0 and d == {"csum_unverified": 0, "bad_csum": 0}, (d, data)
+            assert data > 0 and d["bad_csum"] == 0 and d["csum_unverified"] <= CHANCE, (d, data)
 
 
 def test_offload_off_sums_every_checksum(netns_pair):
@@ -86,16 +79,7 @@ def test_offload_off_sums_every_checksum(netns_pair):
         rx, tx = make("b"), make("a", csum_offload=False)
         assert tx.stats()["tx_csum_offload"] == 0
         res, d, data = _flow(tx, rx, netns_pair.ip_b, 2_000_000)
-        assert data > 0 and d == {"csum_unverified": 0, "bad_csum": 0}, (d, data)
-
-
-def _sum16(b: bytes) -> int:
-    if len(b) % 2:
-        b += b"\0"
-    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s
+        assert data > 0 and d["bad_csum"] == 0 and d["csum_unverified"] <= CHANCE, (d, data)
 
 
 def test_receiver_judges_crafted_checksums(netns_pair):
@@ -127,8 +111,9 @@ def test_receiver_judges_crafted_checksums(netns_pair):
         return bytes(raw)
 
     ulen = 8 + len(body)
-    pseudo = _sum16(socket.inet_aton(p.ip_a) + socket.inet_aton(p.ip_b) +
-                    struct.pack("!BBH", 0, 17, ulen))
+    # the folded pseudo-header sum: the checksum's complement
+    pseudo = ~internet_checksum(socket.inet_aton(p.ip_a) + socket.inet_aton(p.ip_b) +
+                                struct.pack("!BBH", 0, 17, ulen)) & 0xFFFF
     good = frame(body2, None)
     (good_check,) = struct.unpack_from("!H", good, 40)
     with transport_engines(p) as make:

@@ -19,31 +19,13 @@ import time
 
 import pytest
 
-from conftest import netns_pair_ctx, transport_engines
+from conftest import netns_pair_ctx, set_mtu, transfer, transport_engines
 
 tp = pytest.importorskip("hpccd.transport.engine", reason="hpccd._transport not built")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and AF_XDP need root")
 
 CLI = [sys.executable, "-m", "hpccd.cli.main"]
-
-
-def _set_mtu(pair, mtu: int) -> None:
-    for ns, dev in ((pair.a, pair.va), (pair.b, pair.vb)):
-        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(mtu)],
-                       check=True)
-
-
-def _flow(tx, rx, peer: str, nbytes: int, **kw):
-    flow = tx.open_flow(peer, nbytes, algo="dctcp", int_mode="none", timeout_s=20,
-                        line_rate_bps=5_000_000_000, **kw)
-    try:
-        res = flow.wait(60)
-        got = rx.wait_rx_flow(flow.flow_id, timeout=10.0)
-    finally:
-        flow.close()
-    assert res.done, res
-    return res, got
 
 
 @pytest.mark.parametrize("mtu", [1500, 9000])
@@ -55,10 +37,11 @@ def test_repeated_buffer_arrives_byte_exact(mtu):
     buf = tp.pattern_bytes(7, 0, 100_003)
     n = 3_000_017
     with netns_pair_ctx() as pair:
-        _set_mtu(pair, mtu)
+        set_mtu(pair, mtu)
         with transport_engines(pair) as make:
             rx, tx = make("b"), make("a")
-            res, got = _flow(tx, rx, pair.ip_b, n, repeat=buf)
+            res, got = transfer(tx, rx, pair.ip_b, n, verify=False,
+                                line_rate_bps=5_000_000_000, repeat=buf)
             assert got.bytes == n, got
             assert got.crc32 == tp.repeat_crc32(buf, n), got
             assert got.crc32 != tp.pattern_crc32(7, n)
@@ -83,7 +66,8 @@ def test_counting_receiver_delivers_without_a_crc(netns_pair):
         rx, tx = make("b", sink="count"), make("a")
         s0 = rx.stats()
         for kw in ({"repeat": tp.pattern_bytes(3, 0, 65_536)}, {"seed": 11}):
-            res, got = _flow(tx, rx, netns_pair.ip_b, 4_000_000, **kw)
+            res, got = transfer(tx, rx, netns_pair.ip_b, 4_000_000, verify=False,
+                                line_rate_bps=5_000_000_000, **kw)
             assert got.bytes == 4_000_000 and got.crc32 == 0, got
             assert got.stats["pkts"] >= res.stats["pkts"] - res.stats["retx_pkts"], got.stats
         s1 = rx.stats()

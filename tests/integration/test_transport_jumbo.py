@@ -13,12 +13,11 @@ from __future__ import annotations
 import os
 import pathlib
 import struct
-import subprocess
 import sys
 
 import pytest
 
-from conftest import lab_ctx, netns_pair_ctx, transport_engines
+from conftest import lab_ctx, netns_pair_ctx, set_mtu, transfer, transport_engines
 from hpccd.bpf import counters as bpf_counters
 from hpccd.experiment.common import dumbbell
 from hpccd.lab.topology import Topology
@@ -39,24 +38,6 @@ def jumbo_lab(mtu: int) -> str:
                     k_bytes=200_000, mtu=mtu)
 
 
-def _set_mtu(pair, mtu: int) -> None:
-    for ns, dev in ((pair.a, pair.va), (pair.b, pair.vb)):
-        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(mtu)],
-                       check=True)
-
-
-def _transfer(tx, rx, peer: str, nbytes: int, **kw):
-    flow = tx.open_flow(peer, nbytes, algo="dctcp", int_mode="none", timeout_s=20, **kw)
-    try:
-        res = flow.wait(60)
-        got = rx.wait_rx_flow(flow.flow_id, timeout=10.0)
-    finally:
-        flow.close()
-    assert res.done, res
-    assert got.bytes == nbytes and got.crc32 == tp.pattern_crc32(flow.seed, nbytes), got
-    return res, got
-
-
 @pytest.mark.parametrize("mtu", [9000, 16 * 3838 - 14])
 def test_native_xdp_takes_frames_larger_than_a_page(mtu):
     """xdp_host is a multi-buffer (xdp.frags) program: it attaches in native
@@ -64,11 +45,11 @@ def test_native_xdp_takes_frames_larger_than_a_page(mtu):
     is refused there), steers the frames whose payload goes on in fragments
     to the engine, and the engine gathers them exactly."""
     with netns_pair_ctx() as pair:
-        _set_mtu(pair, mtu)
+        set_mtu(pair, mtu)
         with transport_engines(pair, xdp_mode="native") as make:
             rx, tx = make("b"), make("a")
             s_rx, x0 = rx.stats(), rx.xdp_counters()
-            res, got = _transfer(tx, rx, pair.ip_b, 20_000_000, line_rate_bps=5_000_000_000)
+            res, got = transfer(tx, rx, pair.ip_b, 20_000_000, line_rate_bps=5_000_000_000)
             assert res.stats["mss"] + res.stats["hdr_bytes"] - 14 == mtu, res.stats
             # Nothing lost: no retransmission but after a timeout (the
             # engines starved for an RTO on the loaded machine resend one
@@ -91,13 +72,13 @@ def test_native_xdp_takes_frames_larger_than_a_page(mtu):
 @pytest.mark.parametrize("mtu", [9000, 16 * 3838 - 14])
 def test_packets_larger_than_a_frame_on_a_veth_pair(mtu):
     with netns_pair_ctx() as pair:
-        _set_mtu(pair, mtu)
+        set_mtu(pair, mtu)
         with transport_engines(pair) as make:
             rx, tx = make("b"), make("a")
             assert tx.stats()["sg"] == 1 and rx.stats()["sg"] == 1
             assert tx.mtu_max >= mtu
             s_tx, s_rx = tx.stats(), rx.stats()
-            res, got = _transfer(tx, rx, pair.ip_b, 40_000_000, line_rate_bps=5_000_000_000)
+            res, got = transfer(tx, rx, pair.ip_b, 40_000_000, line_rate_bps=5_000_000_000)
             # the flow took the interface's MTU, not one frame's
             assert res.stats["mss"] + res.stats["hdr_bytes"] - 14 == mtu, res.stats
             e_tx, e_rx = tx.stats(), rx.stats()
@@ -112,12 +93,12 @@ def test_packets_larger_than_a_frame_on_a_veth_pair(mtu):
 
 def test_without_multi_buffer_a_flow_keeps_to_one_frame():
     with netns_pair_ctx() as pair:
-        _set_mtu(pair, 9000)
+        set_mtu(pair, 9000)
         with transport_engines(pair, sg=False) as make:
             rx, tx = make("b"), make("a")
             assert tx.stats()["sg"] == 0
             assert tx.mtu_max == 4096 - 2 - 256 - 14
-            res, _ = _transfer(tx, rx, pair.ip_b, 5_000_000)
+            res, _ = transfer(tx, rx, pair.ip_b, 5_000_000)
             assert res.stats["mss"] + res.stats["hdr_bytes"] - 14 == tx.mtu_max
             assert tx.stats()["tx_mb_pkts"] == 0
             with pytest.raises(tp.TransportError, match="(?i)mtu"):
@@ -145,7 +126,7 @@ def test_jumbo_selective_repeat_under_loss_through_a_switch():
             attached = True
             with transport_engines(lab) as make:
                 rx, tx = make("r1"), make("h1")
-                res, got = _transfer(tx, rx, lab.address("r1"), 60_000_000,
+                res, got = transfer(tx, rx, lab.address("r1"), 60_000_000,
                                      line_rate_bps=2_000_000_000, recovery="sr")
                 dropped = sum(int.from_bytes(v[:8], sys.byteorder)
                               for v in obj.map("hpccd_loss_cnt").lookup(1))
@@ -168,15 +149,10 @@ def test_jumbo_packets_carry_int_through_the_switch(mtu):
     with lab_ctx(Topology.loads(jumbo_lab(mtu))) as lab:
         with transport_engines(lab) as make:
             rx, tx = make("r1"), make("h1")
-            flow = tx.open_flow(lab.address("r1"), 20_000_000, algo="hpcc", int_mode="every",
-                                line_rate_bps=2_000_000_000, hpcc={"T_ns": 300_000},
-                                timeout_s=20)
-            try:
-                res = flow.wait(60)
-                got = rx.wait_rx_flow(flow.flow_id, timeout=10.0)
-            finally:
-                flow.close()
-    assert res.done and got.bytes == 20_000_000, (res, got)
+            res, got = transfer(tx, rx, lab.address("r1"), 20_000_000, verify=False,
+                                algo="hpcc", int_mode="every", line_rate_bps=2_000_000_000,
+                                hpcc={"T_ns": 300_000})
+    assert got.bytes == 20_000_000, (res, got)
     assert res.stats["mss"] + res.stats["hdr_bytes"] - 14 == mtu, res.stats
     assert got.stats["int_pkts"] == got.stats["pkts"] > 0, got.stats
     assert res.stats["cc_updates"] > 100, res.stats

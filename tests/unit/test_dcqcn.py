@@ -215,7 +215,8 @@ def test_the_batch_gives_the_bits_of_single_calls():
 @pytest.mark.parametrize("key,value", [
     ("g", 0.0), ("g", 1.5), ("K_ns", 0), ("T_ns", 0), ("B_bytes", 0), ("F", 0), ("F", 1001),
     ("R_AI_bps", 95_000.0),          # below 1e11 / 2^20 = 95367.4 bit/s
-    ("R_HAI_bps", -1.0), ("min_rate_bps", 0.0), ("min_rate_bps", 2e11), ("alpha_init", 1.5),
+    ("R_HAI_bps", -1.0), ("R_HAI_bps", 95_000.0), ("R_HAI_bps", 5e-324),
+    ("min_rate_bps", 0.0), ("min_rate_bps", 2e11), ("alpha_init", 1.5),
     ("line_rate_bps", 0),
 ])
 def test_bad_parameters_are_refused_by_name(key, value):
@@ -223,6 +224,7 @@ def test_bad_parameters_are_refused_by_name(key, value):
         Dcqcn(**{key: value})
     assert e.value.key == key, str(e.value)
     Dcqcn(R_AI_bps=95_368.0)         # just above the bound: accepted
+    Dcqcn(R_HAI_bps=95_368.0)
     with pytest.raises(ParamError):
         Dcqcn(Kmin=1)                # unknown
 

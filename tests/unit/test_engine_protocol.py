@@ -37,6 +37,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -148,6 +149,18 @@ def test_admission_caps_unfinished_flows_per_peer(harness):
     res = run(harness, "admit", 71, flows=20, rx_peer_max=8)
     assert res["max_rx_live"] == 8 and res["rx_peer_full"] > 0, res
     assert res["rx_flows"] == 20 and res["done_exact"] == 20, res
+
+
+def test_receiver_finds_ten_thousand_flows_of_one_sender_at_their_home_slot(harness):
+    """tp_rx_home (docs/transport.md "Flows"): a sender's flow ids carry its
+    slot, and the home permutes slots, so 10,000 flows of one sender sit in
+    10,000 distinct home slots of the 16,384-slot table and a DATA packet's
+    lookup reads one slot (the hash it replaced left 7,599 slots of probing
+    among them).  The flows keep sending meanwhile (about 16,500 packets in
+    the 20 ms, none resent)."""
+    res = run(harness, "scale", 1, flows=10_000, ms=20, rx_peer_max=0, tick_us=20)
+    assert res["rx_used"] == 10_000 and res["rx_probes"] == 0, res
+    assert res["pkts"] > 10_000 and res["retx"] == 0, res
 
 
 # ---- multi-buffer packets (a socket bound with XDP_USE_SG) ----------------------------
@@ -567,3 +580,119 @@ def test_an_incasts_queue_is_gone_a_few_rtts_after_its_own_transmission(harness)
         own = q_peak * 8 / 10e9 * 1e6                 # its transmission at line rate, us
         assert tr[drained][0] - t_peak <= own + 8 * rtt_us, (seed, tr[drained], own)
         assert max(q for _, q in tr[drained:]) <= 10 * 1514, seed
+
+
+def _fairness(harness, seed: int, **kw) -> list:
+    """The lab's fairness run on the engine's code: 4 HPCC flows join a 1 Gbit/s port
+    one a second and leave in reverse order, T = 210 us, one-way delay 80 us, N = 100
+    (docs/results.md's fairness run); its phases read by tests/unit/engine/fairness_trace.py."""
+    sys.path.insert(0, str(HERE))
+    try:
+        trace = importlib.import_module("fairness_trace")
+    finally:
+        sys.path.pop(0)
+    res = run(harness, "fairness", seed, flows=4, rate_gbps=1, bneck_gbps=1, T_us=210,
+              delay_us=80, N=100, step_us=1_000_000, bin_us=1000, **kw)
+    assert res["port_drops"] == 0, res["port_drops"]
+    return trace.analyse(res)
+
+
+def test_flows_converge_to_fairness_when_u_is_unbiased(harness):
+    """[HPCC] section 5.2, Figure 9g/9h on the engine's own code (docs/experiments.md
+    "Fairness without the lab's CPUs"): with an ACK per packet and the switch's qLen
+    stamped 0, every flow's U is the same link's txRate, and Algorithm 1's additive
+    step W_AI = W_init (1 - eta) / 100 (13 bytes) brings 2, 3 and 4 flows to Jain
+    about 0.98 over each phase's second half (the least phase of a run 0.963-0.993 in 18
+    runs, median 0.986: the harness's clock starts at the real one's, so runs differ;
+    asserted: the median of three >= 0.975, none below 0.95),
+    its windows' Jain >= 0.98 for good 263-755 ms after a join in most runs (1,365-3,769
+    W^c updates of the newest flow; the harness's clock starts at the real one's, so a
+    run's W hovering near 0.98 is not asserted).  It fails with the core's W_AI at 0
+    (checked: the ratios a join leaves are kept).
+
+    With the switch's real qLen (the queue a packet leaves behind at departure,
+    [HPCC] section 4.1) the same run does not converge: the newest flow takes
+    0.7-0.8 of the link and the others sit at W_min (Jain 0.54 / 0.39 / 0.32 for 2 /
+    3 / 4 flows in every seed).  A small flow's packet, arriving among a big flow's
+    smoothly paced ones, nearly always leaves one of them behind: one 1,514-byte
+    frame is 0.058 of U at B x T = 26 KB, more than 1 - eta, so the small flow is
+    cut while the big one is not (its U measured above the big one's), which makes
+    it smaller still."""
+    least = []
+    for seed in (1, 2, 3):
+        phases = _fairness(harness, seed, ack_every=1, int_noq=1)
+        least.append(min(ph.jain_second_half for ph in phases if ph.flows >= 2))
+    assert min(least) >= 0.95 and sorted(least)[1] >= 0.975, least
+    real = _fairness(harness, 1, ack_every=1)
+    four = next(ph for ph in real if ph.flows == 4)
+    assert four.jain_second_half < 0.5, four
+    assert max(four.rates_bps) >= 0.65e9 and min(four.rates_bps) <= 0.06e9, four
+
+
+def test_fairness_returns_once_one_queued_frame_is_a_small_part_of_u(harness):
+    """Issue 15 section 4, docs/experiments.md "Fairness and B x T": at the lab's
+    B x T of 17 frames (1 Gbit/s, T = 210 us) HPCC does not converge after a join
+    because a small flow's packet nearly always leaves one of a big flow's frames
+    behind it, and one frame is 1 / 17 = 0.058 of U, more than the 1 - eta = 0.05
+    Algorithm 1 leaves.  Everything else the lab's (1 Gbit/s, one-way delay 80 us,
+    an ACK every 4, INT at the dequeue, N = 100, eta 0.95) but T = 1 ms, B x T is
+    83 frames and one frame 0.012 of U: the four flows converge (the least phase's
+    Jain over its second half 0.980-0.990 in seeds 1-3; asserted >= 0.97).
+
+    The claimed cause mutated, nothing else: the port stamps 5 x its queue, so one
+    frame weighs 0.061 of U as at 17 frames, with the same B, T, RTT, W_init and
+    W_AI: the newest flow takes the link again (the four-flow phase 0.414,
+    179/28/27/639 Mbit/s)."""
+    kw = dict(flows=4, rate_gbps=1, bneck_gbps=1, T_us=1000, delay_us=80, N=100,
+              ack_every=4, int_at="deq", step_us=2_500_000, bin_us=1000)
+    with ThreadPoolExecutor(2) as ex:
+        fair, mutated = ex.map(lambda q: _fairness_run(harness, 1, qlen_scale=q, **kw), (1, 5))
+    least = min((ph for ph in fair if ph.flows >= 2), key=lambda ph: ph.jain_second_half)
+    assert least.jain_second_half >= 0.97, least
+    four = next(ph for ph in mutated if ph.flows == 4)
+    assert four.jain_second_half < 0.6 and max(four.rates_bps) > 0.5e9, four
+
+
+def test_at_the_labs_b_x_t_a_larger_w_ai_converges(harness):
+    """docs/experiments.md "Fairness and B x T": at the lab's 17 frames (1 Gbit/s,
+    T = 210 us, INT at the dequeue, eta 0.95) the flows converge with [HPCC]
+    section 5.1's W_AI of 80 bytes (the paper's testbed ran it at 25 Gbit/s x
+    9 us = 28 KB of B x T, like the lab's 26 KB: W_init (1 - eta) / 17.6) and
+    section 3.1's ACK per packet: the least phase's Jain over its second half
+    0.983-0.990 in seeds 1-3 (asserted >= 0.97).  Without the rule, W_AI by N =
+    100 (13 bytes), the newest flow keeps the link (0.42-0.44); with the lab's
+    ACK every 4 the same W_AI does not converge either (0.83-0.95: a quarter of
+    the records, each weighing four times as much in U), twice it, 160 bytes
+    (W_init (1 - eta) / 8), does (0.993-0.994)."""
+    kw = dict(flows=4, rate_gbps=1, bneck_gbps=1, T_us=210, delay_us=80, N=100,
+              int_at="deq", step_us=1_000_000, bin_us=1000)
+    cases = [dict(ack_every=1, w_ai=80), dict(ack_every=1), dict(ack_every=4, w_ai=80),
+             dict(ack_every=4, w_ai=160)]
+    with ThreadPoolExecutor(2) as ex:
+        rule, n100, ack4, rule4 = ex.map(lambda c: _fairness_run(harness, 1, **kw, **c), cases)
+
+    def least(phases):
+        return min((ph for ph in phases if ph.flows >= 2), key=lambda ph: ph.jain_second_half)
+
+    assert least(rule).jain_second_half >= 0.97, least(rule)
+    assert least(n100).jain_second_half < 0.6, least(n100)
+    # below the 0.97 the converging cases reach (0.83-0.91 in the helper's
+    # seeds, 0.950 in one CI run: the harness's clock starts at the real one's)
+    assert least(ack4).jain_second_half < 0.97, least(ack4)
+    assert least(rule4).jain_second_half >= 0.97, least(rule4)
+
+
+def _fairness_run(harness, seed: int, **kw) -> list:
+    """One harness fairness run (longer than run()'s timeout allows on a loaded
+    machine), read by fairness_trace."""
+    sys.path.insert(0, str(HERE))
+    try:
+        trace = importlib.import_module("fairness_trace")
+    finally:
+        sys.path.pop(0)
+    args = [str(harness), "fairness", str(seed), *(f"{k}={v}" for k, v in kw.items())]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["port_drops"] == 0, res["port_drops"]
+    return trace.analyse(res)

@@ -83,7 +83,8 @@ def test_summary_written_and_read_back(tmp_path):
     (r,) = doc["results"]
     assert "rates" not in r and "wnd_limited" not in r
     assert r["phases"] == [{"flows": 2, "active": ["flow1", "flow2"],
-                            "rates_bps": [4e8, 5e8], "sum_bps": 9e8, "jain": 0.99}]
+                            "rates_bps": [4e8, 5e8], "sum_bps": 9e8, "jain": 0.99,
+                            "jain_whole": None}]       # not given: nan, written as null
     back = Summary.load(res.dir)
     assert (back.experiment, back.params, back.results, back.skipped, back.extra) == \
         ("fairness", {"flows": 2}, doc["results"], {"dcqcn": "no NIC"}, {"note": 1})
@@ -177,3 +178,27 @@ def test_rows_read_back_typed(tmp_path):
     # every experiment says its row type, and it is a dataclass
     for mod in EXPERIMENTS.values():
         assert dataclasses.is_dataclass(mod.ROW), mod.NAME
+
+
+def test_fairness_says_whether_its_b_x_t_lets_hpcc_converge():
+    """The fairness summary's line on the bottleneck's B x T in frames, which the
+    HPCC row's verdict cites (docs/experiments.md "Fairness and B x T"): under
+    fairness.CONVERGES_FROM_FRAMES it says so, and that at 17-35 frames the newest
+    flow kept the link; without an HPCC row or a B x T, nothing."""
+    phase = fairness.Phase(flows=2, active=["flow1", "flow2"], rates_bps=[4e8, 5e8],
+                           sum_bps=9e8, jain=0.99)
+
+    def row(algo):
+        return fairness.FairnessRow(algo=algo, t0_ns=0, line_bps=10**9, phases=[phase],
+                                    jain_min=0.5, jain_median=0.6, utilisation=0.9,
+                                    util_min=0.9, q_p95_kb=1.0, q_p99_kb=2.0, cpu_busy=0.4,
+                                    queue_bound=False, verdict="CPU-bound", rates=[[(0, 1.0)]])
+
+    small = fairness.bxt_note([row("cubic"), row("hpcc")], {"bxt_frames": 17.3})
+    assert "B x T 17.3 frames, under the 80" in small and "0.058 of U" in small, small
+    assert "at 17-35 frames the newest flow kept the link" in small
+    big = fairness.bxt_note([row("hpcc")], {"bxt_frames": 173.4})
+    assert "B x T 173.4 frames: at 80 or more HPCC converged" in big, big
+    assert "unless W_AI was raised to its floor" in small
+    assert fairness.bxt_note([row("cubic")], {"bxt_frames": 17.3}) == ""
+    assert fairness.bxt_note([row("hpcc")], {}) == ""

@@ -121,7 +121,9 @@ def test_collector_emits_exactly_the_declared_metrics():
                        "hpccd_tcp_probes_per_round_trip_ratio",
                        "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
                        "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
-                       "hpccd_tcp_pacing_rate_lent_total"}
+                       "hpccd_tcp_pacing_rate_lent_total",
+                       "hpccd_tcp_cc_limited_acks_total",
+                       "hpccd_tcp_pacing_gain_updates_total"}
     by = {m.name: m for m in metrics.METRICS}
     for name, samples in got.items():
         base = next((n for n in (name, name[:-7], name[:-4], name[:-6]) if n in by), None)
@@ -165,9 +167,10 @@ def test_tcp_side_probe_engine_metrics():
     stats = {k: 0 for k in tcp_side.STATS}
     stats.update(late_hist=hist, late_sum_ns=25_000_000, late_n=8, chain_rtt_ns=3_000_000_000,
                  chain_interval_ns=1_000_000_000, wakeups=77, rate_shared=9,
-                 rate_lent=4)
+                 rate_lent=4, pace_fed=21, pace_lowered=6)
     counters = {k: (0, 0) for k in tcp_side.HPCC_COUNTERS}
-    counters.update(used_hpcc=(900, 0), fb_no_daemon=(12, 0), enter_fallback=(2, 0))
+    counters.update(used_hpcc=(900, 0), fb_no_daemon=(12, 0), enter_fallback=(2, 0),
+                    lim_cwnd=(31, 0), lim_timer=(550, 0))
     comp = types.SimpleNamespace(healthy=lambda: True,
                                  probe_metrics=lambda: {"stats": stats, "cc": counters})
     state = _state()
@@ -188,10 +191,15 @@ def test_tcp_side_probe_engine_metrics():
     assert val("hpccd_tcp_probe_engine_wakeups_total") == [77]
     assert val("hpccd_tcp_pacing_rate_shared_total") == [9]
     assert val("hpccd_tcp_pacing_rate_lent_total") == [4]
+    assert val("hpccd_tcp_pacing_gain_updates_total", by="loss") == [21]
+    assert val("hpccd_tcp_pacing_gain_updates_total", by="queue") == [6]
     assert val("hpccd_tcp_cc_acks_total", mode="hpcc") == [900]
     assert val("hpccd_tcp_cc_acks_total", mode="fb_no_daemon") == [12]
     assert val("hpccd_tcp_cc_acks_total", mode="winit") == [0]
     assert val("hpccd_tcp_cc_fallbacks_total") == [2]
+    assert val("hpccd_tcp_cc_limited_acks_total", by="timer") == [550]
+    assert val("hpccd_tcp_cc_limited_acks_total", by="cwnd") == [31]
+    assert val("hpccd_tcp_cc_limited_acks_total", by="tsq") == [0]
 
 
 def test_top_k_is_opt_in_and_bounded():

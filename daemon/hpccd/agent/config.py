@@ -86,8 +86,8 @@ _PEER = ("name", "prefix", "algorithm", "dctcp_endpoint", "hpcc", "dctcp", "ldcp
 _METRICS = ("top_flows", "int_hop_series")
 _LIMITS = ("max_flows", "umem_bytes")
 _TCP_SIDE = ("t_from_rtt", "t_rtt_factor", "probe_gap_rtt", "cwnd_rtt_gain", "stale_ms",
-             "gso_max_segs", "host_cap_t", "path_rate_gain", "path_rate_shared",
-             "path_rate_work_conserving")
+             "gso_max_segs", "host_cap_t", "path_rate_gain", "solo_rate_gain", "path_rate_shared",
+             "path_rate_work_conserving", "app_limited_hold", "pace_gain_max")
 
 # Keys that need a restart: compiled into the BPF programs (port, DSCP,
 # flags), bound at start (interfaces, sockets, UMEM) or choosing code.
@@ -127,8 +127,11 @@ class TcpSideOptions:
     gso_max_segs: int = 0           # cap of the tc_tracker interface's GSO trains; 0: leave it
     host_cap_t: float = 1.0         # the hosts' share in cwnd counts at most this x T
     path_rate_gain: float = 1.0     # R at most this x the path's slowest link
+    solo_rate_gain: float = 1.0     # ... for a flow alone on its path (the kernel's pacer)
     path_rate_shared: bool = True   # one host's flows on one path: their R summed at most that
     path_rate_work_conserving: bool = False  # ... and a flow's unused part lent to the others
+    app_limited_hold: bool = False  # W not raised from an interval the flow left it unused
+    pace_gain_max: float = 1.0      # pacing rate up to this x R, following the pacer's loss
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of TcpSide."""
@@ -136,8 +139,11 @@ class TcpSideOptions:
                 "probe_gap_rtt": self.probe_gap_rtt, "cwnd_rtt_gain": self.cwnd_rtt_gain,
                 "stale_ns": self.stale_ms * 1_000_000, "gso_max_segs": self.gso_max_segs,
                 "host_cap_t": self.host_cap_t, "path_rate_gain": self.path_rate_gain,
+                "solo_rate_gain": self.solo_rate_gain,
                 "path_rate_shared": self.path_rate_shared,
-                "path_rate_work_conserving": self.path_rate_work_conserving}
+                "path_rate_work_conserving": self.path_rate_work_conserving,
+                "app_limited_hold": self.app_limited_hold,
+                "pace_gain_max": self.pace_gain_max}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -452,9 +458,13 @@ class _Validator(Validator):
             host_cap_t=self.float_(ts, p, "host_cap_t", d.host_cap_t, lo=0.0, hi=64.0),
             path_rate_gain=self.float_(ts, p, "path_rate_gain", d.path_rate_gain, lo=0.1,
                                        hi=4.0),
+            solo_rate_gain=self.float_(ts, p, "solo_rate_gain", d.solo_rate_gain, lo=0.1,
+                                       hi=4.0),
             path_rate_shared=self.bool_(ts, p, "path_rate_shared", d.path_rate_shared),
             path_rate_work_conserving=self.bool_(ts, p, "path_rate_work_conserving",
-                                                 d.path_rate_work_conserving))
+                                                 d.path_rate_work_conserving),
+            app_limited_hold=self.bool_(ts, p, "app_limited_hold", d.app_limited_hold),
+            pace_gain_max=self.float_(ts, p, "pace_gain_max", d.pace_gain_max, lo=1.0, hi=4.0))
         if tcp_opts.path_rate_work_conserving and not tcp_opts.path_rate_shared:
             self.fail(("tcp_side", "path_rate_work_conserving"),
                       "needs tcp_side.path_rate_shared = true (it lends the part of the shared "

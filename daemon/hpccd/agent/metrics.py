@@ -143,11 +143,19 @@ METRICS: tuple[Metric, ...] = (
     Metric("hpccd_tcp_pacing_rate_lent_total", "counter", (),
            "Windows whose pacing rate went above the flow's part of its path's rate, lent by "
            "the path's other flows (tcp_side.path_rate_work_conserving)."),
+    Metric("hpccd_tcp_pacing_gain_updates_total", "counter", ("by",),
+           "Responses that moved a flow's pacing gain (tcp_side.pace_gain_max): by loss, "
+           "towards what the pacer lost of HPCC's rate; by queue, halved by a queue on the "
+           "path."),
     Metric("hpccd_tcp_cc_acks_total", "counter", ("mode",),
            "ACKs the struct_ops hpcc CC handled, by mode (hpcc, winit, and the Reno "
            "fallback's fb_stale, fb_no_entry, fb_no_daemon)."),
     Metric("hpccd_tcp_cc_fallbacks_total", "counter", (),
            "Times a flow of the hpcc CC entered the Reno fallback."),
+    Metric("hpccd_tcp_cc_limited_acks_total", "counter", ("by",),
+           "HPCC-mode ACKs of the hpcc CC by what held the flow back as they came (cwnd: its "
+           "whole cwnd in flight; pacing: next send due later; app; tsq; timer: its pacing "
+           "timer armed past its due time); the rest of hpcc's ACKs: none of them."),
     # -- opt-in top-K per flow --
     Metric("hpccd_top_flow_window_bytes", "gauge", ("flow_id", "algorithm", "peer"),
            "Window of the metrics.top_flows fastest flows (absent unless configured)."),
@@ -164,7 +172,8 @@ TCP_SIDE_ONLY = frozenset({
     "hpccd_tcp_probe_chain_interval_seconds_total", "hpccd_tcp_probes_per_round_trip_ratio",
     "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
     "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
-    "hpccd_tcp_pacing_rate_lent_total"})
+    "hpccd_tcp_pacing_rate_lent_total", "hpccd_tcp_cc_limited_acks_total",
+    "hpccd_tcp_pacing_gain_updates_total"})
 
 _BY_NAME = {m.name: m for m in METRICS}
 
@@ -274,11 +283,16 @@ class HpccdCollector(Collector):
         fam.add("hpccd_tcp_probe_engine_wakeups_total", (), st["wakeups"])
         fam.add("hpccd_tcp_pacing_rate_shared_total", (), st["rate_shared"])
         fam.add("hpccd_tcp_pacing_rate_lent_total", (), st["rate_lent"])
+        fam.add("hpccd_tcp_pacing_gain_updates_total", ("loss",), st["pace_fed"])
+        fam.add("hpccd_tcp_pacing_gain_updates_total", ("queue",), st["pace_lowered"])
         modes = {"used_hpcc": "hpcc", "used_winit": "winit", "fb_stale": "fb_stale",
                  "fb_no_entry": "fb_no_entry", "fb_no_daemon": "fb_no_daemon"}
         for slot, mode in modes.items():
             fam.add("hpccd_tcp_cc_acks_total", (mode,), m["cc"].get(slot, (0, 0))[0])
         fam.add("hpccd_tcp_cc_fallbacks_total", (), m["cc"].get("enter_fallback", (0, 0))[0])
+        for by in ("cwnd", "pacing", "app", "tsq", "timer"):
+            fam.add("hpccd_tcp_cc_limited_acks_total", (by,),
+                    m["cc"].get("lim_" + by, (0, 0))[0])
 
     def _flows(self, fam: _Families, s: Any) -> dict[tuple[str, str], int]:
         groups = s.flows.groups()

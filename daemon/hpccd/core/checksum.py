@@ -7,8 +7,10 @@ caller puts the pseudo-header in front of the segment).  C has one of its
 own, include/hpccd/csum.h (userspace; the BPF programs sum with the kernel's
 bpf_csum_diff(), include/hpccd/build.h "Checksums").
 
-Users: the lab's ICMP echo (hpccd.lab.netns) and the TCP-side probe
-(hpccd.tcp_side.engine).  A buffer that carries its correct checksum sums to 0.
+Users: the lab's ICMP echo (hpccd.lab.reach), the TCP-side probe
+(hpccd.tcp_side.engine) and the tests that check or craft checksums.  A
+buffer that carries its correct checksum sums to 0; the complement of the
+result is the folded sum itself (what a CHECKSUM_PARTIAL field holds).
 """
 from __future__ import annotations
 

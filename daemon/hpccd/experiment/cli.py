@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
     hg.add_argument("--n", type=int, metavar="N",
                     help="N of the W_AI rule of thumb, the expected maximum number of "
                          f"concurrent flows on a link (default {DEFAULT_N}, [HPCC] section 5.1)")
+    ep.add_argument("--ack-every", type=int, metavar="M",
+                    help="native flows' receivers acknowledge every M packets (default 4, the "
+                         "lab's; [HPCC] section 3.1 acknowledges every packet)")
     ep.add_argument("--senders", type=int, help="incast senders (default 7); fct: sender hosts "
                                                 "and receiver hosts (default 4 each)")
     ep.add_argument("--size", type=int, help="bytes per incast flow (default 500000)")
@@ -129,12 +132,15 @@ def _set_hpcc(args: argparse.Namespace) -> None:
         raise UsageError(f"--n {args.n}: the expected number of concurrent flows, 1 or more")
     if args.T_us is not None and not args.T_us > 0:
         raise UsageError(f"--T-us {args.T_us:g}: microseconds, > 0")
+    ack = getattr(args, "ack_every", None)
+    if ack is not None and not 1 <= ack <= 64:
+        raise UsageError(f"--ack-every {ack}: packets per ACK, 1 to 64")
     try:
         cc.Hpcc(**given, **({"N_flows": args.n} if args.n else {}))
     except cc.ParamError as e:
         name = "--n" if e.key == "N_flows" else opts.get(e.key, (e.key,))[0]
         raise UsageError(f"{name}: {e}") from None
-    set_given(given, args.n)
+    set_given(given, args.n, ack)
 
 
 def main(args: argparse.Namespace) -> int:

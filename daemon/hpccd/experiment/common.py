@@ -11,7 +11,8 @@ from .native import NativeFlow, NativeSink
 from .report import progress
 
 __all__ = ["Skip", "UsageError", "parse_shares", "open_flow", "open_sink", "native_engines", "base_rtt",
-           "dumbbell", "star", "run_each", "verdict_lines", "with_defaults"]
+           "dumbbell", "star", "run_each", "run_in_lab", "verdict_lines",
+           "with_defaults"]
 
 
 class Skip(Exception):
@@ -152,6 +153,31 @@ def run_each(exp: str, algos: list[Algo], kcc, senders: list[str], receivers: li
         progress(exp, f"{a.name}: {done(r)}")
         time.sleep(0.3)                      # let the queue empty between algorithms
     return rows, skipped
+
+
+def run_in_lab(exp: str, lab_factory, topo, algos: list[Algo], p: dict[str, Any],
+               pairs: list[tuple[str, str]], switch: str, peer: str, run_one, what: str,
+               done, lab_note: str = "") -> tuple[list, dict[str, str]]:
+    """A dumbbell-style experiment's whole run: the lab of `topo` up
+    (lab_factory) with the native engines and the kernel's congestion
+    controls; the idle base RTT of the first of `pairs` (sender, receiver);
+    HPCC's T from the loaded RTT over `pairs`, the bottleneck the port of
+    `switch` toward `peer` (loaded_rtt.setup, into `p`); then run_each of
+    `algos` over the pairs' senders and receivers, each run
+    run_one(lab, algo, base RTT).  `lab_note` goes into the "lab up"
+    progress line.  Returns (rows, skipped)."""
+    from . import loaded_rtt
+    from .kernel_cc import KernelCc
+    from .native import Engines
+
+    senders = list(dict.fromkeys(s for s, _ in pairs))
+    receivers = list(dict.fromkeys(r for _, r in pairs))
+    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
+        rtt = base_rtt(lab, *pairs[0])
+        progress(exp, f"lab up{lab_note}; base RTT {rtt * 1e6:.0f} us")
+        loaded_rtt.setup(exp, lab, p, pairs, switch, peer, len(pairs))
+        return run_each(exp, algos, kcc, senders, receivers, lambda a: run_one(lab, a, rtt),
+                        what, done)
 
 
 def verdict_lines(rows: list, skipped: dict[str, str], key: str = "algo",

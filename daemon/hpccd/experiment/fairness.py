@@ -10,7 +10,9 @@ grain).  Flow i starts at (i - 1) x ``step`` and stops at
 Reported: per phase (number of flows active) each flow's mean rate, and
 Jain's fairness index over the converged part of every phase with two or
 more flows (the phase's second half, in ``bin_ms`` bins: the median of
-the per-bin indices); issue 8: HPCC >= 0.98.
+the per-bin indices); issue 8: HPCC >= 0.98.  Beside it the same over the
+whole phase (``jain_whole``, ``jain_min_whole``): the join's convergence
+included, as [HPCC] Figure 9g/9h plot it.
 """
 from __future__ import annotations
 
@@ -21,12 +23,9 @@ from typing import Any
 
 from . import measure
 from .algos import Algo
-from .kernel_cc import KernelCc
-from .native import Engines, send_time
-from . import loaded_rtt
-from .common import (base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines,
-                     with_defaults)
-from .report import Results, progress, pyplot, table
+from .native import CONVERGES_FROM_FRAMES, send_time
+from .common import dumbbell, open_flow, open_sink, run_in_lab, verdict_lines, with_defaults
+from .report import Results, pyplot, table
 from .results import Row, Summary, private
 
 NAME = "fairness"
@@ -60,7 +59,10 @@ class Phase:
     active: list[str]                   # flow names
     rates_bps: list[float]
     sum_bps: float
-    jain: float                         # median over the bins; nan with one flow
+    jain: float                         # median over the second half's bins; nan with one flow
+    # the same over the whole phase, the convergence after a join included
+    # ([HPCC] Figure 9g/9h plot the whole of each phase)
+    jain_whole: float = math.nan
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -73,6 +75,7 @@ class FairnessRow(Row):
     phases: list[Phase]
     jain_min: float                     # over the phases of two flows or more
     jain_median: float
+    jain_min_whole: float = math.nan    # jain_min over whole phases (Phase.jain_whole)
     utilisation: float                  # median phase's share of the link
     util_min: float                     # least phase's
     q_p95_kb: float                     # the bottleneck's queue, time-weighted
@@ -119,25 +122,33 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> FairnessRow:
     rates = [measure.port_rate([s for s in samples if s.port == pt], t0, sched[-1][1], bin_ns)
              for pt in ports]
     rows = []
-    jains = []
+    jains, jains_whole = [], []
     for start, end, active in sched:
         mid = (start + end) // 2
         per = []
         for i in active:
             v = [r for t, r in rates[i] if mid <= t < end - bin_ns]
             per.append(sum(v) / len(v) if v else math.nan)
-        idx = []
+        idx, idx_whole = [], []
         if len(active) >= 2:
             for b in range(len(rates[0])):
                 t = rates[0][b][0]
-                if mid <= t < end - bin_ns:
-                    idx.append(measure.jain(rates[i][b][1] for i in active))
-        j = measure.percentile([x for x in idx if not math.isnan(x)], 50) if idx else math.nan
+                if start <= t < end - bin_ns:
+                    x = measure.jain(rates[i][b][1] for i in active)
+                    idx_whole.append(x)
+                    if t >= mid:
+                        idx.append(x)
+
+        def med(xs):
+            xs = [x for x in xs if not math.isnan(x)]
+            return measure.percentile(xs, 50) if xs else math.nan
+        j, jw = med(idx), med(idx_whole)
         if len(active) >= 2:
             jains.append(j)
+            jains_whole.append(jw)
         rows.append(Phase(flows=len(active), active=[f"flow{i + 1}" for i in active],
                           rates_bps=per, sum_bps=sum(x for x in per if not math.isnan(x)),
-                          jain=j))
+                          jain=j, jain_whole=jw))
     verdict = measure.bottleneck_verdict(bottleneck, line, busy, t0, sched[-1][1],
                                          busiest_cpu=cpu.busiest)
     # the bottleneck's queue over time ([HPCC] Figure 14b: its distribution)
@@ -146,6 +157,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> FairnessRow:
         algo=algo.name, t0_ns=t0, line_bps=line, phases=rows,
         jain_min=min(jains) if jains else math.nan,
         jain_median=measure.percentile(jains, 50),
+        jain_min_whole=min(jains_whole) if jains_whole else math.nan,
         utilisation=measure.percentile([r.sum_bps / line for r in rows], 50),
         util_min=min(r.sum_bps / line for r in rows),
         q_p95_kb=measure.percentile(q, 95) / 1e3 if q else math.nan,
@@ -194,12 +206,35 @@ def report(res: Results, rows: list[FairnessRow], skipped: dict[str, str],
         text += f"\n{r.algo} per phase: " + "; ".join(
             f"{ph.flows} flow{'s' if ph.flows > 1 else ''}: "
             + "/".join(f"{x / 1e6:.0f}" for x in ph.rates_bps) + " Mbit/s"
-            + (f" (Jain {ph.jain:.3f})" if ph.flows > 1 else "")
+            + (f" (Jain {ph.jain:.3f}, whole phase {ph.jain_whole:.3f})" if ph.flows > 1
+               else "")
             for ph in r.phases)
+        if not math.isnan(r.jain_min_whole):
+            text += (f"\n{r.algo}: least phase's Jain {r.jain_min:.3f} over the phases' second "
+                     f"halves, {r.jain_min_whole:.3f} over whole phases (joins included)")
         text += f"\n{r.algo}: {r.verdict}"
+    text += bxt_note(rows, p)
     text += verdict_lines([], skipped, hpcc_text=p["hpcc_text"])
     res.summary(text, Summary(NAME, p, rows, skipped))
     return text
+
+
+def bxt_note(rows: list[FairnessRow], p: dict[str, Any]) -> str:
+    """The line that says whether the bottleneck's B x T lets HPCC converge at
+    all, for the HPCC rows' verdicts to cite (empty without HPCC rows, or
+    without the experiment's B x T)."""
+    fr = p.get("bxt_frames")
+    if not fr or not any(r.algo.startswith(("hpcc", "rx-hpcc", "tcp-hpcc")) for r in rows):
+        return ""
+    if fr >= CONVERGES_FROM_FRAMES:
+        return (f"\nB x T {fr:g} frames: at {CONVERGES_FROM_FRAMES} or more HPCC converged "
+                f"to Jain >= 0.98 with the rule of thumb's W_AI on the engine's code without "
+                f"the hosts' CPUs")
+    return (f"\nB x T {fr:g} frames, under the {CONVERGES_FROM_FRAMES} from which HPCC "
+            f"converged to Jain >= 0.98 on the engine's code without the hosts' CPUs (a "
+            f"queued frame is {1 / fr:.3f} of U here; at 17-35 frames the newest flow kept "
+            f"the link, CPU or not, unless W_AI was raised to its floor: docs/experiments.md "
+            f"\"Fairness and B x T\")")
 
 
 def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tuple[str, str]:
@@ -207,16 +242,10 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<fairness experiment>")
     res = Results(out, NAME)
-    rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
-        rtt = base_rtt(lab, "f1", "r1")
-        progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
-        n = p["flows"]
-        loaded_rtt.setup(NAME, lab, p, [(f"f{i}", f"r{i}") for i in range(1, n + 1)], "s1",
-                         "s2", n)
-        rows, skipped = run_each(
-            NAME, algos, kcc, [f"f{i}" for i in range(1, n + 1)],
-            [f"r{i}" for i in range(1, n + 1)], lambda a: run_one(lab, a, p),
-            f"{n} flows joining and leaving every {p['step']:g} s",
-            lambda r: f"Jain min {r.jain_min:.3f}")
+    n = p["flows"]
+    rows, skipped = run_in_lab(
+        NAME, lab_factory, topo, algos, p, [(f"f{i}", f"r{i}") for i in range(1, n + 1)],
+        "s1", "s2", lambda lab, a, rtt: run_one(lab, a, p),
+        f"{n} flows joining and leaving every {p['step']:g} s",
+        lambda r: f"Jain min {r.jain_min:.3f}")
     return report(res, rows, skipped, p), res.dir

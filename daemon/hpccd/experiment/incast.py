@@ -41,11 +41,9 @@ from typing import Any
 from ..lab.queues import htb_burst_bytes
 from . import measure
 from .algos import Algo
-from .kernel_cc import KernelCc
-from .native import Engines, send_time
-from . import loaded_rtt
-from .common import base_rtt, open_flow, open_sink, run_each, star, verdict_lines
-from .report import Results, progress, pyplot, table
+from .native import send_time
+from .common import open_flow, open_sink, run_in_lab, star, verdict_lines
+from .report import Results, pyplot, table
 from .results import Row, Summary, derived, kb, mbps, ms, private
 
 NAME = "incast"
@@ -265,14 +263,11 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                                    p["k_bytes"]), "<incast experiment>")
     res = Results(out, NAME)
     senders = ["l1"] + [f"h{i}" for i in range(1, p["senders"] + 1)]
-    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
-        rtt = base_rtt(lab, "l1", "r1")
-        progress(NAME, f"lab up ({len(topo.hosts)} hosts); base RTT {rtt * 1e6:.0f} us")
-        loaded_rtt.setup(NAME, lab, p, [(s, "r1") for s in senders], "s1", "r1", len(senders))
-        rows, skipped = run_each(
-            NAME, algos, kcc, senders, ["r1"],
-            lambda a: run_one(lab, a, p, rtt),
-            f"long flow for {p['warmup']} s, then {p['senders']} x {p['size']} B",
-            lambda r: f"q p99 {r.q_p99 / 1e3:.0f} KB, drained {r.drain_peak_rtts:.1f} RTTs "
-                      f"after its peak ({r.peak_s * 1e3:.1f} ms into the incast)")
+    rows, skipped = run_in_lab(
+        NAME, lab_factory, topo, algos, p, [(s, "r1") for s in senders], "s1", "r1",
+        lambda lab, a, rtt: run_one(lab, a, p, rtt),
+        f"long flow for {p['warmup']} s, then {p['senders']} x {p['size']} B",
+        lambda r: f"q p99 {r.q_p99 / 1e3:.0f} KB, drained {r.drain_peak_rtts:.1f} RTTs "
+                  f"after its peak ({r.peak_s * 1e3:.1f} ms into the incast)",
+        lab_note=f" ({len(topo.hosts)} hosts)")
     return report(res, rows, skipped, p), res.dir

@@ -107,10 +107,11 @@ def T_from_rtt(rtt_s: float) -> int:
 
 
 def set_T_from_rtt(exp: str, lab, pairs: list[tuple[str, str]], switch: str,
-                   port: int) -> tuple[LoadedRtt, str]:
+                   port: int) -> tuple[LoadedRtt, str, float | None]:
     """Measure (measure_rtt) and set the experiment's T on lab.native:
     MARGIN x the loaded RTT, unless --T-us (or a sweep of T_ns) gives it.
-    Returns the figures and the summary's line on T."""
+    Returns the figures, the summary's line on T and the rule of thumb's
+    W_AI that W_AI's floor replaced (None: not replaced; native.bxt_w_ai)."""
     from . import native
 
     eng = lab.native
@@ -120,11 +121,11 @@ def set_T_from_rtt(exp: str, lab, pairs: list[tuple[str, str]], switch: str,
     why = ("given" if given else
            f"{MARGIN:g} x the loaded RTT, [HPCC] section 5.1: slightly greater than the "
            f"maximum RTT")
-    eng.set_T(T)
+    replaced = eng.set_T(T, lab.topology.switches[switch].port(port).rate_bps)
     line = lr.line(T, why)
     progress(exp, f"loaded RTT {lr.rtt_s * 1e6:.0f} us over {lr.flows} flows "
                   f"(queue p99 {lr.q_p99_bytes:.0f} B): T = {T / 1000:g} us ({why.split(',')[0]})")
-    return lr, line
+    return lr, line, replaced
 
 
 def setup(exp: str, lab, p: dict[str, Any], pairs: list[tuple[str, str]], switch: str,
@@ -134,13 +135,17 @@ def setup(exp: str, lab, p: dict[str, Any], pairs: list[tuple[str, str]], switch
     toward `peer`; into `p` the figures (loaded_rtt_us, T_us, N, W_AI) and
     ``hpcc_text``, the summary's lines on them (`started`: the flows the
     experiment puts on its bottleneck at most, printed beside N)."""
-    from .native import hpcc_line
+    from .native import DEFAULT_N, bxt_frames, hpcc_line
 
     port = lab.topology.switches[switch].port_to(peer)
-    lr, t_line = set_T_from_rtt(exp, lab, pairs, switch, port)
+    lr, t_line, replaced = set_T_from_rtt(exp, lab, pairs, switch, port)
     h = lab.native.hpcc
     line_bps = lab.topology.switches[switch].port(port).rate_bps
     p.update(loaded_rtt_us=lr.rtt_s * 1e6, loaded_rtt_p90_us=lr.p90_us,
              loaded_rtt_q_p99_bytes=lr.q_p99_bytes, T_us=h["T_ns"] / 1000,
-             hpcc_N=h.get("N_flows"), flows_started=started,
-             hpcc_text=t_line + hpcc_line(h, line_bps, started))
+             # N stays the paper's where W_AI's floor replaced its rule of thumb
+             hpcc_N=h.get("N_flows") or (DEFAULT_N if replaced is not None else None),
+             flows_started=started,
+             bxt_frames=round(bxt_frames(h["T_ns"], line_bps), 1),
+             w_ai_floor_from=replaced,
+             hpcc_text=t_line + hpcc_line(h, line_bps, started, replaced))

@@ -36,12 +36,9 @@ from typing import Any
 
 from . import measure
 from .algos import Algo
-from .kernel_cc import KernelCc
-from .native import Engines, WindowRecorder, send_time
-from . import loaded_rtt
-from .common import (base_rtt, dumbbell, open_flow, open_sink, run_each, verdict_lines,
-                     with_defaults)
-from .report import Results, progress, pyplot, table
+from .native import WindowRecorder, send_time
+from .common import dumbbell, open_flow, open_sink, run_in_lab, verdict_lines, with_defaults
+from .report import Results, pyplot, table
 from .results import Row, Summary, derived, mbps, ms, private
 
 NAME = "long-short"
@@ -265,13 +262,8 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
     from ..lab.topology import Topology
     topo = Topology.loads(topology(p), "<long-short experiment>")
     res = Results(out, NAME)
-    rows, skipped = [], {}
-    with lab_factory(topo) as lab, Engines(lab), KernelCc(lab) as kcc:
-        rtt = base_rtt(lab, "l1", "r1")
-        progress(NAME, f"lab up; base RTT {rtt * 1e6:.0f} us")
-        loaded_rtt.setup(NAME, lab, p, [("l1", "r1"), ("x1", "r2")], "s1", "s2", 2)
-        rows, skipped = run_each(
-            NAME, algos, kcc, ["l1", "x1"], ["r1", "r2"], lambda a: run_one(lab, a, p, rtt),
-            f"long flow, then a {p['size']} B short flow",
-            lambda r: f"long flow recovered in {r.recovery_ms:.2f} ms")
+    rows, skipped = run_in_lab(
+        NAME, lab_factory, topo, algos, p, [("l1", "r1"), ("x1", "r2")], "s1", "s2",
+        lambda lab, a, rtt: run_one(lab, a, p, rtt), f"long flow, then a {p['size']} B short flow",
+        lambda r: f"long flow recovered in {r.recovery_ms:.2f} ms")
     return report(res, rows, skipped, p), res.dir

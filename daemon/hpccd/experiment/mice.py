@@ -84,10 +84,14 @@ def _rr(lab, cc: str | None, count: int, p: dict[str, Any], port: int = RR_PORT,
 
 
 def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any],
-                 seconds: float | None = None) -> list[float]:
+                 seconds: float | None = None, rtts: list[float] | None = None) -> list[float]:
     """`count` mice as native flows of `size` bytes from m1 to r1, one after
     the other, every `interval_us`: each one's completion time (open to
-    the last byte acknowledged, timed by the engine thread), us."""
+    the last byte acknowledged, timed by the engine thread), us.  `rtts`,
+    when given, gets each mouse's round trip as its sender's engine timed
+    it (its DATA stamped to its ACK taken, the flow's least RTT sample: a
+    mouse is one packet); the rest of its completion time is the hand-off
+    from hpccd_tp__flow_open() to the engine sending its DATA."""
     rx = lab.native.get("r1")             # the receiving engine must be up first
     tp = lab.native.get("m1")
     peer = lab.address("r1")
@@ -108,7 +112,10 @@ def _native_mice(lab, algo: Algo, count: int, p: dict[str, Any],
         with tp.open_flow(peer, p["size"], dmac=dmac,
                           **native.flow_kwargs(algo.cc, line, lab.native.hpcc)) as f:
             try:
-                out.append(f.wait(timeout=10).fct_s * 1e6)
+                res = f.wait(timeout=10)
+                out.append(res.fct_s * 1e6)
+                if rtts is not None:
+                    rtts.append(res.stats["min_rtt_ns"] / 1e3)
             except Exception as e:
                 raise RuntimeError(f"native mouse {i + 1} of {count} ({algo.name}): {e}; "
                                    f"receiver r1: {rx.stats()}") from None
@@ -133,6 +140,17 @@ class MiceRow(Row):
     q_p50: float
     q_p99: float
     elephants_bps: float                # the bottleneck's rate while the mice ran
+    # native mice: where a mouse's time went, from its sender engine's own
+    # clock (_native_mice): DATA stamped -> ACK taken (the network, the
+    # receiver's engine and the ACK's way back) and open -> DATA stamped (the
+    # hand-off to the sender's engine), p50 / p99 while the elephants ran
+    # and p50 idle; nan for kernel TCP mice
+    net_p50_us: float = math.nan
+    net_p99_us: float = math.nan
+    hand_p50_us: float = math.nan
+    hand_p99_us: float = math.nan
+    idle_net_p50_us: float = math.nan
+    idle_hand_p50_us: float = math.nan
     rtts: list = private()              # each mouse's, us
     samples: list = private()           # the queue sampler's
 
@@ -152,7 +170,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
                    f"engine the runner drives (docs/experiments.md)")
     else:
         # the idle base of native mice: the same mice, alone
-        idle = _native_mice(lab, algo, p["idle_count"] // 2, p)
+        idle_net: list[float] = []
+        idle = _native_mice(lab, algo, p["idle_count"] // 2, p, rtts=idle_net)
     sw = lab.topology.switches["s1"]
     port = sw.port_to("r1")
     link_bps = sw.port(port).rate_bps
@@ -190,7 +209,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
         try:
             time.sleep(p["warmup"])
             t0 = time.monotonic_ns()
-            rtts = _native_mice(lab, algo, count, p, seconds=p["duration"])
+            net: list[float] = []
+            rtts = _native_mice(lab, algo, count, p, seconds=p["duration"], rtts=net)
             t1 = time.monotonic_ns()
             bps = [measure.delivered_rate(sink.conn(f).points, t0, t1) for f in flows]
             for f in flows:
@@ -220,7 +240,14 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
         q_p50=measure.percentile(during, 50), q_p99=measure.percentile(during, 99),
         elephants_bps=sum(bps), cpu_busy=busy, queue_bound=verdict.queue_bound,
         verdict=verdict.text, rtts=rtts, samples=samples)
-    return row.send_time(native.send_time(flows, lab.native)) if algo.kind != "kernel" else row
+    if algo.kind == "kernel":
+        return row
+    hand = [f - n for f, n in zip(rtts, net)]
+    row.net_p50_us, row.net_p99_us = (measure.percentile(net, q) for q in (50, 99))
+    row.hand_p50_us, row.hand_p99_us = (measure.percentile(hand, q) for q in (50, 99))
+    row.idle_net_p50_us = measure.percentile(idle_net, 50)
+    row.idle_hand_p50_us = measure.percentile([f - n for f, n in zip(idle, idle_net)], 50)
+    return row.send_time(native.send_time(flows, lab.native))
 
 
 ROW = MiceRow             # what Summary.rows reads its summary's rows back as
@@ -261,6 +288,13 @@ def report(res: Results, rows: list[MiceRow], skipped: dict[str, str],
     res.figure("mice.png", fig)
     text = table(rows, COLUMNS)
     text += f"\nidle mouse RTT p50 {measure.percentile(idle, 50):.0f} us ({len(idle)} mice alone)"
+    for r in rows:
+        if not math.isnan(r.net_p99_us):
+            text += (f"\nwhere the {r.algo} mice's time went (their sender engine's clock): "
+                     f"DATA -> ACK p50 / p99 {r.net_p50_us:.0f} / {r.net_p99_us:.0f} us "
+                     f"(idle p50 {r.idle_net_p50_us:.0f}), open -> DATA p50 / p99 "
+                     f"{r.hand_p50_us:.0f} / {r.hand_p99_us:.0f} us (idle p50 "
+                     f"{r.idle_hand_p50_us:.0f})")
     text += verdict_lines(rows, skipped, hpcc_text=p["hpcc_text"])
     res.summary(text, Summary(NAME, p, rows, skipped,
                               extra={"idle_p50_us": measure.percentile(idle, 50)}))

@@ -30,6 +30,7 @@ from . import baselines
 from .algos import ALGOS
 
 __all__ = ["Engines", "NativeSink", "NativeFlow", "T_NS", "ACK_EVERY", "DEFAULT_N",
+           "FRAME_BYTES", "bxt_frames", "ack_every", "bxt_w_ai", "CONVERGES_FROM_FRAMES",
            "flow_kwargs", "hpcc_params", "hpcc_line", "set_given", "given_T_ns", "send_time",
            "WindowRecorder"]
 
@@ -46,17 +47,74 @@ STREAM_BYTES = 1 << 40
 HPCC_GIVEN: dict[str, Any] = {}
 HPCC_OVERRIDES: dict[str, Any] = {}
 GIVEN_N: list[int] = []                 # --n, when given
+GIVEN_ACK: list[int] = []               # --ack-every, when given
 # N of the W_AI rule of thumb when --n does not give it: "the expected
 # maximum number of concurrent flows on a link" ([HPCC] section 3.3), the
 # paper's 100 (section 5.1, footnote 4), not the flows an experiment starts.
 DEFAULT_N = 100
+# One full frame on the wire at the lab's MTU of 1,500 (Ethernet header
+# included): the unit in which a packet's collision shows in a qLen.
+FRAME_BYTES = 1514
 
 
-def set_given(hpcc: dict[str, Any], n: int | None) -> None:
-    """What the command line gives (cli.py): core fields `hpcc`, N `n`."""
+# From this B x T in frames up HPCC converged to Jain >= 0.98 with the rule
+# of thumb's W_AI (eta 0.95, N 100, either ACK interval) on the engine's own
+# code and a simulated clock; at 17-35 frames it did not, and W_AI had to be
+# at least W_AI_FLOOR (docs/experiments.md "Fairness and B x T").
+CONVERGES_FROM_FRAMES = 80
+# W_AI at a smaller B x T, by the receivers' ACK interval: 80 bytes (the
+# paper's own, [HPCC] 5.1, which its 28 KB testbed ran) with an ACK per
+# packet, 160 with an ACK every 4 (80 was not enough there).
+W_AI_FLOOR = {1: 80.0}
+W_AI_FLOOR_ACKS = 160.0
+
+
+def bxt_w_ai(hpcc: dict[str, Any], line_bps: int) -> tuple[dict[str, Any], float | None]:
+    """HPCC's parameters for a bottleneck of `line_bps` with W_AI raised to
+    its floor where the bottleneck's B x T is under CONVERGES_FROM_FRAMES and
+    the rule of thumb gives less, unless --n, --w-ai or a sweep set W_AI
+    ([HPCC] section 3.3's trade-off: fewer flows sustain a zero queue, W_init
+    (1 - eta) / W_AI of them, for convergence to fairness).  Returns the
+    parameters and the rule of thumb's W_AI it replaced (None: unchanged)."""
+    from ..core import cc
+
+    if GIVEN_N or "w_ai_bytes" in hpcc or "N_flows" in HPCC_OVERRIDES:
+        return hpcc, None
+    if bxt_frames(hpcc["T_ns"], line_bps) >= CONVERGES_FROM_FRAMES:
+        return hpcc, None
+    rule = cc.Hpcc(**hpcc, line_rate_bps=line_bps).w_ai
+    floor = W_AI_FLOOR.get(ack_every(), W_AI_FLOOR_ACKS)
+    if rule >= floor:
+        return hpcc, None
+    out = {k: v for k, v in hpcc.items() if k != "N_flows"}
+    out["w_ai_bytes"] = floor
+    return out, rule
+
+
+def bxt_frames(T_ns: float, line_bps: int) -> float:
+    """The bottleneck's B x T in full frames: a frame queued behind a packet
+    adds 1 / this to the U its INT gives (Algorithm 1 line 4), against the
+    1 - eta of headroom Algorithm 1 leaves; below about 20 frames one frame
+    is more than eta = 0.95 leaves, and the flows do not converge to fairness
+    (docs/experiments.md "Fairness and B x T")."""
+    return line_bps / 8 * T_ns / 1e9 / FRAME_BYTES
+
+
+def set_given(hpcc: dict[str, Any], n: int | None, ack: int | None = None) -> None:
+    """What the command line gives (cli.py): core fields `hpcc`, N `n`, the
+    receivers' ACK every `ack` packets."""
     HPCC_GIVEN.clear()
     HPCC_GIVEN.update(hpcc)
     GIVEN_N[:] = [n] if n else []
+    GIVEN_ACK[:] = [ack] if ack else []
+
+
+def ack_every() -> int:
+    """Packets per ACK of the native flows' receivers: --ack-every, else the
+    lab's ACK_EVERY (4; [HPCC] section 3.1 acknowledges every packet, which
+    its fairness needs at the lab's B x T: docs/experiments.md "Fairness and
+    B x T")."""
+    return GIVEN_ACK[0] if GIVEN_ACK else ACK_EVERY
 
 
 def given_T_ns() -> int | None:
@@ -97,7 +155,7 @@ def flow_kwargs(algo: str, line_bps: int, hpcc: dict[str, Any]) -> dict[str, Any
 
 
 def hpcc_line(hpcc: dict[str, Any], line_bps: int | None = None,
-              started: int | None = None) -> str:
+              started: int | None = None, floor_from: float | None = None) -> str:
     """The summary's line on the HPCC parameters the run used (`hpcc`:
     Engines.hpcc); W_AI in bytes at a `line_bps` NIC; `started`: the flows
     the experiment puts on its bottleneck at most, for comparison with N."""
@@ -113,13 +171,27 @@ def hpcc_line(hpcc: dict[str, Any], line_bps: int | None = None,
         if line_bps:
             f = cc.Hpcc(**hpcc, line_rate_bps=line_bps)
             w_ai += f" = {f.w_ai:.1f} bytes at {line_bps / 1e9:g} Gbit/s"
+    elif floor_from is not None:
+        w_ai = (f"W_AI = {hpcc['w_ai_bytes']:g} bytes, the floor at a B x T under "
+                f"{CONVERGES_FROM_FRAMES} frames with an ACK every {ack_every()} (the rule of "
+                f"thumb's N = {DEFAULT_N} gives {floor_from:.1f}; docs/experiments.md \"Fairness "
+                f"and B x T\"; --n {DEFAULT_N} for it)")
     else:
         w_ai = f"W_AI = {hpcc['w_ai_bytes']:g} bytes (given)"
     if started:
         w_ai += f"; this experiment starts at most {started} flows on its bottleneck"
     swept = " [swept]" if HPCC_OVERRIDES else ""
+    bxt = ""
+    if line_bps:
+        fr = bxt_frames(T, line_bps)
+        bxt = (f"; B x T = {line_bps / 8 * T / 1e12:.1f} KB = {fr:.1f} frames of "
+               f"{FRAME_BYTES} bytes: one frame queued is {1 / fr:.3f} of U against "
+               f"1 - eta = {1 - eta:.2f}")
+    ack = (f"; native receivers ACK every {ack_every()} packet"
+           f"{'s' if ack_every() > 1 else ''}{' (--ack-every)' if GIVEN_ACK else ''}")
     return (f"\nHPCC (hpcc, rx-hpcc, hpcc-probe, tcp-hpcc): eta {eta:g}, "
-            f"maxStage {hpcc.get('max_stage', 5)}, T = {T / 1000:g} us, {w_ai}{swept}")
+            f"maxStage {hpcc.get('max_stage', 5)}, T = {T / 1000:g} us, {w_ai}{bxt}{ack}"
+            f"{swept}")
 
 
 def hook_last_hop(lab, host: str) -> None:
@@ -156,19 +228,25 @@ class Engines:
         if tp is None:
             from ..transport.engine import Transport
             line = self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps
-            tp = Transport("eth0", netns=self.lab.netns(host), ack_every=ACK_EVERY,
+            tp = Transport("eth0", netns=self.lab.netns(host), ack_every=ack_every(),
                            tag_key=self.key, rx_hpcc={**self.hpcc, "line_rate_bps": line},
                            cnp_ns=baselines.cnp_ns())
             self.tps[host] = tp
             hook_last_hop(self.lab, host)
         return tp
 
-    def set_T(self, T_ns: int) -> None:
+    def set_T(self, T_ns: int, line_bps: int | None = None) -> float | None:
         """HPCC's T for the flows opened from now on, and for the Rx-HPCC
         receivers: the engines made so far are closed (a receiver takes T
-        at creation), later get()s make new ones."""
+        at creation), later get()s make new ones.  With the bottleneck's
+        `line_bps`, W_AI's floor at a small B x T (bxt_w_ai); returns the
+        rule of thumb's W_AI it replaced, or None."""
         self.release()
         self.hpcc = hpcc_params(self.n, T_ns)
+        if not line_bps:
+            return None
+        self.hpcc, replaced = bxt_w_ai(self.hpcc, line_bps)
+        return replaced
 
     def link_bps(self, host: str) -> int:
         return self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps

@@ -66,8 +66,43 @@ def steer_by_flow(ifname: str) -> None:
         (q / "rps_cpus").write_text(mask)
 
 
+#: The least per-CPU receive backlog (packets) a lab needs: the steering
+#: above queues every hop's packets of a flow on one CPU's backlog, also
+#: when another CPU sent them, and the kernel's default of 1,000 packets is
+#: about 3 ms of the lab's traffic summed over its hops (1 Gbit/s, three or
+#: four veths a packet).  A CPU that runs the lab's other threads may serve
+#: its backlog that late (its softirq deferred to ksoftirqd); the packets
+#: over the limit were dropped (counted as "dropped" on the veths and in
+#: /proc/net/softnet_stat) and a lossless path lost them: measured
+#: 2026-11-26, one lab run in 20 under load 4 dropped 257 at one CPU's
+#: backlog, none in 30 runs at 10,000 under load 6 (docs/lab.md "Order").
+LAB_NETDEV_BACKLOG = 10_000
+NETDEV_BACKLOG = pathlib.Path("/proc/sys/net/core/netdev_max_backlog")
+
+
+def raise_netdev_backlog(least: int = LAB_NETDEV_BACKLOG, path: pathlib.Path = NETDEV_BACKLOG
+                         ) -> int:
+    """net.core.netdev_max_backlog at `least` packets: raised, never lowered
+    (a host-wide setting with no namespace of its own; a larger value set by
+    its owner is kept, and the lab leaves the raised one in place, as
+    another lab or the host may rely on it).  Returns the value in force."""
+    try:
+        now = int(path.read_text())
+    except (OSError, ValueError) as e:
+        raise OSError(f"{path}: cannot read the receive backlog limit: {e}") from e
+    if now < least:
+        try:
+            path.write_text(f"{least}\n")
+        except OSError as e:
+            raise OSError(f"{path}: cannot raise the receive backlog limit from {now} to "
+                          f"{least} packets (the lab's steering needs it): {e}") from e
+        now = least
+    return now
+
+
 def build(lab) -> None:
     """Namespaces, links, interfaces and routes of `lab` (netns.Lab.up)."""
+    raise_netdev_backlog()
     create_namespaces(lab)
     create_links(lab)
     configure_interfaces(lab)

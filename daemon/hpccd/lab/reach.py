@@ -7,7 +7,7 @@ import secrets
 import socket as _socket
 import struct
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..core.checksum import internet_checksum
 from .names import LabError
@@ -35,6 +35,31 @@ def recv_ttl(s: _socket.socket, token: bytes, until: float) -> tuple[int, Any] |
         raise LabError("a datagram came without its IP_TTL control message")
 
 
+RESEND_S = 0.5                  # probe() and ping() send again this often until answered
+
+
+def _resend_until(send: Callable[[], None], wait: Callable[[float, float], Any],
+                 timeout: float, failure: Callable[[int], str]) -> Any:
+    """send() now and every RESEND_S after, until wait(until, deadline)
+    (which waits at most until `until`, or for a reply to an answer until
+    `deadline`, both time.monotonic()) returns something other than None,
+    which is returned.  When `timeout` passes first: LabError(failure(number
+    of sends))."""
+    deadline = time.monotonic() + timeout
+    next_send, sends = time.monotonic(), 0
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            raise LabError(failure(sends))
+        if now >= next_send:
+            send()
+            sends += 1
+            next_send = time.monotonic() + RESEND_S
+        got = wait(min(next_send, deadline), deadline)
+        if got is not None:
+            return got
+
+
 def probe(lab, src: str, dst: str, timeout: float = 3.0) -> tuple[float, int, int]:
     """A UDP round trip from host `src` to host `dst` and back, between
     two sockets of this process (one made in each namespace), resent
@@ -52,24 +77,27 @@ def probe(lab, src: str, dst: str, timeout: float = 3.0) -> tuple[float, int, in
             s.setsockopt(_socket.IPPROTO_IP, _IP_RECVTTL, 1)
             s.bind((addr, 0))
         token = secrets.token_bytes(16)
-        deadline = time.monotonic() + timeout
-        sent_at = None
-        while True:
-            now = time.monotonic()
-            if now >= deadline:
-                raise LabError(f"lab {lab.name}: no UDP round trip {src} ({a}) -> "
-                               f"{dst} ({b}) within {timeout} s")
-            if sent_at is None or now - sent_at >= 0.5:
-                sent_at = time.monotonic()
-                tx.sendto(token, rx.getsockname())
-            got = recv_ttl(rx, token, min(sent_at + 0.5, deadline))
+        sent_at = 0.0
+
+        def send() -> None:
+            nonlocal sent_at
+            sent_at = time.monotonic()
+            tx.sendto(token, rx.getsockname())
+
+        def wait(until: float, deadline: float) -> tuple[float, int, int] | None:
+            got = recv_ttl(rx, token, until)
             if got is None:
-                continue
+                return None
             there, frm = got
             rx.sendto(token, frm)
             back = recv_ttl(tx, token, deadline)
-            if back is not None:
-                return time.monotonic() - sent_at, 64 - there, 64 - back[0]
+            if back is None:
+                return None
+            return time.monotonic() - sent_at, 64 - there, 64 - back[0]
+
+        return _resend_until(send, wait, timeout,
+                            lambda n: f"lab {lab.name}: no UDP round trip {src} ({a}) -> "
+                                      f"{dst} ({b}) within {timeout} s")
     finally:
         lab._forget(tx)
         lab._forget(rx)
@@ -92,33 +120,31 @@ def ping(lab, src: str, dst: str, timeout: float = 3.0) -> tuple[float, int]:
         ident = secrets.randbits(16)
         body = secrets.token_bytes(16)
         sent: dict[int, float] = {}
-        start = time.monotonic()
-        deadline = start + timeout
-        next_send = start
-        while True:
-            now = time.monotonic()
-            if now >= deadline:
-                raise LabError(f"lab {lab.name}: no echo reply from {dst} ({addr}) "
-                               f"to {src} within {timeout} s ({len(sent)} requests)")
-            if now >= next_send:
-                seq = len(sent) + 1
-                hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
-                pkt = struct.pack("!BBHHH", 8, 0, internet_checksum(hdr + body), ident,
-                                  seq) + body
-                sent[seq] = time.monotonic()
-                s.sendto(pkt, (addr, 0))
-                next_send = sent[seq] + 0.5
-            s.settimeout(max(0.001, min(next_send, deadline) - time.monotonic()))
+
+        def send() -> None:
+            seq = len(sent) + 1
+            hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
+            pkt = struct.pack("!BBHHH", 8, 0, internet_checksum(hdr + body), ident, seq) + body
+            sent[seq] = time.monotonic()
+            s.sendto(pkt, (addr, 0))
+
+        def wait(until: float, deadline: float) -> tuple[float, int] | None:
+            s.settimeout(max(0.001, until - time.monotonic()))
             try:
                 data, (frm, _) = s.recvfrom(2048)
             except TimeoutError:
-                continue
+                return None
             t = time.monotonic()
             ihl = (data[0] & 0x0F) * 4
             if frm != addr or len(data) < ihl + 8 or data[ihl] != 0:
-                continue
+                return None
             r_ident, r_seq = struct.unpack_from("!HH", data, ihl + 4)
             if r_ident == ident and r_seq in sent and data[ihl + 8:] == body:
                 return t - sent[r_seq], data[8]
+            return None
+
+        return _resend_until(send, wait, timeout,
+                            lambda n: f"lab {lab.name}: no echo reply from {dst} ({addr}) "
+                                      f"to {src} within {timeout} s ({n} requests)")
     finally:
         lab._forget(s)

@@ -112,7 +112,8 @@ XDP_MAPS = ("hpccd_telem", "hpccd_telem_rb")
 
 HPCC_COUNTERS = ("used_hpcc", "used_winit", "fb_stale", "fb_no_entry", "fb_no_daemon",
                  "init", "release", "enter_fallback", "leave_fallback", "loss", "state_fail",
-                 "w_only")
+                 "w_only", "lim_cwnd", "lim_pacing", "lim_app",
+                 "lim_tsq", "lim_timer")
 DCTCP_COUNTERS = ("init", "no_ecn", "ack", "ack_ece", "window", "ecn_reduction",
                   "loss_recovery", "loss_rto", "ce_change", "ce_flush")
 MODES = {0: "none", 1: "hpcc", 2: "winit", 3: "fallback"}   # enum hpccd_tcp_cc_mode
@@ -137,6 +138,12 @@ CWND_RTT_GAIN_DEFAULT = 1.5
 HOST_CAP_T_DEFAULT = 1.0
 # R at most this x the slowest link of the path the INT describes
 PATH_RATE_GAIN_DEFAULT = 1.0
+# ... for a flow alone in its path group (the kernel's pacer loses its timer's lateness;
+# 1.25 measured at load 7-10 only, no steady gain there: docs/tcp-side.md)
+SOLO_RATE_GAIN_DEFAULT = 1.0
+# the pacing rate written at most this x the rate HPCC wants, following the pacer's
+# measured loss per flow (engine.c, pace_feedback); 1: R as it is
+PACE_GAIN_MAX_DEFAULT = 1.0
 INT_ROOM_DEFAULT = _cc_lib.HPCCD_INT_DEFAULT_HOPS    # include/hpccd/int_hop.h
 
 
@@ -542,9 +549,18 @@ class FlowView:
     qdelay_ns: int               # queueing delay of the last response's INT, all hops
     host_ns: int                 # the kernel's srtt less the probe RTT: the hosts' share
     delivery_bps: float          # delivery rate over its last window (work-conserving), 0: none
+    pace_acked_bits: float       # bits acked over the intervals between its responses
+    pace_want_bits: float        # ... and bits the rate HPCC wanted allowed in them
+    pace_gain: float             # the gain its last pacing rate was written with
     path_id: int
     hops: bytes                  # the last response's hop records (wire order)
     hops_prev: bytes             # the response's before, same path (b"" if none)
+
+    @property
+    def pace_ratio(self) -> float | None:
+        """What the flow delivered over what the rate HPCC wanted for it
+        allowed (the pacer's loss is 1 - this), since it started."""
+        return self.pace_acked_bits / self.pace_want_bits if self.pace_want_bits > 0 else None
 
     @property
     def probes_per_rtt(self) -> float | None:
@@ -558,7 +574,8 @@ def _view(o) -> FlowView:
                     o.probes_lost, o.late_responses,
                     o.probe_rtt_ns, o.probe_rtt_min_ns, o.last_rtt_ns, o.srtt_us, o.rtt_min_us,
                     o.chain_rtt_ns, o.chain_interval_ns, o.last_update_ns, o.cwnd_bytes,
-                    o.qdelay_ns, o.host_ns, o.deliv_bps, o.path_id,
+                    o.qdelay_ns, o.host_ns, o.deliv_bps,
+                    o.pace_acked_bits, o.pace_want_bits, o.pace_gain, o.path_id,
                     bytes(_tffi.buffer(o.hops, 8 * o.nhop)),
                     bytes(_tffi.buffer(o.hops_prev, 8 * o.nhop_prev)))
 
@@ -571,7 +588,8 @@ STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "sen
          "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",
          "heartbeats", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
          "chain_interval_ns", "chain_n", "send_calls", "send_ns", "rate_shared", "rate_lent",
-         "rate_claimed", "flows")
+         "rate_claimed", "al_intervals", "al_below_w",
+         "al_limited", "al_raised", "al_held", "pace_fed", "pace_lowered", "flows")
 
 
 class TcpSide:
@@ -599,11 +617,25 @@ class TcpSide:
     ``host_cap_t``: the hosts' share of a flow's RTT counts in its cwnd at
     most this x its T (engine.c, cwnd_for).  ``path_rate_gain``: the pacing
     rate R at most this x the slowest link of the path (engine.c, pace_bps).
+    ``solo_rate_gain``: the same for a flow alone in its path group (with
+    ``path_rate_shared``): the kernel's internal pacing loses what its timer
+    is late, so a flow paced at exactly the link's rate cannot fill it.
     ``path_rate_shared``: this host's flows to one destination over one path
     share that cap, each in proportion to its W (engine.c, pace_bps).
     ``path_rate_work_conserving`` (needs ``path_rate_shared``): a flow of such
     a group gets its W's part, or what the others' delivery rates leave of
-    the link if that is more (engine.c, pace_bps, deliv_sample)."""
+    the link if that is more (engine.c, pace_bps, deliv_sample).
+    ``app_limited_hold``: an increase of W that HPCC's update computes from
+    a response whose interval the flow did not use its window in (it
+    delivered less than 3/4 of its pacing rate: its application or host,
+    not the network, left the link idle) is not applied (engine.c,
+    host_limited; RFC 7661's rule for cwnd).  Such intervals are counted
+    either way (``stats``: al_intervals, al_below_w, al_limited, al_raised,
+    al_held).  ``pace_gain_max`` (1..4; 1: off): the pacing rate written is
+    the rate HPCC wants x a gain of the flow's own that follows the pacer's
+    measured loss (what it delivered against that rate), within [1,
+    pace_gain_max], lowered when a queue of the path builds (engine.c,
+    pace_feedback); cwnd is not widened by it."""
 
     def __init__(self, tracker: Any, xdp: Any, *,
                  hpcc_params: Mapping[str, Any], netns: str | None = None,
@@ -618,8 +650,11 @@ class TcpSide:
                  gso_max_segs: int = 0, gso_dev: str | None = None,
                  host_cap_t: float = HOST_CAP_T_DEFAULT,
                  path_rate_gain: float = PATH_RATE_GAIN_DEFAULT,
+                 solo_rate_gain: float = SOLO_RATE_GAIN_DEFAULT,
                  path_rate_shared: bool = True,
-                 path_rate_work_conserving: bool = False):
+                 path_rate_work_conserving: bool = False,
+                 app_limited_hold: bool = False,
+                 pace_gain_max: float = PACE_GAIN_MAX_DEFAULT):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -661,11 +696,18 @@ class TcpSide:
         if not 0.1 <= path_rate_gain <= 4:
             raise ValueError(f"path_rate_gain must be within [0.1, 4], got {path_rate_gain}")
         self.path_rate_gain = float(path_rate_gain)
+        if not 0.1 <= solo_rate_gain <= 4:
+            raise ValueError(f"solo_rate_gain must be within [0.1, 4], got {solo_rate_gain}")
+        self.solo_rate_gain = float(solo_rate_gain)
+        if not 1 <= pace_gain_max <= 4:
+            raise ValueError(f"pace_gain_max must be within [1, 4], got {pace_gain_max}")
+        self.pace_gain_max = float(pace_gain_max)
         self.path_rate_shared = bool(path_rate_shared)
         if path_rate_work_conserving and not path_rate_shared:
             raise ValueError("path_rate_work_conserving needs path_rate_shared: it lends the "
                              "part of a shared path rate a flow leaves unused")
         self.path_rate_work_conserving = bool(path_rate_work_conserving)
+        self.app_limited_hold = bool(app_limited_hold)
         self.lock_wait_s = lock_wait_s
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
@@ -703,8 +745,11 @@ class TcpSide:
         c.cwnd_rtt_gain = self.cwnd_rtt_gain
         c.host_cap_t = self.host_cap_t
         c.path_rate_gain = self.path_rate_gain
+        c.solo_rate_gain = self.solo_rate_gain
+        c.pace_gain_max = self.pace_gain_max
         c.path_rate_shared = int(self.path_rate_shared)
         c.path_rate_wc = int(self.path_rate_work_conserving)
+        c.app_limited_hold = int(self.app_limited_hold)
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 
@@ -865,7 +910,8 @@ class TcpSide:
         flows = [{"flow": str(v.key), "W_bytes": v.W, "cwnd_bytes": v.cwnd_bytes, "U": v.U,
                   "rate_bps": v.rate_bps, "T_us": v.T_ns / 1e3,
                   "qdelay_us": v.qdelay_ns / 1e3, "host_us": v.host_ns / 1e3,
-                  "delivery_bps": v.delivery_bps,
+                  "delivery_bps": v.delivery_bps, "pace_ratio": v.pace_ratio,
+                  "pace_gain": v.pace_gain,
                   "probes_sent": v.probes_sent, "probes_answered": v.probes_answered,
                   "probes_lost": v.probes_lost, "probe_rtt_us": v.probe_rtt_ns / 1e3,
                   "probe_rtt_min_us": v.probe_rtt_min_ns / 1e3, "srtt_us": v.srtt_us,

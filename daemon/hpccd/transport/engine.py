@@ -41,12 +41,15 @@ from .._transport import ffi, lib
 from ..core import algorithms
 
 __all__ = ["Transport", "Engines", "Flow", "FlowResult", "RxFlow", "TransportError", "ALGOS",
-           "pattern_bytes", "pattern_crc32", "crc32", "repeat_crc32", "engine_cpu_s", "XDP_HOST"]
+           "pattern_bytes", "pattern_crc32", "crc32", "repeat_crc32", "engine_cpu",
+           "engine_cpu_s", "XDP_HOST"]
 
 # enum hpccd_algo by name (hpccd.core.algorithms; the same header as the engine's).
 ALGOS = {a.name: a.enum for a in algorithms.ALGORITHMS.values()}
 ALGO_NAMES = {v: k for k, v in ALGOS.items()}
 STATES = {0: "free", 1: "running", 2: "done", 3: "failed"}
+DRIVES = ("thread", "caller")         # who runs the engine's loop (docs/transport.md)
+_NO_RX = (1 << 64) - 1                # hpccd_tp__run: receiver flows not waited for
 MODES = {"copy": lib.HPCCD_TP_F_COPY, "zerocopy": lib.HPCCD_TP_F_ZEROCOPY, "auto": 0}
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 XDP_HOST = ROOT / "build" / "ebpf" / "xdp_host.bpf.o"
@@ -83,6 +86,10 @@ def _cstr(p) -> str:
     return ffi.string(p).decode(errors="replace") if p != ffi.NULL else ""
 
 
+#: The receiver flows rx_flows() first makes room for (grown as needed).
+RX_LIST_ROOM = 64
+
+
 def _struct_dict(obj) -> dict[str, Any]:
     out = {}
     for name, f in ffi.typeof(obj).fields:
@@ -114,12 +121,14 @@ def pattern_bytes(seed: int, offset: int, n: int) -> bytes:
     return bytes(ffi.buffer(buf, n))
 
 
-def engine_cpu_s() -> float:
-    """CPU seconds (user + system) of this process's engine threads
-    (hpccd-tp) so far: the kernel's work in their syscalls, the copies and
-    the forwarding of copy mode included."""
+def engine_cpu() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process's engine threads
+    (hpccd-tp) so far, from /proc/self/task: user is the engines' own work
+    (checksums, CRC, the stream), system the kernel's in their syscalls (the
+    copies and the forwarding of copy mode).  A thread that ends meanwhile
+    is left out."""
     hz = os.sysconf("SC_CLK_TCK")
-    total = 0
+    user = sys_ = 0
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
@@ -127,10 +136,16 @@ def engine_cpu_s() -> float:
                     continue
             with open(f"/proc/self/task/{tid}/stat") as f:
                 fs = f.read().rsplit(")", 1)[1].split()
-            total += int(fs[11]) + int(fs[12])
+            user, sys_ = user + int(fs[11]), sys_ + int(fs[12])
         except OSError:
             pass                            # a thread that just ended
-    return total / hz
+    return user / hz, sys_ / hz
+
+
+def engine_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's engine threads so far
+    (engine_cpu)."""
+    return sum(engine_cpu())
 
 
 def pattern_crc32(seed: int, n: int) -> int:
@@ -220,6 +235,8 @@ class Flow:
                 _check(-errno.ETIMEDOUT, f"{self.what}: not done after {timeout} s "
                                          f"({r.stats['snd_una']} of {r.bytes} bytes "
                                          f"acknowledged)")
+            if self.tp._drive(self.flow_id, None, deadline):
+                continue
             time.sleep(poll)
 
     def close(self) -> None:
@@ -338,6 +355,17 @@ class Transport:
     sg: bind with XDP_USE_SG where the kernel and driver allow it, so that
     flows may have an MTU larger than a frame (multi-buffer packets of up
     to 16 frames); False keeps every packet in one frame.
+    drive: who runs the engine's loop.  "thread" (default): the engine's
+    thread does everything, Python only opens flows and reads state.
+    "caller" (run to completion, docs/transport.md "Run to completion"):
+    open_flow() sends the flow's first packets from the calling thread,
+    and Flow.wait(), wait_rx(), wait_rx_flow() and run() run the loop in
+    the calling thread (the GIL released) and sleep in ppoll() on the
+    socket themselves, so a request/response takes two wake-ups, not
+    four; the engine's thread serves whatever no caller is waiting for
+    (it takes the socket back when the caller leaves, and its timer holds
+    every deadline).  One thread drives at a time: a second waits as in
+    "thread" mode.
     csum_offload: DATA leave with the UDP checksum for the device to
     complete (AF_XDP TX metadata, Linux 6.8+, copy mode;
     stats()["tx_csum_offload"] says whether the kernel took it; False sums
@@ -350,10 +378,12 @@ class Transport:
                  echo: bool = True, notify: bool = True, csum_check: bool = True,
                  reflect: bool = True, raw: bool = False, cpu: int | None = None,
                  responder: bool = False, busy_poll: bool = False, sg: bool = True,
-                 csum_offload: bool = True,
+                 csum_offload: bool = True, drive: str = "thread",
                  rx_hpcc: Mapping[str, Any] | None = None, cnp_ns: int | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True):
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)   # no caller inside run()
+        self._runners = 0
         self._t = ffi.NULL
         self._obj = None
         self._attached = False
@@ -362,6 +392,12 @@ class Transport:
         self.where = f"{ifname} queue {queue_id}" + (f" in {netns}" if netns else "")
         if mode not in MODES:
             _check(-errno.EINVAL, f"{self.where}: mode {mode!r}, one of {sorted(MODES)}")
+        if drive not in DRIVES:
+            _check(-errno.EINVAL, f"{self.where}: drive {drive!r}, one of {list(DRIVES)}")
+        if drive == "caller" and busy_poll:
+            _check(-errno.EINVAL, f"{self.where}: drive=\"caller\" with busy_poll: the "
+                                  f"caller waits in ppoll(); busy polling is the thread's")
+        self.drive = drive
         if len(tag_key) != TAG_KEY_BYTES:
             _check(-errno.EINVAL, f"{self.where}: tag key of {len(tag_key)} bytes, "
                    f"{TAG_KEY_BYTES} needed")
@@ -375,7 +411,8 @@ class Transport:
                    (lib.HPCCD_TP_F_ECHO if responder else 0) |
                    (lib.HPCCD_TP_F_BUSY_POLL if busy_poll else 0) |
                    (0 if sg else lib.HPCCD_TP_F_NO_SG) |
-                   (lib.HPCCD_TP_F_CSUM_OFFLOAD if csum_offload else 0))
+                   (lib.HPCCD_TP_F_CSUM_OFFLOAD if csum_offload else 0) |
+                   (lib.HPCCD_TP_F_RUN_IN_CALLER if drive == "caller" else 0))
         c.ack_every = ack_every
         if cnp_ns is not None:              # DCQCN's N at this receiver (cnp.c)
             if not 0 < cnp_ns < 1 << 63:
@@ -414,6 +451,7 @@ class Transport:
                     self._attach_xdp(c.udp_port, tag_key, reflect)
             self.udp_port = c.udp_port
             self.rx_flows_max = c.rx_flows
+            self._rx_room = RX_LIST_ROOM
             if start:
                 self.start()
         except BaseException:
@@ -479,6 +517,50 @@ class Transport:
 
     def stop(self) -> None:
         self._call(lib.hpccd_tp__stop)
+
+    def run(self, flow: "Flow | int | None" = None, rx_done: int | None = None,
+            timeout: float = 0.2) -> int:
+        """drive="caller": run the engine's loop in this thread (GIL
+        released) until `flow` (a Flow or its id) is no longer running, or
+        the engine has completed more receiver flows than `rx_done`, or
+        `timeout` seconds passed; returns the engine's count of completed
+        receiver flows (stats()["rx_done"]).  TransportError EBUSY when
+        another thread is inside, EINVAL on a "thread" engine."""
+        with self._lock:
+            t = self._live()
+            self._runners += 1
+        try:
+            fid = ffi.NULL
+            if flow is not None:
+                fid = ffi.new("uint32_t *", flow.flow_id if isinstance(flow, Flow) else flow)
+            cnt = ffi.new("uint64_t *", _NO_RX if rx_done is None else rx_done)
+            rc = lib.hpccd_tp__run(t, fid, cnt, max(0, int(timeout * 1e9)))
+            if rc < 0 and rc != -errno.ETIMEDOUT:
+                why = {errno.EBUSY: "another thread is running the engine's loop",
+                       errno.ESHUTDOWN: "the engine was stopped"}.get(-rc)
+                _check(rc, f"{self.where}: run: {why}" if why
+                       else _cstr(lib.hpccd_tp__error(t)) or f"{self.where}: run")
+            return cnt[0]
+        finally:
+            with self._lock:
+                self._runners -= 1
+                if not self._runners:
+                    self._idle.notify_all()
+
+    def _drive(self, flow_id: int | None, rx_done: int | None, deadline: float) -> bool:
+        """The waits' step in "caller" mode: run() until `deadline` at most
+        (in slices, so that signals are seen); False when this engine is not
+        driven by callers or another thread is driving (then the wait
+        polls)."""
+        if self.drive != "caller":
+            return False
+        try:
+            self.run(flow_id, rx_done, min(0.2, max(0.0, deadline - time.monotonic())))
+        except TransportError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            return False
+        return True
 
     def next_hop_mac(self, peer: str, timeout: float = 2.0) -> bytes:
         with _netns_ctx(self.netns):
@@ -588,19 +670,56 @@ class Transport:
         recovery: "sr" (selective repeat: the receiver keeps out-of-order data
         and reports it in SACK blocks, the sender resends the holes only) or
         "gbn" (go-back-N, as the HPCC paper's NIC)."""
+        c, keep, what = self._open_cfg(peer, nbytes, sport, dmac, kw)
+        fid = ffi.new("uint32_t *")
+        self._call(lib.hpccd_tp__flow_open, c, fid, what=what)
+        return Flow(self, fid[0], f"{what} id {fid[0]:#x}", keep,
+                    c.seed if c.src == lib.HPCCD_TP_SRC_PATTERN else None, c.sport)
+
+    def _open_cfg(self, peer: str, nbytes: int | None, sport: int | None,
+                  dmac: bytes | None, kw: dict):
         c, keep = self._flow_cfg(peer, nbytes, **kw)
-        algo = kw.get("algo", "hpcc")
         c.saddr = int(ipaddress.IPv4Address(self.local_addr))
         c.daddr = int(ipaddress.IPv4Address(peer))
         c.sport = sport or random.randint(32768, 60999)
         c.dport = self.udp_port
         ffi.memmove(c.smac, self.local_mac, 6)
         ffi.memmove(c.dmac, dmac or self.next_hop_mac(peer), 6)
-        fid = ffi.new("uint32_t *")
-        what = f"{self.where}: flow to {peer}:{c.dport} from port {c.sport} ({algo})"
-        self._call(lib.hpccd_tp__flow_open, c, fid, what=what)
-        return Flow(self, fid[0], f"{what} id {fid[0]:#x}", keep,
-                    c.seed if c.src == lib.HPCCD_TP_SRC_PATTERN else None, c.sport)
+        what = (f"{self.where}: flow to {peer}:{c.dport} from port {c.sport} "
+                f"({kw.get('algo', 'hpcc')})")
+        return c, keep, what
+
+    def request(self, peer: str, nbytes: int | None = None, *, rx_done: int,
+                timeout: float = 5.0, sport: int | None = None, dmac: bytes | None = None,
+                **kw) -> tuple[Flow, int]:
+        """drive="caller": a request/response in one call -- the flow opened
+        (keywords as open_flow's) and sent from this thread after it took the
+        engine's socket, then the loop run here until the engine has
+        completed more receiver flows than `rx_done` (the answer) or `timeout`
+        passed; nothing runs between the request's send and the wait.
+        Returns (the request's Flow, the engine's completed receiver flows);
+        the count unchanged means no answer in time."""
+        c, keep, what = self._open_cfg(peer, nbytes, sport, dmac, kw)
+        with self._lock:
+            t = self._live()
+            self._runners += 1
+        try:
+            fid = ffi.new("uint32_t *")
+            cnt = ffi.new("uint64_t *", rx_done)
+            rc = lib.hpccd_tp__request(t, c, fid, cnt, max(0, int(timeout * 1e9)))
+            if rc < 0 and rc != -errno.ETIMEDOUT:
+                why = {errno.EBUSY: "another thread is running the engine's loop",
+                       errno.ESHUTDOWN: "the engine was stopped"}.get(-rc)
+                _check(rc, f"{what}: request: {why}" if why
+                       else _cstr(lib.hpccd_tp__error(t)) or f"{what}: request")
+            return (Flow(self, fid[0], f"{what} id {fid[0]:#x}", keep,
+                         c.seed if c.src == lib.HPCCD_TP_SRC_PATTERN else None, c.sport),
+                    cnt[0])
+        finally:
+            with self._lock:
+                self._runners -= 1
+                if not self._runners:
+                    self._idle.notify_all()
 
     def set_echo(self, **kw) -> None:
         """The settings of the echo responder's replies (``Transport(responder=True)``:
@@ -637,8 +756,19 @@ class Transport:
             time.sleep(0.001)
 
     def rx_flows(self) -> list[RxFlow]:
-        buf = ffi.new("struct hpccd_tp_rx_stats[]", self.rx_flows_max)
-        n = self._call(lib.hpccd_tp__rx_flows, buf, self.rx_flows_max)
+        # Room for as many flows as a listing has needed so far, grown
+        # fourfold until they fit (a full buffer may have cut the list):
+        # a buffer of the whole table (16384 entries, 6.4 MB zeroed)
+        # per call was most of the lab's sinks' CPU (docs/lab.md "Where
+        # the lab's CPU goes")
+        room = self._rx_room
+        while True:
+            buf = ffi.new("struct hpccd_tp_rx_stats[]", room)
+            n = self._call(lib.hpccd_tp__rx_flows, buf, room)
+            if n < room or room >= self.rx_flows_max:
+                break
+            room = min(room * 4, self.rx_flows_max)
+        self._rx_room = max(room, RX_LIST_ROOM)
         out = []
         for i in range(n):
             s = buf[i]
@@ -652,12 +782,17 @@ class Transport:
         """Until `count` receiver flows are done; returns the done ones."""
         deadline = time.monotonic() + timeout
         while True:
+            seen = self.stats()["rx_done"] if self.drive == "caller" else 0
             done = [f for f in self.rx_flows() if f.done]
             if len(done) >= count:
                 return done
             if time.monotonic() >= deadline:
                 _check(-errno.ETIMEDOUT, f"{self.where}: {len(done)} of {count} received "
                                          f"flows done after {timeout} s")
+            # until more are done than were when `done` was listed (or
+            # sooner: the list is taken again)
+            if self._drive(None, seen + count - len(done) - 1, deadline):
+                continue
             time.sleep(poll)
 
     def wait_rx_flow(self, flow_id: int, timeout: float = 60.0, poll: float = 0.005) -> RxFlow:
@@ -666,12 +801,15 @@ class Transport:
         by)."""
         deadline = time.monotonic() + timeout
         while True:
+            seen = self.stats()["rx_done"] if self.drive == "caller" else 0
             for f in self.rx_flows():
                 if f.flow_id == flow_id and f.done:
                     return f
             if time.monotonic() >= deadline:
                 _check(-errno.ETIMEDOUT, f"{self.where}: received flow {flow_id:#x} not done "
                                          f"after {timeout} s")
+            if self._drive(None, seen, deadline):
+                continue
             time.sleep(poll)
 
     def rx_reap(self) -> int:
@@ -712,7 +850,10 @@ class Transport:
         with self._lock:
             t, self._t = self._t, ffi.NULL
         if t != ffi.NULL:
-            lib.hpccd_tp__stop(t)
+            lib.hpccd_tp__stop(t)          # a caller inside run() returns
+            with self._lock:
+                while self._runners:
+                    self._idle.wait()
         if self._obj is not None:
             try:       # the map's reference would keep the socket bound
                 self._obj.map("hpccd_xsks").delete(self.queue_id)

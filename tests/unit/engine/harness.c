@@ -27,7 +27,17 @@
  * bneck (`flows` flows of `algo` A -> B with INT on every DATA through a
  * switch port of bneck_gbps and buf_kb in front of the link, which stamps
  * the INT hop as each frame leaves its queue: feedback frames per DATA
- * frame, the port's utilisation and queue); linger_us=L: the simulation
+ * frame, the port's utilisation and queue), fairness (`flows` HPCC flows
+ * joining the port one a step_us and leaving in reverse order, the lab's
+ * fairness experiment: per bin_us each flow's bytes acknowledged, W, U and
+ * W^c updates; tests/unit/engine/fairness_trace.py reads it), longshort;
+ * N=, w_ai=: HPCC's W_AI; eta=, max_stage=: its eta and maxStage;
+ * qlen_scale=K: the port stamps K x its queue (one frame weighs in U as at
+ * a K times smaller B x T);
+ * tick_ns=: the clock's step below 1 us; int_noq=1: the port stamps qLen 0; int_at=deq:
+ * qLen as the queue behind the frame when its transmission began (else
+ * when it ended); late_us=L: both engines wake at random gaps of mean L
+ * instead of every tick (software timers); linger_us=L: the simulation
  * goes on L after A's flows ended, and cnp_at_us lists when B sent its
  * CNPs.  Prints one JSON object with
  * what happened.
@@ -38,11 +48,15 @@
 #include <stdlib.h>
 #include <math.h>
 
-#define TICK_NS 1000ull
+/* The simulated clock's step: each engine takes a turn per tick (tick_us;
+ * scale: a coarser tick is an engine that sleeps between batches, as its
+ * coalesce_ns makes it) */
+static uint64_t tick_ns = 1000;
 #define MAX_LINK (1u << 16)
 
 struct pkt {
 	uint64_t due;
+	uint64_t arr;                    /* bneck: when it came into the port's queue */
 	uint32_t len;
 	uint8_t *bytes;
 };
@@ -67,6 +81,11 @@ struct rxring {                  /* the receiving engine's RX ring */
 };
 
 static struct hpccd_tp *A, *B;
+/* fake_rings.c: with fake_tx_deferred, submitted frames wait for
+ * fake_tx_complete() (the simulated kernel's TX, apart from the engine's
+ * turn); otherwise they go onto the link at once */
+extern int fake_tx_deferred;
+void fake_tx_complete(struct hpccd_tp *t);
 static struct link ab, ba;
 static uint32_t flow_int_mode = HPCCD_TP_INT_NONE;
 static double T_ns = 50000;
@@ -82,6 +101,14 @@ static struct {
 	uint32_t *qs;                    /* queue bytes at each departure */
 	uint64_t nqs;
 	uint64_t rx_bytes;               /* bytes that arrived at the queue (admitted) */
+	int at_deq;                      /* int_at=deq: qLen is the queue behind the
+					  * packet when its transmission began (a
+					  * switch's dequeue), not when it ended */
+	int noq;                         /* int_noq=1: qLen always stamped 0 (which of
+					  * U's two terms a behaviour comes from) */
+	uint32_t qscale;                 /* qlen_scale=K: qLen stamped K x the queue (a
+					  * frame queued weighs in U as at a B x T K
+					  * times smaller, the rest unchanged) */
 	int rxrate;                      /* rxrate=1: the hop's txBytes carries rx_bytes
 					  * ([HPCC] section 3.4's "rxRate", as the lab's
 					  * HPCCD_SW_F_RX_BYTES) */
@@ -254,6 +281,7 @@ static void bneck_push(const uint8_t *frame, uint32_t len)
 	memcpy(p.bytes, frame, len);
 	bn.free_at = start + (uint64_t)len * 8 * 1000000000ull / bn.bps;
 	p.due = bn.free_at;
+	p.arr = sim_now;
 	bn.q[(bn.head + bn.n++) % MAX_LINK] = p;
 	bn.bytes += len;
 	bn.rx_bytes += len;
@@ -298,14 +326,31 @@ static void bneck_depart(void)
 			bn.trace_next = p.due + bn.trace_ns;
 		}
 		if (((ih[2] >> 4) & HPCCD_INT_F_COLLECT) && nhop < room) {
-			struct hpccd_int_fields fl = {
+			uint64_t q = bn.bytes;
+			struct hpccd_int_fields fl;
+
+			if (bn.at_deq) {
+				uint64_t start = p.due - (uint64_t)p.len * 8 * 1000000000ull / bn.bps;
+				uint32_t k;
+
+				for (k = 0, q = 0; k < bn.n; k++) {
+					const struct pkt *b = &bn.q[(bn.head + k) % MAX_LINK];
+
+					if (b->arr > start)
+						break;
+					q += b->len;
+				}
+			}
+			q *= bn.qscale;
+			fl = (struct hpccd_int_fields){
 				.speed_code = hpccd_int_speed_code(bn.bps),
 				.ts = (uint32_t)(p.due & HPCCD_INT_TS_MASK),
 				.tx_units = (uint32_t)(((bn.rxrate ? bn.rx_bytes : bn.tx_bytes) /
 							HPCCD_INT_TX_UNIT) & HPCCD_INT_TX_MASK),
-				.qlen_units = bn.bytes / HPCCD_INT_QLEN_UNIT > HPCCD_INT_QLEN_MAX ?
+				.qlen_units = bn.noq ? 0 :
+					      q / HPCCD_INT_QLEN_UNIT > HPCCD_INT_QLEN_MAX ?
 					      (uint32_t)HPCCD_INT_QLEN_MAX :
-					      (uint32_t)(bn.bytes / HPCCD_INT_QLEN_UNIT),
+					      (uint32_t)(q / HPCCD_INT_QLEN_UNIT),
 			};
 
 			hpccd_int_hop_pack(&fl, (struct hpccd_int_hop_wire *)(ih + 4 + 8 * nhop));
@@ -353,18 +398,18 @@ static void link_deliver(struct link *l, struct rxring *r)
 	}
 }
 
-/* The engine takes up to `budget` descriptors of its RX ring through
- * rx_desc (as rx_pipe does), each into a free UMEM frame: a packet, or as
- * the kernel splits a multi-buffer packet, a frame's room after the XDP
- * headroom a piece, XDP_PKT_CONTD on all but the last. */
-static void engine_rx(struct hpccd_tp *t, struct rxring *r, uint32_t budget)
+/* The simulated kernel's receive: descriptors of the RX ring, within the
+ * turn's credit and at most `max` of them, each copied into a free UMEM
+ * frame (the fill ring's) and described in d[]: a packet, or as the
+ * kernel splits a multi-buffer packet, a frame's room after the XDP
+ * headroom a piece, XDP_PKT_CONTD on all but the last.  Returns how many. */
+static __attribute__((noinline)) uint32_t kernel_rx(struct hpccd_tp *t, struct rxring *r,
+						     struct xdp_desc *d, uint32_t max)
 {
-	/* budget descriptors a tick; a packet of more pieces waits for the
-	 * ticks it takes (never more than one packet's worth banked) */
-	r->credit += budget;
-	if (r->credit > (uint64_t)budget + MB_FRAGS)
-		r->credit = (uint64_t)budget + MB_FRAGS;
-	while (r->n && pieces_of(r, r->q[r->head].len) <= r->credit) {
+	uint32_t k = 0;
+
+	while (r->n && pieces_of(r, r->q[r->head].len) <= r->credit &&
+	       k + pieces_of(r, r->q[r->head].len) <= max) {
 		struct pkt p = r->q[r->head];
 		uint32_t pieces = pieces_of(r, p.len), off, n;
 
@@ -382,10 +427,34 @@ static void engine_rx(struct hpccd_tp *t, struct rxring *r, uint32_t budget)
 
 			n = p.len - off < r->one ? p.len - off : r->one;
 			memcpy((uint8_t *)t->area + chunk + HEADROOM, p.bytes + off, n);
-			rx_desc(t, chunk + HEADROOM, n, off + n < p.len ? XDP_PKT_CONTD : 0, sim_now);
+			d[k].addr = chunk + HEADROOM;
+			d[k].len = n;
+			d[k++].options = off + n < p.len ? XDP_PKT_CONTD : 0;
 		}
 		free(p.bytes);
 	}
+	return k;
+}
+
+/* budget descriptors a tick; a packet of more pieces waits for the ticks
+ * it takes (never more than one packet's worth banked) */
+static void rx_credit(struct rxring *r, uint32_t budget)
+{
+	r->credit += budget;
+	if (r->credit > (uint64_t)budget + MB_FRAGS)
+		r->credit = (uint64_t)budget + MB_FRAGS;
+}
+
+/* The engine takes up to `budget` descriptors of its RX ring, in batches
+ * of RX_BATCH through rx_descs, as rx_pipe does. */
+static void engine_rx(struct hpccd_tp *t, struct rxring *r, uint32_t budget)
+{
+	struct xdp_desc d[RX_BATCH];
+	uint32_t n;
+
+	rx_credit(r, budget);
+	while ((n = kernel_rx(t, r, d, RX_BATCH)) != 0)
+		rx_descs(t, d, n, sim_now);
 }
 
 /* One turn of an engine's loop (tp__main without the rings and the wait). */
@@ -439,6 +508,10 @@ static const char *arg(int argc, char **argv, const char *key, const char *dflt)
 #define ADDR_B 0x0a000002u
 
 static uint32_t flow_mtu = 1500;
+static uint32_t flow_N = 100;    /* N: HPCC's W_AI = W_init (1 - eta) / N ([HPCC] 3.3) */
+static double flow_w_ai;         /* w_ai: W_AI in bytes instead */
+static double flow_eta;          /* eta: HPCC's eta (0: the core's default, 0.95) */
+static uint32_t flow_max_stage = UINT32_MAX;   /* max_stage: maxStage (else the default) */
 static uint32_t rate_win;        /* win=1: DCQCN+win, TIMELY+win */
 
 static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint64_t seed,
@@ -461,6 +534,13 @@ static uint32_t open_flow(uint64_t bytes, uint32_t algo, uint32_t recovery, uint
 	c.line_rate_bps = line_rate_bps;
 	c.hpcc.line_rate_bps = c.line_rate_bps;
 	c.hpcc.T_ns = T_ns;
+	c.hpcc.N_flows = flow_N;
+	if (flow_w_ai > 0)
+		c.hpcc.w_ai_bytes = flow_w_ai;
+	if (flow_eta > 0)
+		c.hpcc.eta = flow_eta;
+	if (flow_max_stage != UINT32_MAX)
+		c.hpcc.max_stage = flow_max_stage;
 	c.ldcp.line_rate_bps = c.line_rate_bps;
 	c.ldcp.rtt_ns = 50000;
 	c.rto_min_ns = 1000000;
@@ -530,8 +610,26 @@ static void track_rate(void)
 		return;
 	if (rate_min < 0 || track->rate_bps < rate_min)
 		rate_min = track->rate_bps;
-	if (rate_first < 0 && track->st.cc_updates)
+	if (rate_first < 0 && track->hs.cc_updates)
 		rate_first = track->rate_bps;
+}
+
+/* late_us=L: the engines' wake-ups as software timers give them (the lab's
+ * ppoll() came 10-50 us late, docs/experiments.md "Where the sending time
+ * went"): after each turn an engine's next turn comes after a random gap,
+ * uniform in [0, 2 L] (mean L), instead of on the next microsecond; what
+ * arrives meanwhile waits in its RX ring, what is due waits in its flows.
+ * 0 (the default): every tick. */
+static uint64_t late_ns, next_turn_a, next_turn_b;
+
+static int turn_due(uint64_t *next)
+{
+	if (!late_ns)
+		return 1;
+	if (sim_now < *next)
+		return 0;
+	*next = sim_now + (uint64_t)(rnd() * 2.0 * (double)late_ns);
+	return 1;
 }
 
 /* Runs until every flow of A is done or failed, or `limit_ns` passed. */
@@ -545,12 +643,13 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 		track_rate();
 		link_deliver(&ab, &ring_b);
 		link_deliver(&ba, &ring_a);
-		engine_turn(A, &ring_a, UINT32_MAX);
+		if (turn_due(&next_turn_a))
+			engine_turn(A, &ring_a, UINT32_MAX);
 		/* stall: B's thread held off its CPU for stall_ns once A has
 		 * sent stall_at bytes (its ring keeps what comes meanwhile) */
 		if (stall_ns && !stall_from && A->st.tx_bytes >= stall_at)
 			stall_from = sim_now;
-		if (!stall_from || sim_now >= stall_from + stall_ns)
+		if ((!stall_from || sim_now >= stall_from + stall_ns) && turn_due(&next_turn_b))
 			engine_turn(B, &ring_b, budget_b);
 		if (hook && hook())
 			hook = NULL;
@@ -566,7 +665,7 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 			if (sim_now >= linger_until)
 				return;
 		}
-		sim_now += TICK_NS;
+		sim_now += tick_ns;
 	}
 }
 
@@ -577,16 +676,60 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 /* The turns scale() times: a function of its own, so that valgrind
  * counts exactly them (callgrind --toggle-collect=timed_turns,
  * scripts/bench_engine_flows.sh with CACHEGRIND=1). */
+static struct xdp_desc scale_d[2][RX_BATCH * RX_ROUNDS];
+static uint32_t scale_n[2];
+
+/* The engine's part of a turn: the descriptors the simulated kernel
+ * filled (kernel_rx) in batches, timers, the scheduler, the TX queue
+ * handed to the (deferred) simulated kernel. */
+static void engine_part(struct hpccd_tp *t, const struct xdp_desc *d, uint32_t n)
+{
+	uint32_t o;
+	int more;
+
+	for (o = 0; o < n; o += RX_BATCH)
+		rx_descs(t, d + o, n - o < RX_BATCH ? n - o : RX_BATCH, sim_now);
+	flow_timers(t, sim_now);
+	rx_timers(t, sim_now);
+	schedule(t, sim_now, &more);
+	tx_submit(t);
+}
+
 static __attribute__((noinline)) void timed_turns(void)
 {
-	engine_turn(A, &ring_a, UINT32_MAX);
-	engine_turn(B, &ring_b, UINT32_MAX);
+	engine_part(A, scale_d[0], scale_n[0]);
+	engine_part(B, scale_d[1], scale_n[1]);
+}
+
+/* The simulated kernel's part of a turn, apart from the engines' (scale):
+ * the frames due into the RX UMEM before it (as much as rx_pipe takes in
+ * a loop), the frames submitted onto the link after it. */
+static __attribute__((noinline)) void kernel_in(void)
+{
+	rx_credit(&ring_a, UINT32_MAX);
+	rx_credit(&ring_b, UINT32_MAX);
+	scale_n[0] = kernel_rx(A, &ring_a, scale_d[0], RX_BATCH * RX_ROUNDS);
+	scale_n[1] = kernel_rx(B, &ring_b, scale_d[1], RX_BATCH * RX_ROUNDS);
+}
+
+static __attribute__((noinline)) void kernel_out(void)
+{
+	fake_tx_complete(A);
+	fake_tx_complete(B);
+}
+
+static uint64_t thread_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void scale(uint32_t nflows, uint64_t ms)
 {
-	struct timespec a, b;
-	uint64_t cpu = 0, end, pkts = 0, pkts0 = 0;
+	uint64_t cpu = 0, kcpu = 0, end, pkts = 0, pkts0 = 0, retx = 0, retx0 = 0;
+	uint64_t fa0, fb0, rx_used = 0, rx_probes = 0;
 	uint32_t i;
 
 	for (i = 0; i < nflows; i++) {
@@ -608,6 +751,20 @@ static void scale(uint32_t nflows, uint64_t ms)
 			fprintf(stderr, "harness: flow_open %u: %s\n", i, hpccd_tp__error(A));
 			exit(3);
 		}
+		/* on the simulated clock, as open_flow() does (opening 10,000
+		 * flows takes real time, much more under valgrind: flows stamped
+		 * with the real clock started at times that varied from run to
+		 * run), one packet time of the aggregate rate after the one
+		 * before: the packets of the N flows come evenly spaced, as
+		 * with one flow, not in bursts of N */
+		{
+			struct tp_flow *fl = &A->flows[id & A->slot_mask];
+			uint64_t at = sim_now + (uint64_t)((double)i * (fl->hdr_max + fl->mss) * 8e9 /
+							   (double)line_rate_bps);
+
+			fl->start_ns = fl->last_progress_ns = fl->next_send_ns = at;
+			sched_wake(A, fl, sim_now);
+		}
 	}
 	/* warm-up: every flow has something acknowledged, so every
 	 * receiver flow exists (the first packets of 10,000 flows at once
@@ -622,27 +779,66 @@ static void scale(uint32_t nflows, uint64_t ms)
 			break;
 	}
 	run(ms * 1000000ull, UINT32_MAX, NULL);
-	for (i = 0; i < A->cfg.max_flows; i++)
-		pkts0 += A->flows[i].st.pkts;
+	for (i = 0; i < A->cfg.max_flows; i++) {
+		pkts0 += A->flows[i].hs.pkts;
+		retx0 += A->flows[i].st.retx_pkts;
+	}
+	fa0 = A->st.tx_frames;
+	fb0 = B->st.tx_frames;
 	end = sim_now + ms * 1000000ull;
+	/* timed: the engines' own work only; the simulated kernel's copies
+	 * (into the RX UMEM, off the TX frames) apart, in kernel_ns_per_pkt */
+	fake_tx_deferred = 1;
 	while (sim_now < end) {
+		uint64_t k0, a, b, k1;
+
 		if (bn.bps)
 			bneck_depart();
 		link_deliver(&ab, &ring_b);
 		link_deliver(&ba, &ring_a);
-		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+		k0 = thread_ns();
+		kernel_in();
+		a = thread_ns();
 		timed_turns();
-		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-		cpu += (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000ull + (uint64_t)b.tv_nsec -
-		       (uint64_t)a.tv_nsec;
-		sim_now += TICK_NS;
+		b = thread_ns();
+		kernel_out();
+		k1 = thread_ns();
+		cpu += b - a;
+		kcpu += (a - k0) + (k1 - b);
+		sim_now += tick_ns;
 	}
-	for (i = 0; i < A->cfg.max_flows; i++)
-		pkts += A->flows[i].st.pkts;
-	printf("{\"flows\": %u, \"pkts\": %llu, \"cpu_ns\": %llu, \"ns_per_pkt\": %.1f, "
-	       "\"ticks\": %llu}\n", nflows, (unsigned long long)(pkts - pkts0),
+	fake_tx_deferred = 0;
+	for (i = 0; i < A->cfg.max_flows; i++) {
+		pkts += A->flows[i].hs.pkts;
+		retx += A->flows[i].st.retx_pkts;
+	}
+	/* the receiver's flows away from their home slot (tp_rx_home): each
+	 * costs its lookups a probed slot or more */
+	for (i = 0; i < B->cfg.rx_flows; i++) {
+		const struct tp_rx *r = &B->rxt[i];
+
+		if (r->used != 1)
+			continue;
+		rx_used++;
+		rx_probes += (i - tp_rx_home(B, r->saddr, r->flow_id)) & B->rx_mask;
+	}
+	printf("{\"flows\": %u, \"pkts\": %llu, \"retx\": %llu, \"frames_a\": %llu, "
+	       "\"frames_b\": %llu, \"cpu_ns\": %llu, \"ns_per_pkt\": %.1f, "
+	       "\"kernel_ns_per_pkt\": %.1f, \"ticks\": %llu, \"tick_ns\": %llu, "
+	       /* the state a packet's flow touches (both engines): the sender
+	        * flow's hot lines, its nodes, the receiver flow's hot lines;
+	        * and the whole of each */
+	       "\"hot_bytes_per_flow\": %zu, \"sender_bytes\": %zu, \"receiver_bytes\": %zu, "
+	       "\"rx_used\": %llu, \"rx_probes\": %llu}\n",
+	       nflows,
+	       (unsigned long long)(pkts - pkts0), (unsigned long long)(retx - retx0),
+	       (unsigned long long)(A->st.tx_frames - fa0), (unsigned long long)(B->st.tx_frames - fb0),
 	       (unsigned long long)cpu,
-	       (double)cpu / (double)(pkts - pkts0), (unsigned long long)(ms * 1000));
+	       (double)cpu / (double)(pkts - pkts0), (double)kcpu / (double)(pkts - pkts0),
+	       (unsigned long long)(ms * 1000000ull / tick_ns), (unsigned long long)tick_ns,
+	       (size_t)TP_FLOW_HOT_LINES * 64 + sizeof(struct tp_snode) + (size_t)TP_RX_HOT_LINES * 64,
+	       sizeof(struct tp_flow), sizeof(struct tp_rx),
+	       (unsigned long long)rx_used, (unsigned long long)rx_probes);
 }
 
 /* admit: each flow's size; long enough (160 us at 10 Gbit/s alone) that
@@ -861,6 +1057,91 @@ static int longshort(uint64_t bytes, uint64_t gbps, uint64_t buf_kb, uint64_t se
 	return 0;
 }
 
+/* fairness ([HPCC] section 5.2, Figure 9g/9h, without the lab's CPUs; the
+ * lab's experiment/fairness.py): `flows` HPCC flows from A through the
+ * switch port, flow i opened at i x step_us and closed at (2 flows - 1 - i)
+ * x step_us (1, 2, ... flows, then back to 1, as the lab's phases); every
+ * bin_us a row [ns, [bytes acknowledged], [W], [U], [W^c updates]], one
+ * entry per flow (0 before it opens and after it closes).  Jain's index per
+ * bin and per phase is the reader's (tests/unit/engine/fairness_trace.py). */
+static int fairness(uint32_t nflows, uint64_t gbps, uint64_t buf_kb, uint64_t seed,
+		    uint64_t step_ns, uint64_t bin_ns)
+{
+	struct hpccd_tp_flow_stats fs;
+	uint32_t ids[16], open[16] = {0}, i;
+	uint64_t t0, k, nbins, wl[16] = {0}, pl[16] = {0};
+	double w_ai_used = 0;
+	const char *sep = "";
+
+	if (nflows < 1 || nflows > 16 || !bin_ns || step_ns < bin_ns)
+		return 2;
+	bn.bps = gbps * 1000000000ull;
+	bn.buf = buf_kb * 1000;
+	bn.qs = malloc(sizeof(*bn.qs) << 22);
+	flow_int_mode = HPCCD_TP_INT_EVERY;
+	t0 = sim_now;
+	nbins = (2 * nflows - 1) * step_ns / bin_ns;
+	printf("{\"bins\": [");
+	for (k = 0; k < nbins; k++) {
+		uint64_t t = k * bin_ns;
+		struct { double W, U; uint64_t una, upd; } row[16];
+
+		for (i = 0; i < nflows; i++) {
+			if (!open[i] && t >= i * step_ns && t < (2 * nflows - 1 - i) * step_ns) {
+				ids[i] = open_flow(1ull << 40, HPCCD_ALGO_HPCC, HPCCD_TP_SR, seed + i,
+						   (uint16_t)(40000 + i));
+				open[i] = 1;
+				w_ai_used = A->flows[ids[i] & A->slot_mask].cc.hpcc.w_ai;
+			} else if (open[i] == 1 && t >= (2 * nflows - 1 - i) * step_ns) {
+				hpccd_tp__flow_stats(A, ids[i], &fs);
+				wl[i] = fs.wnd_limited_ns;
+				pl[i] = fs.pace_lost_ns;
+				hpccd_tp__flow_close(A, ids[i]);
+				open[i] = 2;
+			}
+		}
+		run(bin_ns, UINT32_MAX, NULL);
+		for (i = 0; i < nflows; i++) {
+			memset(&row[i], 0, sizeof(row[i]));
+			if (open[i] != 1)
+				continue;
+			hpccd_tp__flow_stats(A, ids[i], &fs);
+			row[i].W = fs.window_bytes;
+			row[i].U = fs.U;
+			row[i].una = fs.snd_una;
+			row[i].upd = fs.cc_updates;
+			wl[i] = fs.wnd_limited_ns;
+			pl[i] = fs.pace_lost_ns;
+		}
+		printf("%s[%llu, [", sep, (unsigned long long)(sim_now - t0));
+		for (i = 0; i < nflows; i++)
+			printf("%s%llu", i ? ", " : "", (unsigned long long)row[i].una);
+		printf("], [");
+		for (i = 0; i < nflows; i++)
+			printf("%s%.1f", i ? ", " : "", row[i].W);
+		printf("], [");
+		for (i = 0; i < nflows; i++)
+			printf("%s%.4f", i ? ", " : "", row[i].U);
+		printf("], [");
+		for (i = 0; i < nflows; i++)
+			printf("%s%llu", i ? ", " : "", (unsigned long long)row[i].upd);
+		printf("]]");
+		sep = ", ";
+	}
+	printf("], \"step_ns\": %llu, \"bin_ns\": %llu, \"T_ns\": %.0f, \"bneck_bps\": %llu, "
+	       "\"delay_ns\": %llu, \"late_ns\": %llu, \"port_drops\": %llu, \"wnd_limited_ns\": [",
+	       (unsigned long long)step_ns, (unsigned long long)bin_ns, T_ns,
+	       (unsigned long long)bn.bps, (unsigned long long)ab.delay_ns,
+	       (unsigned long long)late_ns, (unsigned long long)bn.drops);
+	for (i = 0; i < nflows; i++)
+		printf("%s%llu", i ? ", " : "", (unsigned long long)wl[i]);
+	printf("], \"pace_lost_ns\": [");
+	for (i = 0; i < nflows; i++)
+		printf("%s%llu", i ? ", " : "", (unsigned long long)pl[i]);
+	printf("], \"w_ai\": %.3f}\n", w_ai_used);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct hpccd_tp_config c;
@@ -891,6 +1172,14 @@ int main(int argc, char **argv)
 	c.rx_hpcc.T_ns = T_ns;                   /* the receiver's Rx-HPCC */
 	c.rx_hpcc.line_rate_bps = line_rate_bps;
 	c.rx_hpcc.N_flows = (uint32_t)strtoul(arg(argc, argv, "N", "100"), NULL, 0);
+	flow_N = c.rx_hpcc.N_flows;
+	flow_w_ai = atof(arg(argc, argv, "w_ai", "0"));
+	flow_eta = atof(arg(argc, argv, "eta", "0"));
+	flow_max_stage = (uint32_t)strtoul(arg(argc, argv, "max_stage", "4294967295"), NULL, 0);
+	late_ns = strtoull(arg(argc, argv, "late_us", "0"), NULL, 0) * 1000;
+	bn.noq = atoi(arg(argc, argv, "int_noq", "0"));
+	bn.at_deq = !strcmp(arg(argc, argv, "int_at", "end"), "deq");
+	bn.qscale = (uint32_t)strtoul(arg(argc, argv, "qlen_scale", "1"), NULL, 0) ?: 1;
 	memset(c.tag_key, 0x5a, sizeof(c.tag_key));
 	if (!strcmp(arg(argc, argv, "key", "same"), "other"))
 		c.tag_key[0] ^= 1;       /* A's key below differs from B's */
@@ -933,6 +1222,10 @@ int main(int argc, char **argv)
 	rate_win = (uint32_t)strtoul(arg(argc, argv, "win", "0"), NULL, 0);
 	ab.delay_ns = ba.delay_ns = strtoull(arg(argc, argv, "delay_us", "10"), NULL, 0) * 1000;
 	sim_now = now_ns();
+	tick_ns = strtoull(arg(argc, argv, "tick_us", "1"), NULL, 0) * 1000 ?: 1000;
+	/* tick_ns: a tick finer than 1 us (a port of 10 Gbit/s and more sends a
+	 * frame in about a microsecond or less) */
+	tick_ns = strtoull(arg(argc, argv, "tick_ns", "0"), NULL, 0) ?: tick_ns;
 
 	if (!strcmp(scenario, "scale")) {
 		scale(nflows, strtoull(arg(argc, argv, "ms", "20"), NULL, 0));
@@ -944,6 +1237,11 @@ int main(int argc, char **argv)
 			     algo_of(arg(argc, argv, "algo2", "hpcc")),
 			     strtoull(arg(argc, argv, "bneck_gbps", "10"), NULL, 0),
 			     strtoull(arg(argc, argv, "buf_kb", "1000"), NULL, 0), seed);
+	if (!strcmp(scenario, "fairness"))
+		return fairness(nflows, strtoull(arg(argc, argv, "bneck_gbps", "10"), NULL, 0),
+				strtoull(arg(argc, argv, "buf_kb", "1000"), NULL, 0), seed,
+				strtoull(arg(argc, argv, "step_us", "1000000"), NULL, 0) * 1000,
+				strtoull(arg(argc, argv, "bin_us", "1000"), NULL, 0) * 1000);
 	if (!strcmp(scenario, "longshort"))
 		return longshort(bytes, strtoull(arg(argc, argv, "bneck_gbps", "10"), NULL, 0),
 				 strtoull(arg(argc, argv, "buf_kb", "1000"), NULL, 0), seed,

@@ -5,7 +5,8 @@ with a message that says what failed and what to do, never a Python traceback.
   (``hpccctl replay ... | head``) ends quietly with 141 (128 + SIGPIPE, as a
   C tool killed by SIGPIPE does), Ctrl-C with 130, and an error nobody
   expected with one line naming it as a bug (``HPCCD_DEBUG=1`` prints the
-  traceback for the report).
+  traceback for the report); what pyroute2's asyncio loop reports is one line,
+  and nothing when an interrupt caused it.
 - :func:`permission_denied` tells whether an error (or what caused it) is
   EPERM/EACCES, and :func:`privilege_hint` says what the program needs then:
   root, or the capabilities of systemd/hpccd.service.
@@ -13,6 +14,7 @@ with a message that says what failed and what to do, never a Python traceback.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import sys
 import traceback
@@ -57,9 +59,54 @@ def not_root(prog: str, why: str) -> bool:
     return True
 
 
+def _caused_by_interrupt(e: BaseException | None) -> bool:
+    """KeyboardInterrupt is `e` or in the chain of errors that led to it."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return False
+
+
+class _AsyncioLines(logging.Handler):
+    """pyroute2 runs its netlink requests on an asyncio loop of its own; what
+    that loop reports (through the "asyncio" logger, whose fallback prints a
+    traceback) becomes one line.  A report caused by an interrupt is dropped:
+    a signal raised in the middle of a request leaves its generator half
+    closed, and the interrupt itself is already said."""
+
+    def __init__(self, prog: str):
+        super().__init__(logging.WARNING)
+        self.prog = prog
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        if _caused_by_interrupt(exc):
+            return
+        try:
+            line = record.getMessage().splitlines()[0] if record.getMessage() else ""
+            if exc is not None:
+                line += f": {type(exc).__name__}: {exc}"
+            print(f"{self.prog}: asyncio: {line}", file=sys.stderr)
+            if os.environ.get("HPCCD_DEBUG") and record.exc_info:
+                traceback.print_exception(*record.exc_info)
+        except Exception:           # a closed stderr: nothing left to say it on
+            pass
+
+
+def _asyncio_in_lines(prog: str) -> None:
+    log = logging.getLogger("asyncio")
+    if not any(isinstance(h, _AsyncioLines) for h in log.handlers):
+        log.addHandler(_AsyncioLines(prog))
+    log.propagate = False
+
+
 def run_main(prog: str, main: Callable[[list[str] | None], int],
              argv: list[str] | None = None) -> int:
     """Run `main(argv)` and return its exit status; see the module docstring."""
+    _asyncio_in_lines(prog)
     try:
         code = main(argv)
         sys.stdout.flush()          # a closed pipe shows here, not at interpreter exit

@@ -602,3 +602,36 @@ def test_fast_start_drops_ecn_incapable_class_above_k(chain):
     qdrops = r.netlink[-1][4] - r.netlink[0][4] if r.netlink else 0
     assert dropped <= missing <= dropped + qdrops, (dropped, missing, qdrops)
     assert r.csum_errors == 0
+
+
+def test_a_recorder_samples_only_its_ports(chain):
+    """While an experiment's recorder reads port 2 (the data's way) only,
+    port 1 (the flow's ACKs toward h1) emits no queue sample; with the
+    recorder stopped every port samples again; the flag is changed in
+    the port's configuration as it was (marking set meanwhile kept)."""
+    from hpccd.experiment import measure
+
+    sw = chain.hook
+    sw.configure("s1", 2, ecn=Ecn(1600 * 80, 1600 * 80, 1.0), depart=False)
+    dst = chain.address("h2")
+    try:
+        c0 = {p: sw.counters("s1", p)["sampled"][0] for p in (1, 2)}
+        rec = measure.QueueRecorder(chain, "s1", 2).start()
+        assert _port_flags(chain) == F_INT | F_ECN | F_SAMPLE
+        cli = chain.popen("h1", ["iperf3", "-c", dst, "-t", "1.5"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert cli.wait(timeout=30) == 0
+        samples = rec.stop()
+        c1 = {p: sw.counters("s1", p)["sampled"][0] for p in (1, 2)}
+        assert c1[1] == c0[1], "port 1 sampled while only port 2 was recorded"
+        assert c1[2] - c0[2] >= 1000, c1[2] - c0[2]       # 100 us apart over 1.5 s
+        assert samples and {s.port for s in samples} == {2}
+        # released: both ports sample again, marking kept
+        assert _port_flags(chain) == F_INT | F_ECN | F_SAMPLE
+        sp1 = sw.ports[("s1", 1)]
+        raw = sw.objs["s1"].map("hpccd_sw_ports").lookup(sp1.ifindex)
+        assert ffi.cast("struct hpccd_sw_port *", ffi.from_buffer(raw)).flags & F_SAMPLE
+        chain.ping("h1", "h2")            # echo replies leave by port 1
+        assert sw.counters("s1", 1)["sampled"][0] > c1[1]
+    finally:
+        sw.configure("s1", 2)

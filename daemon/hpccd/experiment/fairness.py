@@ -94,7 +94,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> FairnessRow:
     try:
         flows = [open_flow(lab, algo, f"f{i}", f"r{i}", PORT, sinks[i - 1], f"flow{i}")
                  for i in range(1, n + 1)]
-        rec = measure.QueueRecorder(lab, "s2", None).start()
+        rec = measure.QueueRecorder(lab, "s2", ports).start()
         rec_b = measure.QueueRecorder(lab, "s1", p_b).start()
         cpu = measure.CpuMeter().start()
         t0 = time.monotonic_ns()

@@ -147,7 +147,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
     flows = []
     wrec = None
     try:
-        rec = measure.QueueRecorder(lab, "s2", None).start()
+        rec = measure.QueueRecorder(lab, "s2", (p_long, p_short)).start()
         rec_b = measure.QueueRecorder(lab, "s1", p_bottleneck).start()
         cpu = measure.CpuMeter().start()
         long = open_flow(lab, algo, "l1", "r1", PORT, sink_l, "long").start()

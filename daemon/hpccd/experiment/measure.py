@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 __all__ = ["QueueRecorder", "CpuMeter", "percentile", "jain", "bottleneck_verdict",
            "Verdict", "rate_series"]
@@ -131,24 +131,32 @@ class QueueRecorder:
     """Queue samples of `port` of `switch` of a lab's INT switch, recorded
     from start() to stop() (QueueSample tuples, in order)."""
 
-    def __init__(self, lab, switch: str, port: int | None, period_s: float = 0.25):
-        """`port` None: every port of `switch` (filter by QueueSample.port)."""
+    def __init__(self, lab, switch: str, port: int | Iterable[int] | None,
+                 period_s: float = 0.25):
+        """`port`: one port, several (filter by QueueSample.port), or None:
+        every port of `switch`.  Only the ports recorded are sampled while
+        recorders run (IntSwitch.want_samples)."""
+        self.int_switch = lab.int_switch
+        self.switch = switch
         self.sampler = lab.int_switch.sampler(switch)
-        self.port = port
+        self.ports = (None if port is None
+                      else frozenset([port] if isinstance(port, int) else port))
         self.period_s = period_s
         self.samples: list = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._release: Callable[[], None] | None = None
 
     def _take(self) -> None:
         self.samples.extend(s for s in self.sampler.read()
-                            if self.port is None or s.port == self.port)
+                            if self.ports is None or s.port in self.ports)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
             self._take()
 
     def start(self) -> "QueueRecorder":
+        self._release = self.int_switch.want_samples(self.switch, self.ports)
         self.sampler.read()                       # drop what came before
         self._thread = threading.Thread(target=self._run, daemon=True, name="queue-recorder")
         self._thread.start()
@@ -159,6 +167,8 @@ class QueueRecorder:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._take()
+        if self._release is not None:
+            self._release()
         return self.samples
 
 

@@ -29,7 +29,9 @@ the topology:
 - ``switch_id`` (XORed into pathID), ``port`` (the port number of the hop
   record), ``speed_code`` (B of the port's rate) and ``buffer_bytes``;
 - INT stamping on (flag INT), rewritten at departure (flag DEPART), and the
-  queue sampler on (flag SAMPLE);
+  queue sampler on (flag SAMPLE): on every port, or, while readers have
+  said which ports they read (``want_samples``: the experiments'
+  recorders), only on those;
 - with the switch's ``ecn`` table: WRED/ECN (flag ECN, K_min, K_max, P_max
   as P_max x 2^32) and, with ``fast_start_k_bytes``, the fast-start drop of
   ECN-incapable packets of ``fast_start_class`` ("hpccd" -> FS_HPCCD,
@@ -51,7 +53,8 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, NamedTuple
+from collections import Counter
+from typing import Any, Callable, Iterable, NamedTuple
 
 from ..bpf import loader as bpf
 from .._bpf import ffi, lib
@@ -203,6 +206,8 @@ class IntSwitch:
         self.ports: dict[tuple[str, int], Any] = {}       # (switch, number) -> SwitchPort
         self._rings: dict[str, QueueSampler] = {}
         self._hooks: dict[str, _Hook] = {}
+        # switch -> port number -> readers that want its samples (want_samples)
+        self._wants: dict[str, Counter] = {}
         self.lab: str | None = None
 
     def __call__(self, sp) -> None:
@@ -267,10 +272,63 @@ class IntSwitch:
         far end is a host the departure kept by hop word too (that host's
         xdp_host may take the packet before tc ingress)."""
         sp = self._sp(switch, number)
-        c = port_config(sp.switch, sp.port, ecn=ecn, sample=self.sample_ns > 0, depart=depart)
+        c = port_config(sp.switch, sp.port, ecn=ecn, sample=self._sampled(switch, number),
+                        depart=depart)
         if depart and sp.port.peer in sp.topology.hosts:
             c.flags |= lib.HPCCD_SW_F_DEPART_XDP
         return c
+
+    def _sampled(self, switch: str, number: int) -> bool:
+        if self.sample_ns <= 0:
+            return False
+        if not any(+c for c in self._wants.values()):
+            return True                       # no reader said which: every port
+        return self._wants.get(switch, Counter())[number] > 0
+
+    def want_samples(self, switch: str, ports: Iterable[int] | None) -> Callable[[], None]:
+        """Sample `ports` of `switch` (None: all of its ports) for a reader of
+        sampler(switch); returns the function that says the reader is done.
+        While any reader has said which ports it reads, only those ports
+        are sampled, on every switch of the lab; with none, every port.
+        Each sampled port costs a ring record per sample interval with
+        packet arrivals, which the reader parses (the ACK ports of a
+        fairness run were about half of its 200-280 thousand samples:
+        docs/lab.md "Where the lab's CPU goes")."""
+        numbers = sorted({n for (s, n) in self.ports if s == switch} if ports is None
+                         else set(ports))
+        for n in numbers:
+            self._sp(switch, n)
+        wants = self._wants.setdefault(switch, Counter())
+        wants.update(numbers)
+        self._write_sample_flags()
+        released = False
+
+        def done() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            wants.subtract(numbers)
+            self._write_sample_flags()
+        return done
+
+    def _write_sample_flags(self) -> None:
+        """Set each port's SAMPLE flag as _sampled() says, in the port's
+        struct as it is (an experiment may have changed its marking or
+        fields); only ports whose flag changes are written."""
+        for (s, n), sp in self.ports.items():
+            ports_map = self.objs[s].map("hpccd_sw_ports")
+            raw = ports_map.lookup(sp.ifindex)
+            if raw is None:
+                continue
+            c = ffi.new("struct hpccd_sw_port *")
+            ffi.buffer(c)[:] = raw
+            flags = c.flags & ~lib.HPCCD_SW_F_SAMPLE
+            if self._sampled(s, n):
+                flags |= lib.HPCCD_SW_F_SAMPLE
+            if flags != c.flags:
+                c.flags = flags
+                ports_map.update(sp.ifindex, ffi.buffer(c)[:])
 
     def counters(self, switch: str, number: int) -> dict[str, tuple[int, int]]:
         """(packets, bytes) per counter of port `number` (COUNTER_NAMES)."""

@@ -110,8 +110,9 @@ def test_dcqcn_byte_exact_cnps_cut_the_rate(dumbbell, engines):
     assert marked > 0 and r.stats["ce_pkts"] > 0
     assert 0 < r.stats["cnps_sent"] <= res.fct_s * 1e9 / CNP_NS + 1
     # Every CNP the sender got cut the rate once.  The receiver's last CNP
-    # may reach the sender after the ACK that completed the flow (a CE mark
-    # on one of the last packets; seen once in CI: 17 of 18): not counted.
+    # may reach the sender after the ACK that completed the flow (a mark
+    # held in the notification point's last window is sent when the window
+    # ends, cnp.c rx_cnp_timer; seen once in CI: 17 of 18): not counted.
     assert st["cnps"] == st["cc_updates"]
     assert r.stats["cnps_sent"] - 1 <= st["cnps"] <= r.stats["cnps_sent"]
     # every CNP (and ACK) carried its trailer through xdp_host and verified

@@ -733,12 +733,13 @@ static inline int32_t flow_slot(const struct hpccd_tp *t, const struct tp_flow *
  * TP_RX_PROBE_MAX slots, a cache line each, whatever a peer does with its
  * flow ids (unbounded, a peer's rx_peer_max flows at one home made the
  * lookups landing there read up to 4,096 lines).  Large enough that
- * honest load never meets it: 10,000 flows of one flow each from 10,000
- * senders (linear probing as under a hash: the longest runs) sat at most
- * 60 slots past their homes over 100 tables of the default 16,384
- * (tests/unit/engine/harness.c rxtable; docs/transport.md "Flows"); 64
- * would be met by about one such table in a hundred.  Tables smaller than
- * this probe all their slots (t->rx_probe_max). */
+ * honest load never meets it: 10,000 flows of 10 to 10,000 senders (one
+ * flow each: linear probing as under a hash, the longest runs) sat at
+ * most 93 slots past their homes over 700 tables of the default 16,384,
+ * and 64 was met by 4 of them (tests/unit/engine/harness.c rxtable;
+ * docs/security.md "Limits": more than ~10,000 flows of many senders
+ * want a larger rx_flows).  Tables smaller than this probe all their
+ * slots (t->rx_probe_max). */
 #define TP_RX_PROBE_MAX 128
 
 /* Where receiver flow (saddr, flow_id) is first looked for in t->rxt

@@ -30,7 +30,9 @@
  * frame, the port's utilisation and queue), fairness (`flows` HPCC flows
  * joining the port one a step_us and leaving in reverse order, the lab's
  * fairness experiment: per bin_us each flow's bytes acknowledged, W, U and
- * W^c updates; tests/unit/engine/fairness_trace.py reads it), longshort;
+ * W^c updates; tests/unit/engine/fairness_trace.py reads it), longshort,
+ * rxtable (B's receiver table under `senders` honest peers and a hostile
+ * one: rxtable() below);
  * N=, w_ai=: HPCC's W_AI; eta=, max_stage=: its eta and maxStage;
  * qlen_scale=K: the port stamps K x its queue (one frame weighs in U as at
  * a K times smaller B x T);
@@ -950,50 +952,64 @@ static void rxt_refusals(const char *name)
 	       B->n_rx_used);
 }
 
-static int rxtable(uint32_t senders, uint32_t nflows, uint32_t hostile, int reap, uint64_t seed)
+/* A packet at seq of each honest flow: sender s's flow k in slot k, its
+ * id_gen's high bits above (api.c), every sender's id_gen its own. */
+static void rxt_honest(uint32_t senders, uint32_t per, uint64_t seed, uint64_t seq,
+		       uint32_t flags)
 {
-	uint32_t per = nflows / senders, s, k, found = 0, *hids = calloc(hostile + 1, 4), nh = 0;
-	uint32_t hbase = (uint32_t)splitmix64(seed ^ 0x5eed);
-	struct rxt_part honest, bad, all;
+	uint32_t s, k;
 
-	if (!hids || !senders || per > 16384) {
-		fprintf(stderr, "harness: rxtable: senders >= 1, flows / senders <= 16384\n");
-		return 3;
-	}
-	/* honest: sender s's flow k in slot k, its id_gen's high bits above */
 	for (s = 0; s < senders; s++) {
 		uint32_t gen = (uint32_t)splitmix64(seed + s);
 
 		for (k = 0; k < per; k++) {
 			gen += 16384;
-			rxt_data(ADDR_A + 0x100 + s, (gen & ~16383u) | k, 0, HPCCD_F_SYN);
+			rxt_data(ADDR_A + 0x100 + s, (gen & ~16383u) | k, seq, flags);
 		}
 	}
 	rxt_drain();
+}
+
+/* The hostile peer's flows from..to - 1, unfinished: ids equal modulo the
+ * table's size (one home whatever B's keys). */
+static void rxt_hostile(uint32_t hbase, uint32_t from, uint32_t to)
+{
+	uint32_t k;
+
+	for (k = from; k < to; k++)
+		rxt_data(RXT_HOSTILE, hbase + k * B->cfg.rx_flows, 0, HPCCD_F_SYN);
+	rxt_drain();
+}
+
+static int rxtable(uint32_t senders, uint32_t nflows, uint32_t hostile, int reap, uint64_t seed)
+{
+	uint32_t per = senders ? nflows / senders : 0, k, found = 0, nh = 0, *hids;
+	uint32_t hbase = (uint32_t)splitmix64(seed ^ 0x5eed);
+	struct rxt_part honest, bad, all;
+
+	if (!senders || per > 16384) {
+		fprintf(stderr, "harness: rxtable: senders >= 1, flows / senders <= 16384\n");
+		return 2;
+	}
+	hids = calloc(hostile + 1, sizeof(*hids));
+	if (!hids) {
+		fprintf(stderr, "harness: out of memory\n");
+		return 3;
+	}
+	rxt_honest(senders, per, seed, 0, HPCCD_F_SYN);
 	printf("{\"flows\": %u, \"senders\": %u, \"hostile\": %u, \"probe_max\": %u, ",
 	       per * senders, senders, hostile, B->rx_probe_max);
 	honest = rxt_scan(RXT_HONEST);
 	rxt_print("honest", &honest, 1);
 	rxt_refusals("after_honest");
-	/* hostile: ids equal modulo the table's size, unfinished */
-	for (k = 0; k < hostile; k++)
-		rxt_data(RXT_HOSTILE, hbase + k * B->cfg.rx_flows, 0, HPCCD_F_SYN);
-	rxt_drain();
+	rxt_hostile(hbase, 0, hostile);
 	bad = rxt_scan(RXT_BAD);
 	rxt_print("hostile", &bad, 0);
 	all = rxt_scan(RXT_ALL);
 	rxt_print("all", &all, 0);
 	rxt_refusals("after_hostile");
 	/* every honest flow's second packet: found (delivered in order)? */
-	for (s = 0; s < senders; s++) {
-		uint32_t gen = (uint32_t)splitmix64(seed + s);
-
-		for (k = 0; k < per; k++) {
-			gen += 16384;
-			rxt_data(ADDR_A + 0x100 + s, (gen & ~16383u) | k, RXT_PLEN, 0);
-		}
-	}
-	rxt_drain();
+	rxt_honest(senders, per, seed, RXT_PLEN, 0);
 	for (k = 0; k < B->cfg.rx_flows; k++)
 		found += B->rxt[k].used == 1 && B->rxt[k].saddr != RXT_HOSTILE &&
 			 B->rxt[k].rcv_nxt == 2 * RXT_PLEN;
@@ -1011,9 +1027,7 @@ static int rxtable(uint32_t senders, uint32_t nflows, uint32_t hostile, int reap
 	       reap ? hpccd_tp__rx_reap(B) : 0);
 	rxt_refusals("after_end");
 	/* as many new ones at the same home: the slots the first took */
-	for (k = hostile; k < 2 * hostile; k++)
-		rxt_data(RXT_HOSTILE, hbase + k * B->cfg.rx_flows, 0, HPCCD_F_SYN);
-	rxt_drain();
+	rxt_hostile(hbase, hostile, 2 * hostile);
 	for (k = 0, nh = 0; k < B->cfg.rx_flows; k++)
 		nh += B->rxt[k].used == 1 && B->rxt[k].saddr == RXT_HOSTILE && !B->rxt[k].done;
 	all = rxt_scan(RXT_ALL);
@@ -1337,7 +1351,7 @@ int main(int argc, char **argv)
 	int n;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: harness transfer|restart|admit SEED [key=value ...]\n");
+		fprintf(stderr, "usage: harness transfer|restart|admit|rxtable|... SEED [key=value ...]\n");
 		return 2;
 	}
 	scenario = argv[1];

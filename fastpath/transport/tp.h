@@ -735,7 +735,7 @@ static inline int32_t flow_slot(const struct hpccd_tp *t, const struct tp_flow *
  * lookups landing there read up to 4,096 lines).  Large enough that
  * honest load never meets it: 10,000 flows of 10 to 10,000 senders (one
  * flow each: linear probing as under a hash, the longest runs) sat at
- * most 93 slots past their homes over 700 tables of the default 16,384,
+ * most 93 slots past their homes over 800 tables of the default 16,384,
  * and 64 was met by 4 of them (tests/unit/engine/harness.c rxtable;
  * docs/security.md "Limits": more than ~10,000 flows of many senders
  * want a larger rx_flows).  Tables smaller than this probe all their

@@ -199,6 +199,7 @@ int tp__state_init(struct hpccd_tp *t)
 		t->free_slot[i] = (int32_t)(c->max_flows - 1 - i);
 	t->n_free = c->max_flows;
 	t->rx_mask = c->rx_flows - 1;
+	t->rx_probe_max = c->rx_flows < TP_RX_PROBE_MAX ? c->rx_flows : TP_RX_PROBE_MAX;
 	t->delack_min = NO_DEADLINE;
 	t->ring = pow2_floor(c->rx_frames < RING_MAX ? c->rx_frames : RING_MAX);
 	if (pow2_floor(c->tx_frames) < t->ring)

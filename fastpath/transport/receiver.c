@@ -51,12 +51,18 @@ static void rx_live_add(struct hpccd_tp *t, uint32_t saddr, int d)
 	}
 }
 
+/* Receiver flow (saddr, flow_id), or NULL; create: else a new one in the
+ * first free slot (tombstone or empty) of its home's run, NULL if the
+ * rx_probe_max slots from its home are all used.  Every flow sits within
+ * rx_probe_max slots of its home (inserts go no further: TP_RX_PROBE_MAX), so
+ * the lookup stops there, at an empty slot, or at the flow; tombstones
+ * (rx_unuse) keep the flows past them reachable. */
 static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id, int create)
 {
 	uint32_t h = tp_rx_home(t, saddr, flow_id), i;
 	struct tp_rx *tomb = NULL;
 
-	for (i = 0; i < t->cfg.rx_flows; i++) {
+	for (i = 0; i < t->rx_probe_max; i++) {
 		struct tp_rx *r = &t->rxt[(h + i) & t->rx_mask];
 
 		if (r->used == 1 && r->saddr == saddr && r->flow_id == flow_id)
@@ -91,23 +97,51 @@ static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow
 	return tomb;
 }
 
+/* A used slot of the rx_probe_max from `home` to recycle for a new
+ * flow: the done flow finished longest ago, else the unfinished flow
+ * without DATA for rx_idle_ns longest (its sender died or gave up); NULL:
+ * none.  *done: the victim is done. */
+static struct tp_rx *rx_victim(struct hpccd_tp *t, uint32_t home, uint64_t now, int *done)
+{
+	struct tp_rx *victim = NULL;
+	uint32_t i;
+
+	*done = 0;
+	for (i = 0; i < t->rx_probe_max; i++) {
+		struct tp_rx *c = &t->rxt[(home + i) & t->rx_mask];
+
+		if (c->used != 1)
+			continue;
+		if (c->done) {
+			if (!*done || c->hs.last_ns < victim->hs.last_ns)
+				victim = c;
+			*done = 1;
+		} else if (!*done && now - c->hs.last_ns >= t->cfg.rx_idle_ns &&
+			   (!victim || c->hs.last_ns < victim->hs.last_ns)) {
+			victim = c;
+		}
+	}
+	return victim;
+}
+
 /* Limits of the receiver table (docs/security.md "Limits").  DATA of a
  * flow the table does not hold: admitted unless its source already has
  * rx_peer_max flows not done (a flood of new flows from one peer then
- * costs that peer only: counted in rx_peer_full).  When the table is full
- * a slot is recycled: the done flow finished longest ago (rx_recycled;
- * a long-running receiver that nobody reaps must keep accepting flows),
- * else an unfinished flow without DATA for rx_idle_ns (rx_expired: its
- * sender died or gave up); otherwise the flow is refused (rx_table_full)
- * and the flows in the table keep being served.  Both scans run only for
- * the first packet of a new flow. */
+ * costs that peer only: counted in rx_peer_full).  When the
+ * rx_probe_max slots from its home are all used (a full table, or a
+ * run that a peer filled with flows of ids equal modulo the table's
+ * size), one of them is recycled (rx_victim: rx_recycled, rx_expired; a
+ * long-running receiver that nobody reaps must keep accepting flows);
+ * otherwise the flow is refused, counted in rx_table_full if the table is
+ * full, else in rx_probe_full, and the flows in the table keep being
+ * served.  All of it reads at most rx_probe_max slots (a flow refused
+ * at a full table once scanned all rx_flows, for each of its packets). */
 static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id,
 			      uint64_t now)
 {
-	struct tp_rx *r, *victim = NULL;
+	struct tp_rx *r, *victim;
 	struct tp_peer *p = peer_of(t, saddr);
-	uint32_t i;
-	int done_victim = 0;
+	int done_victim;
 
 	if (t->cfg.rx_peer_max && p && p->live >= t->cfg.rx_peer_max) {
 		t->st.rx_peer_full++;
@@ -116,22 +150,12 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 	r = rx_lookup(t, saddr, flow_id, 1);
 	if (r)
 		return r;
-	for (i = 0; i < t->cfg.rx_flows; i++) {
-		struct tp_rx *c = &t->rxt[i];
-
-		if (c->used != 1)
-			continue;
-		if (c->done) {
-			if (!done_victim || c->hs.last_ns < victim->hs.last_ns)
-				victim = c;
-			done_victim = 1;
-		} else if (!done_victim && now - c->hs.last_ns >= t->cfg.rx_idle_ns &&
-			   (!victim || c->hs.last_ns < victim->hs.last_ns)) {
-			victim = c;
-		}
-	}
+	victim = rx_victim(t, tp_rx_home(t, saddr, flow_id), now, &done_victim);
 	if (!victim) {
-		t->st.rx_table_full++;
+		if (t->n_rx_used == t->cfg.rx_flows)
+			t->st.rx_table_full++;
+		else
+			t->st.rx_probe_full++;
 		return NULL;
 	}
 	if (done_victim) {
@@ -142,8 +166,8 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 		rxw_leave(t, victim);
 	}
 	rx_release(t, victim);
-	rx_unuse(t, victim);     /* a tombstone: the table has no empty slot, so
-				  * rx_lookup finds it on any probe sequence */
+	rx_unuse(t, victim);     /* a tombstone within the run: the insert below
+				  * takes it (or a free slot before it) */
 	return rx_lookup(t, saddr, flow_id, 1);
 }
 

@@ -505,6 +505,7 @@ struct hpccd_tp {
 	uint32_t n_free;
 	struct tp_rx *rxt;               /* [cfg.rx_flows] */
 	uint32_t rx_mask;
+	uint32_t rx_probe_max;           /* TP_RX_PROBE_MAX, or rx_flows if fewer */
 	uint32_t rx_mul, rx_key;         /* tp_rx_home()'s keys: odd, random */
 	struct tp_peer *peers;           /* [cfg.rx_flows] */
 	int32_t *delack;                 /* [cfg.rx_flows] receiver flows with a delayed ACK armed */
@@ -726,6 +727,21 @@ static inline int32_t flow_slot(const struct hpccd_tp *t, const struct tp_flow *
 	return (int32_t)(fl - t->flows);
 }
 
+/* The longest probe of the receiver table (receiver.c, docs/security.md
+ * "Limits"): a flow is put at most TP_RX_PROBE_MAX - 1 slots past its home
+ * (tp_rx_home) or refused (rx_probe_full), so a lookup reads at most
+ * TP_RX_PROBE_MAX slots, a cache line each, whatever a peer does with its
+ * flow ids (unbounded, a peer's rx_peer_max flows at one home made the
+ * lookups landing there read up to 4,096 lines).  Large enough that
+ * honest load never meets it: 10,000 flows of 10 to 10,000 senders (one
+ * flow each: linear probing as under a hash, the longest runs) sat at
+ * most 93 slots past their homes over 800 tables of the default 16,384,
+ * and 64 was met by 4 of them (tests/unit/engine/harness.c rxtable;
+ * docs/security.md "Limits": more than ~10,000 flows of many senders
+ * want a larger rx_flows).  Tables smaller than this probe all their
+ * slots (t->rx_probe_max). */
+#define TP_RX_PROBE_MAX 128
+
 /* Where receiver flow (saddr, flow_id) is first looked for in t->rxt
  * (open addressing from there, receiver.c).  A sender's flow ids carry
  * its slot in their low bits (api.c: id_gen's high bits | slot), and
@@ -737,11 +753,11 @@ static inline int32_t flow_slot(const struct hpccd_tp *t, const struct tp_flow *
  * different senders meet as under a hash (each sender's homes are offset
  * by its address's hash, keyed per engine).  The key comparison (saddr,
  * flow_id) decides, whatever the home.  Not a defence against a hostile
- * sender: ids equal modulo the table's size share a home whatever the
- * keys, so one peer can pile its rx_peer_max flows into one run of slots
- * and make its own (and its neighbours') lookups probe along it
- * (docs/security.md "Not covered"; the unkeyed hash before allowed the
- * same with ids searched offline). */
+ * sender by itself: ids equal modulo the table's size share a home
+ * whatever the keys (the unkeyed hash before allowed the same with ids
+ * searched offline), so a peer could pile its rx_peer_max flows into one
+ * run of slots and make its own and its neighbours' lookups probe along
+ * it; TP_RX_PROBE_MAX bounds the run a lookup reads. */
 static inline uint32_t tp_rx_home(const struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id)
 {
 	return ((uint32_t)splitmix64((uint64_t)saddr ^ ((uint64_t)t->rx_key << 32)) +

@@ -340,6 +340,9 @@ struct hpccd_tp_stats {
 	uint64_t rx_recycled;           /* done receiver flows forgotten to make room */
 	uint64_t rx_expired;            /* idle unfinished receiver flows forgotten to make room */
 	uint64_t rx_peer_full;          /* DATA of a new flow refused: its peer is at rx_peer_max */
+	uint64_t rx_probe_full;         /* DATA of a new flow refused: the receiver table's
+					 * TP_RX_PROBE_MAX slots from its home hold
+					 * unfinished flows (docs/security.md "Limits") */
 	uint64_t rx_live;               /* receiver flows not done now */
 	uint64_t rx_used;               /* receiver table slots in use now */
 	uint64_t rx_hold_full;          /* out-of-order DATA not kept: past the flow's

@@ -476,6 +476,57 @@ def test_flood_of_new_flows_and_probes_from_one_peer(lab, engines):
         flow.close()
 
 
+def test_flows_at_one_home_past_the_probe_bound_refused(lab, engines):
+    """TP_RX_PROBE_MAX (docs/security.md "Limits"): 1000 unfinished flows of
+    h2 whose ids are equal modulo the receiver's table (1024 slots: one home
+    whatever its keys; rx_peer_max 256) while a long flow of h1 runs.  The
+    run from their home takes the bound's 128 slots less h1's flow if it
+    sits there, the rest are refused and counted in rx_probe_full only; h1's
+    flow is served byte-exact throughout (kept running: a done flow in the
+    run would be recycled for h2's next new flow, as a full run's done
+    flows are)."""
+    table, bound = 1024, 128
+    rx = engines("r1", ack_every=1, config={"rx_flows": table})
+    tx = engines("h1")
+    r1, h1, h2 = lab.address("r1"), lab.address("h1"), lab.address("h2")
+    flow = tx.open_flow(r1, 2_000_000_000, algo="hpcc", line_rate_bps=400_000_000,
+                        hpcc={"T_ns": T_NS}, timeout_s=60)
+    from hpccd.core import wire
+
+    def served() -> int:
+        """h1's flow at the receiver: bytes delivered, each one right."""
+        r = next(f for f in rx.rx_flows() if f.saddr == h1)
+        assert not r.done and r.crc32 == pattern_crc32(flow.seed, r.bytes)
+        return r.bytes
+
+    s = _RawUdp(lab, "h2")
+    try:
+        _until(lambda: flow.stats().stats["snd_una"] > 1_000_000, 10, "flow under way")
+        for i in range(1000):
+            s.send(r1, PORT, bytes(wire.HpccdInt(room=0) /
+                                   wire.Hpccd(type=1, flags=0x40, flow_id=0x7000 + i * table) /
+                                   (b"h" * 64)))
+            if i % 64 == 0:
+                time.sleep(0.002)
+
+        def from_h2() -> list:
+            return [f for f in rx.rx_flows() if f.saddr == h2]
+
+        _until(lambda: len(from_h2()) + rx.stats()["rx_probe_full"] >= 1000, 10,
+               "every DATA of h2 admitted or refused")
+        st, took, now = rx.stats(), len(from_h2()), served()
+        print(f"\none home: {took} flows of h2 admitted, {st['rx_probe_full']} refused "
+              f"(rx_probe_full); h1's flow at {now} bytes")
+        assert bound - 1 <= took <= bound and st["rx_probe_full"] == 1000 - took
+        assert st["rx_peer_full"] == 0 and st["rx_table_full"] == 0
+        assert st["rx_recycled"] == 0 and st["rx_expired"] == 0
+        _until(lambda: served() > now + 2_000_000, 20, "h1's flow served on")
+        assert flow.stats().state == "running"
+    finally:
+        s.close()
+        flow.close()
+
+
 def test_receiver_table_recycles_finished_flows(lab, engines):
     """More finished flows than the receiver table holds (cfg.rx_flows) without
     rx_reap(): new flows are still accepted (the mice experiment's

@@ -19,6 +19,10 @@ Invariants protected (issue 14, items 2 and 3):
   ECONNRESET;
 - admission: at most rx_peer_max unfinished flows per peer, the rest are
   refused until earlier ones finish, and every flow completes.
+- the receiver table's probe bound: a peer's flows with ids equal modulo
+  the table's size take at most TP_RX_PROBE_MAX slots from their home, the
+  rest refused and counted (rx_probe_full); every flow, honest or not,
+  within the bound of its home; their slots reusable once they end.
 
 Issue 15: every ACK, NACK and CNP carries a tagged trailer; forged, replayed or
 truncated ones are dropped and counted, never applied; Rx-HPCC carries the
@@ -161,6 +165,46 @@ def test_receiver_finds_ten_thousand_flows_of_one_sender_at_their_home_slot(harn
     res = run(harness, "scale", 1, flows=10_000, ms=20, rx_peer_max=0, tick_us=20)
     assert res["rx_used"] == 10_000 and res["rx_probes"] == 0, res
     assert res["pkts"] > 10_000 and res["retx"] == 0, res
+
+
+@pytest.mark.parametrize("reap", [0, 1])
+def test_receiver_table_bounds_a_hostile_peers_run_and_serves_the_others(harness, reap):
+    """TP_RX_PROBE_MAX (fastpath/transport/tp.h; docs/security.md "Limits"):
+    10,000 flows of 100 honest senders, then 1,000 unfinished flows of one
+    peer whose ids are equal modulo the table's size (one home whatever
+    the engine's keys; under its rx_peer_max of 4,096).  The run from that
+    home takes the hostile flows up to the bound (its slots that honest
+    flows do not hold) and refuses the rest, counted in rx_probe_full and
+    nowhere else; every flow sits less than the bound past its home, so
+    every lookup reads at most probe_max slots; every honest flow's second
+    packet finds its flow.  After the hostile flows end (FIN), with or
+    without rx_reap(), as many new ones of that peer take their slots (a
+    done flow of the run recycled, or its tombstone reused).  Unbounded,
+    the 1,000 sat up to 2,555 slots past their home."""
+    res = run(harness, "rxtable", 3, flows=10_000, senders=100, hostile=1000, reap=reap)
+    bound = res["probe_max"]
+    assert bound == 128 and res["ring_drops"] == 0, res
+    honest, bad = res["honest"], res["hostile"]
+    # honest load alone never meets the bound (at most 60 of 128 seen: tp.h)
+    assert honest["n"] == 10_000 and honest["max_d"] < bound, res
+    assert res["after_honest"]["rx_probe_full"] == 0, res
+    # the hostile run: at most the bound, less the honest flows in it
+    assert 0 < bad["n"] < bound and res["all"]["max_d"] < bound, res
+    refused = res["after_hostile"]
+    assert refused["rx_probe_full"] == 1000 - bad["n"], res
+    assert refused["rx_peer_full"] == 0 and refused["rx_table_full"] == 0, res
+    # the honest flows, found where they were
+    assert res["honest_found"] == 10_000, res
+    assert res["honest_after"]["n"] == 10_000, res
+    assert res["honest_after"]["max_d"] == honest["max_d"], res
+    # the hostile flows end; their slots take as many new ones
+    assert res["hostile_done"] == bad["n"], res
+    assert res["reaped"] == (bad["n"] if reap else 0), res
+    assert res["hostile2"] == bad["n"] and res["all2"]["max_d"] < bound, res
+    after = res["after_hostile2"]
+    assert after["rx_probe_full"] == 2 * refused["rx_probe_full"], res
+    assert after["rx_recycled"] == (0 if reap else bad["n"]), res
+    assert after["rx_used"] == 10_000 + bad["n"], res
 
 
 # ---- multi-buffer packets (a socket bound with XDP_USE_SG) ----------------------------

@@ -399,3 +399,18 @@ def test_grafana_provisioning_fits_the_dashboard():
     docs = (ROOT / "docs" / "metrics.md").read_text()
     assert p["options"]["path"] in docs
     assert "grafana/provisioning/datasources/hpccd.yaml" in docs
+
+
+def test_transport_drop_causes_are_engine_counters():
+    """hpccd_drops_total{layer="transport"} reads the engine counters of
+    ENGINE_DROPS from Transport.stats() (struct hpccd_tp_stats) each poll:
+    each one a field there (a missing one would stop the component's poll),
+    the receiver's refusals of new flows among them, each cause listed in
+    docs/metrics.md."""
+    from hpccd.transport import component, engine
+    fields = {name for name, _ in engine.ffi.typeof("struct hpccd_tp_stats").fields}
+    assert set(component.ENGINE_DROPS) <= fields
+    assert {"rx_table_full", "rx_peer_full", "rx_probe_full"} <= set(component.ENGINE_DROPS)
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    for cause in component.DROP_CAUSES:
+        assert f"`{cause}`" in doc, cause

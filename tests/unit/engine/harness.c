@@ -30,7 +30,9 @@
  * frame, the port's utilisation and queue), fairness (`flows` HPCC flows
  * joining the port one a step_us and leaving in reverse order, the lab's
  * fairness experiment: per bin_us each flow's bytes acknowledged, W, U and
- * W^c updates; tests/unit/engine/fairness_trace.py reads it), longshort;
+ * W^c updates; tests/unit/engine/fairness_trace.py reads it), longshort,
+ * rxtable (B's receiver table under `senders` honest peers and a hostile
+ * one: rxtable() below);
  * N=, w_ai=: HPCC's W_AI; eta=, max_stage=: its eta and maxStage;
  * qlen_scale=K: the port stamps K x its queue (one frame weighs in U as at
  * a K times smaller B x T);
@@ -841,6 +843,202 @@ static void scale(uint32_t nflows, uint64_t ms)
 	       (unsigned long long)rx_used, (unsigned long long)rx_probes);
 }
 
+/* rxtable: the receiver's flow table (receiver.c) under honest senders and
+ * a hostile one, B alone: DATA frames made here as a sender makes them
+ * (outgoing.c's headers, frame.c's lengths and checksums) go through B's
+ * own receive path.  `senders` honest peers with `flows` flows in all,
+ * each peer with its own id_gen and slots 0, 1, ... (api.c's flow ids: a
+ * sender of up to 16,384 flows); then `hostile` unfinished flows of
+ * another peer whose ids are equal modulo the table's size (one home
+ * whatever the engine's keys); then every honest flow's second packet;
+ * then the hostile flows the table took end (FIN), reap=1: B reaps them;
+ * then `hostile` more flows of the hostile peer at the same home.  Prints
+ * the flows' distances from their homes (tp_rx_home: a lookup reads
+ * distance + 1 slots) and B's refusals after each step. */
+#define RXT_PLEN 100
+#define RXT_HOSTILE 0x0a0000feu
+#define RXT_HIST 64
+
+static void rxt_drain(void);
+
+static void rxt_data(uint32_t saddr, uint32_t flow_id, uint64_t seq, uint32_t flags)
+{
+	static const uint8_t mac[6] = {0x02, 0, 0, 0, 0, 0x01};
+	uint8_t f[256];
+	uint32_t off = L2L4;
+
+	put_l2l4(f, mac, mac, saddr, ADDR_B, (uint16_t)(1024 + (flow_id & 0x3fff)),
+		 B->cfg.udp_port, 0);
+	off += put_int(f + off, 0);
+	put_hdr(f + off, HPCCD_T_DATA, flags, RXT_PLEN, flow_id, seq, 0, (uint32_t)sim_now, 0);
+	off += HPCCD_HDR_BYTES;
+	memset(f + off, 'x', RXT_PLEN);
+	finish_frame(A, f, off + RXT_PLEN);
+	link_push(&ab, f, off + RXT_PLEN);
+	/* what B's RX ring holds: it takes them before more come */
+	if (ab.n >= B->ring / 2)
+		rxt_drain();
+}
+
+/* Until every frame pushed is taken (B's ACKs to A, which knows no flow
+ * of them: counted there as unknown_flow). */
+static void rxt_drain(void)
+{
+	while (ab.n || ring_b.n || ba.n || ring_a.n) {
+		link_deliver(&ab, &ring_b);
+		link_deliver(&ba, &ring_a);
+		engine_turn(B, &ring_b, UINT32_MAX);
+		engine_turn(A, &ring_a, UINT32_MAX);
+		sim_now += tick_ns;
+	}
+}
+
+/* The used slots of B's table of the honest peers, the hostile one or
+ * all: how many, their largest distance from home, the sum of distances,
+ * and how many at each distance. */
+enum { RXT_ALL, RXT_HONEST, RXT_BAD };
+struct rxt_part {
+	uint32_t n, max_d;
+	uint64_t sum_d;
+	uint32_t hist[RXT_HIST];
+};
+
+static struct rxt_part rxt_scan(int who)
+{
+	struct rxt_part p;
+	uint32_t i;
+
+	memset(&p, 0, sizeof(p));
+	for (i = 0; i < B->cfg.rx_flows; i++) {
+		const struct tp_rx *r = &B->rxt[i];
+		uint32_t d;
+
+		if (r->used != 1 || (who == RXT_HONEST && r->saddr == RXT_HOSTILE) ||
+		    (who == RXT_BAD && r->saddr != RXT_HOSTILE))
+			continue;
+		d = (i - tp_rx_home(B, r->saddr, r->flow_id)) & B->rx_mask;
+		p.n++;
+		p.sum_d += d;
+		if (d > p.max_d)
+			p.max_d = d;
+		p.hist[d < RXT_HIST ? d : RXT_HIST - 1]++;
+	}
+	return p;
+}
+
+static void rxt_print(const char *name, const struct rxt_part *p, int hist)
+{
+	uint32_t i, top = RXT_HIST;
+
+	printf("\"%s\": {\"n\": %u, \"max_d\": %u, \"mean_d\": %.4f", name, p->n, p->max_d,
+	       p->n ? (double)p->sum_d / p->n : 0.0);
+	if (hist) {
+		while (top > 1 && !p->hist[top - 1])
+			top--;
+		printf(", \"hist\": [");
+		for (i = 0; i < top; i++)
+			printf("%s%u", i ? ", " : "", p->hist[i]);
+		printf("]");
+	}
+	printf("}, ");
+}
+
+static void rxt_refusals(const char *name)
+{
+	printf("\"%s\": {\"rx_probe_full\": %llu, \"rx_peer_full\": %llu, \"rx_table_full\": %llu, "
+	       "\"rx_recycled\": %llu, \"rx_used\": %u}, ", name,
+	       (unsigned long long)B->st.rx_probe_full, (unsigned long long)B->st.rx_peer_full,
+	       (unsigned long long)B->st.rx_table_full, (unsigned long long)B->st.rx_recycled,
+	       B->n_rx_used);
+}
+
+/* A packet at seq of each honest flow: sender s's flow k in slot k, its
+ * id_gen's high bits above (api.c), every sender's id_gen its own. */
+static void rxt_honest(uint32_t senders, uint32_t per, uint64_t seed, uint64_t seq,
+		       uint32_t flags)
+{
+	uint32_t s, k;
+
+	for (s = 0; s < senders; s++) {
+		uint32_t gen = (uint32_t)splitmix64(seed + s);
+
+		for (k = 0; k < per; k++) {
+			gen += 16384;
+			rxt_data(ADDR_A + 0x100 + s, (gen & ~16383u) | k, seq, flags);
+		}
+	}
+	rxt_drain();
+}
+
+/* The hostile peer's flows from..to - 1, unfinished: ids equal modulo the
+ * table's size (one home whatever B's keys). */
+static void rxt_hostile(uint32_t hbase, uint32_t from, uint32_t to)
+{
+	uint32_t k;
+
+	for (k = from; k < to; k++)
+		rxt_data(RXT_HOSTILE, hbase + k * B->cfg.rx_flows, 0, HPCCD_F_SYN);
+	rxt_drain();
+}
+
+static int rxtable(uint32_t senders, uint32_t nflows, uint32_t hostile, int reap, uint64_t seed)
+{
+	uint32_t per = senders ? nflows / senders : 0, k, found = 0, nh = 0, *hids;
+	uint32_t hbase = (uint32_t)splitmix64(seed ^ 0x5eed);
+	struct rxt_part honest, bad, all;
+
+	if (!senders || per > 16384) {
+		fprintf(stderr, "harness: rxtable: senders >= 1, flows / senders <= 16384\n");
+		return 2;
+	}
+	hids = calloc(hostile + 1, sizeof(*hids));
+	if (!hids) {
+		fprintf(stderr, "harness: out of memory\n");
+		return 3;
+	}
+	rxt_honest(senders, per, seed, 0, HPCCD_F_SYN);
+	printf("{\"flows\": %u, \"senders\": %u, \"hostile\": %u, \"probe_max\": %u, ",
+	       per * senders, senders, hostile, B->rx_probe_max);
+	honest = rxt_scan(RXT_HONEST);
+	rxt_print("honest", &honest, 1);
+	rxt_refusals("after_honest");
+	rxt_hostile(hbase, 0, hostile);
+	bad = rxt_scan(RXT_BAD);
+	rxt_print("hostile", &bad, 0);
+	all = rxt_scan(RXT_ALL);
+	rxt_print("all", &all, 0);
+	rxt_refusals("after_hostile");
+	/* every honest flow's second packet: found (delivered in order)? */
+	rxt_honest(senders, per, seed, RXT_PLEN, 0);
+	for (k = 0; k < B->cfg.rx_flows; k++)
+		found += B->rxt[k].used == 1 && B->rxt[k].saddr != RXT_HOSTILE &&
+			 B->rxt[k].rcv_nxt == 2 * RXT_PLEN;
+	honest = rxt_scan(RXT_HONEST);
+	printf("\"honest_found\": %u, ", found);
+	rxt_print("honest_after", &honest, 0);
+	/* the hostile flows the table took end */
+	for (k = 0; k < B->cfg.rx_flows; k++)
+		if (B->rxt[k].used == 1 && B->rxt[k].saddr == RXT_HOSTILE)
+			hids[nh++] = B->rxt[k].flow_id;
+	for (k = 0; k < nh; k++)
+		rxt_data(RXT_HOSTILE, hids[k], RXT_PLEN, HPCCD_F_FIN);
+	rxt_drain();
+	printf("\"hostile_done\": %llu, \"reaped\": %d, ", (unsigned long long)B->st.rx_done,
+	       reap ? hpccd_tp__rx_reap(B) : 0);
+	rxt_refusals("after_end");
+	/* as many new ones at the same home: the slots the first took */
+	rxt_hostile(hbase, hostile, 2 * hostile);
+	for (k = 0, nh = 0; k < B->cfg.rx_flows; k++)
+		nh += B->rxt[k].used == 1 && B->rxt[k].saddr == RXT_HOSTILE && !B->rxt[k].done;
+	all = rxt_scan(RXT_ALL);
+	printf("\"hostile2\": %u, ", nh);
+	rxt_print("all2", &all, 0);
+	rxt_refusals("after_hostile2");
+	printf("\"ring_drops\": %llu}\n", (unsigned long long)ring_b.dropped);
+	free(hids);
+	return 0;
+}
+
 /* admit: each flow's size; long enough (160 us at 10 Gbit/s alone) that
  * the flows opened at once overlap at the receiver whatever the start's
  * alignment (20 KB flows sometimes ran eight at a time and none was
@@ -1153,7 +1351,7 @@ int main(int argc, char **argv)
 	int n;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: harness transfer|restart|admit SEED [key=value ...]\n");
+		fprintf(stderr, "usage: harness transfer|restart|admit|rxtable|... SEED [key=value ...]\n");
 		return 2;
 	}
 	scenario = argv[1];
@@ -1165,6 +1363,7 @@ int main(int argc, char **argv)
 	c.ack_every = (uint32_t)strtoul(arg(argc, argv, "ack_every", "1"), NULL, 0);
 	c.cnp_ns = strtoull(arg(argc, argv, "cnp_us", "50"), NULL, 0) * 1000;   /* DCQCN's N */
 	c.rx_peer_max = (uint32_t)strtoul(arg(argc, argv, "rx_peer_max", "4294967295"), NULL, 0);
+	c.rx_flows = (uint32_t)strtoul(arg(argc, argv, "rx_flows", "16384"), NULL, 0);
 	if (!strcmp(arg(argc, argv, "window", "on"), "off"))
 		c.rx_window = 0;
 	line_rate_bps = strtoull(arg(argc, argv, "rate_gbps", "10"), NULL, 0) * 1000000000ull;
@@ -1248,6 +1447,10 @@ int main(int argc, char **argv)
 				 strtoull(arg(argc, argv, "start_us", "2000"), NULL, 0) * 1000,
 				 strtoull(arg(argc, argv, "step_us", "5"), NULL, 0) * 1000,
 				 strtoull(arg(argc, argv, "after_us", "2000"), NULL, 0) * 1000);
+	if (!strcmp(scenario, "rxtable"))
+		return rxtable((uint32_t)strtoul(arg(argc, argv, "senders", "10"), NULL, 0),
+			       nflows, (uint32_t)strtoul(arg(argc, argv, "hostile", "0"), NULL, 0),
+			       atoi(arg(argc, argv, "reap", "0")), seed);
 	if (!strcmp(scenario, "admit")) {
 		for (i = 0; i < nflows; i++)
 			open_flow(ADMIT_BYTES, HPCCD_ALGO_DCTCP, HPCCD_TP_SR, seed + i,

@@ -237,7 +237,7 @@ def test_registrant_sigkilled_while_another_owner_lives():
         assert all(n in available() for n in NAMES)
         assert b.others() == []
         cfg = b.map("hpcc", "hpccd_tcp_cfg")
-        cfg.update(0, struct.pack(tcp_side.CFG_FMT, 1, 2, 3, 4))
+        cfg.update(0, struct.pack(tcp_side.CFG_FMT, 1, 2, 3, 4, 5))
         b.stop()                                          # the last owner
         assert b.unregistered
         assert not any(n in available() for n in NAMES)

@@ -798,9 +798,16 @@ class TcpSide:
                 _tlib.hpccd_tcpp_free(self._eng)
                 self._eng = None
             # The heartbeat is host-wide: zeroed only when no other owner runs.
-            if self._cfg is not None and not (self.tcp_cc and self.tcp_cc.others()):
+            # With others, idle_ns is set: this engine's last heartbeat may be
+            # the last one written, and an idle owner writes none until a flow
+            # of its own wakes it (the CC trusts it for a young flow).
+            if self._cfg is not None:
                 with contextlib.suppress(bpf.BpfError):
-                    self._cfg.update(0, bytes(struct.calcsize(CFG_FMT)))
+                    if not (self.tcp_cc and self.tcp_cc.others()):
+                        self._cfg.update(0, bytes(struct.calcsize(CFG_FMT)))
+                    elif (raw := self._cfg.lookup(0)) is not None:
+                        *head, _ = struct.unpack(CFG_FMT, raw)
+                        self._cfg.update(0, struct.pack(CFG_FMT, *head, time.monotonic_ns()))
             self._cfg = None
             if self._sock is not None:
                 self._sock.close()

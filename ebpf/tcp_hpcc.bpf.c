@@ -17,7 +17,9 @@
  *
  * Modes, decided per ACK (counters: one MODE slot per ACK, in hpccd_tcpc_cnt):
  *  - HPCC: the flow has an entry whose telemetry is younger than stale_ns
- *    and the daemon's heartbeat is younger than stale_ns.
+ *    and the daemon is alive (daemon_alive: its heartbeat is younger than
+ *    stale_ns, or its probe engine has no flow and sleeps and this flow is
+ *    younger than stale_ns).
  *    cwnd = ceil(cwnd_bytes / mss): W plus what the hosts' stacks hold of
  *    the flow at rate R (the engine's cwnd_for; pacing holds the rate to
  *    R = W / T), or ceil(W / mss) once the entry is older than
@@ -30,9 +32,9 @@
  *    5, "allowing flows starting at line-rate"; [HPCC] section 3.2 sets
  *    W_init = B_NIC x T); the first probe response arrives one RTT after
  *    the flow is seen.
- *  - FALLBACK: no configuration, a heartbeat older than stale_ns (daemon
- *    gone), a W older than stale_ns (no telemetry: probes lost or not
- *    answered), or still no W after stale_ns.  Then there is no congestion
+ *  - FALLBACK: no configuration, the daemon not alive (daemon_alive), a
+ *    W older than stale_ns (no telemetry: probes lost or not answered), or
+ *    still no W after stale_ns.  Then there is no congestion
  *    signal but loss, and the flow behaves like standard Reno (RFC 5681
  *    AIMD: the tcp_reno_cong_avoid kfunc, halving on loss, the kernel's
  *    RTO loss window), starting from its current window in congestion
@@ -160,13 +162,31 @@ static __always_inline int older_than(__u64 now, __u64 t, __u64 limit)
 	return (__s64)(now - t) > (__s64)limit;
 }
 
+/* Whether the daemon counts as alive for this flow: its heartbeat is
+ * younger than stale_ns; or its probe engine said it has no flow and
+ * sleeps (idle_ns) and this flow is younger than stale_ns: the flow's first
+ * segment with payload wakes the engine (tc_tracker's wake record), which
+ * then writes the heartbeat again, so an engine without flows need not
+ * wake to keep flows that do not exist alive.  A daemon killed while idle
+ * leaves idle_ns set: its new flows run W_init (a window the daemon would
+ * have given them too) for stale_ns, then the fallback; a daemon that
+ * stops cleanly zeroes the configuration. */
+static __always_inline int daemon_alive(const struct hpcc_ca *ca,
+					const struct hpccd_tcp_cc_cfg *cfg, __u64 now)
+{
+	if (!cfg || !cfg->stale_ns || !cfg->heartbeat_ns)
+		return 0;
+	if (!older_than(now, cfg->heartbeat_ns, cfg->stale_ns))
+		return 1;
+	return cfg->idle_ns && !older_than(now, ca->init_ns, cfg->stale_ns);
+}
+
 /* The mode for this ACK, and the counter slot that says why. */
 static __always_inline __u32 decide(const struct hpcc_ca *ca,
 				    const struct hpccd_tcp_cc_cfg *cfg,
 				    const struct hpccd_tcp_win *w, __u64 now, __u32 *slot)
 {
-	if (!cfg || !cfg->stale_ns || !cfg->heartbeat_ns ||
-	    older_than(now, cfg->heartbeat_ns, cfg->stale_ns)) {
+	if (!daemon_alive(ca, cfg, now)) {
 		*slot = HPCCD_TCPC_FB_NO_DAEMON;
 		return HPCCD_TCP_MODE_FALLBACK;
 	}

@@ -11,8 +11,12 @@ component without the rest of the daemon) probing h1's flows.
 
 Printed:
 - with --daemon-idle, only: the real hpccd (test_daemon_lab.py's lab and
-  configuration), idle, its whole process's CPU per second with the
-  transport component alone and with transport + tcp_side;
+  configuration), idle, its whole process's CPU per second and wakeups per
+  second, and each thread's (main, hpccd-tp, hpccd-tcp-side, hpccd-metrics),
+  with the transport component alone and with transport + tcp_side; then
+  (--daemon-flows, 1 and 4 by default) the transport + tcp_side daemon's
+  CPU per flow-second while `iperf3 -C hpcc -P n` sends --seconds through
+  the lab, and its probes per flow-second;
 - idle: CPU of this whole process (TcpSide's engine thread and everything
   else; the main thread sleeps) per idle second, with no TCP flow at all;
 - per cc and flow count (--flows 1,2,4), median of --reps runs, interleaved:
@@ -125,46 +129,121 @@ def process_cpu_s() -> float:
     return sum(thread_cpu_s(int(t)) for t in os.listdir("/proc/self/task"))
 
 
-def pid_cpu_s(pid: int) -> float:
-    """CPU time of every thread of process `pid`, seconds (schedstat)."""
-    total = 0.0
+def daemon_threads(pid: int) -> dict[int, tuple[str, int, int]]:
+    """tid -> (name, run time ns, voluntary context switches) of every thread
+    of process `pid`: the scheduler's run time (schedstat) and the times the
+    thread went to sleep, so its wakeups.  The main thread is "main"; the
+    others by their kernel name (hpccd-tp, hpccd-tcp-side, hpccd-metrics)."""
+    out = {}
     for t in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{t}/schedstat") as f:
-            total += int(f.read().split()[0]) / 1e9
-    return total
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                st = dict(ln.split(":", 1) for ln in f.read().splitlines() if ":" in ln)
+        except OSError:
+            continue                                   # the thread ended meanwhile
+        name = "main" if int(t) == pid else st["Name"].strip()
+        out[int(t)] = (name, ns, int(st["voluntary_ctxt_switches"]))
+    return out
 
 
-def daemon_idle(seconds: float) -> int:
+def daemon_cost(pid: int, during) -> tuple[float, dict, float]:
+    """Process `pid`'s CPU (cores) while `during()` runs, per thread name
+    {name: (cores, wakeups a second)}, and the seconds it ran."""
+    a, w0 = daemon_threads(pid), time.monotonic()
+    during()
+    b, w1 = daemon_threads(pid), time.monotonic()
+    el = w1 - w0
+    per: dict[str, list[float]] = {}
+    for tid, (name, ns, vol) in b.items():
+        _, ns0, vol0 = a.get(tid, (name, 0, 0))
+        v = per.setdefault(name, [0.0, 0.0])
+        v[0] += (ns - ns0) / 1e9 / el
+        v[1] += (vol - vol0) / el
+    return sum(v[0] for v in per.values()), per, el
+
+
+def print_threads(per: dict) -> None:
+    for name, (cores, wakeups) in sorted(per.items(), key=lambda kv: -kv[1][0]):
+        print(f"    {name:15s} {cores:7.3%} of a core, {wakeups:6.1f} wakeups/s", flush=True)
+
+
+def daemon_idle(seconds: float, flows: list[int], flow_s: float) -> int:
     """The real hpccd in test_daemon_lab.py's lab (one definition of its
-    configuration), idle: its CPU per second with components [transport]
-    and [transport, tcp_side], no flow at all."""
+    configuration): idle, its CPU per second (whole process and per thread)
+    with components [transport] and [transport, tcp_side], no flow at all;
+    then, with `flows`, the [transport, tcp_side] daemon's CPU per flow-second
+    while `iperf3 -C hpcc -P n` sends h1 -> h2 for `flow_s` seconds (h2's
+    daemon, [transport], answers the probes)."""
     import shutil
     import tempfile
 
     import test_daemon_lab as dl
     from conftest import lab_ctx
     from hpccd.lab.topology import Topology
+    from lab_hpccd import start_when_free
 
     d = pathlib.Path(tempfile.mkdtemp(prefix="hpccd-bench-"))
     (d / "tag.key").write_text(os.urandom(16).hex() + "\n")
+    print(machine_line())
     try:
         with lab_ctx(Topology.loads(dl.TOPOLOGY)) as lab:
+            lab.int_switch.configure(*dl.BOTTLENECK, ecn=None)
             for n, comps in enumerate((["transport"], ["transport", "tcp_side"])):
-                dm = dl.Daemon(lab, d, "h1", comps, n)
+                # tcp_side's struct_ops are host-wide: a daemon of another
+                # build (another engineer's tests) may hold them for a while
+                dm = start_when_free(lambda: dl.Daemon(lab, d, "h1", comps, n), "another build",
+                                     timeout=600)
+                peer = None
                 try:
-                    dm.wait_ready()
                     time.sleep(2.0)                      # past start-up
-                    c0, w0 = pid_cpu_s(dm.proc.pid), time.monotonic()
-                    time.sleep(seconds)
-                    c1, w1 = pid_cpu_s(dm.proc.pid), time.monotonic()
-                    print(f"hpccd {'+'.join(comps)}, idle {w1 - w0:.1f} s: "
-                          f"{(c1 - c0) / (w1 - w0):.2%} of a core (load average {loadavg()})",
-                          flush=True)
+                    cores, per, el = daemon_cost(dm.proc.pid, lambda: time.sleep(seconds))
+                    wk = sum(v[1] for v in per.values())
+                    print(f"hpccd {'+'.join(comps)}, idle {el:.1f} s: {cores:.3%} of a core, "
+                          f"{wk:.1f} wakeups/s (load average {loadavg()})", flush=True)
+                    print_threads(per)
+                    if "tcp_side" in comps and flows:
+                        peer = dl.Daemon(lab, d, "h2", ["transport"], n + 10)
+                        peer.wait_ready()
+                        for nf in flows:
+                            daemon_flows(lab, dm, nf, flow_s)
                 finally:
                     dm.stop()
+                    if peer is not None:
+                        peer.stop()
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return 0
+
+
+def daemon_flows(lab, dm, n: int, seconds: float) -> None:
+    """`iperf3 -C hpcc -P n` h1 -> h2 under daemon `dm`: its CPU per
+    flow-second (whole process and per thread), the probes its TCP side
+    sent per flow-second."""
+    port = 5301 + n
+    srv = lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    p0 = dm.request("status")["components"]["tcp_side"]["probes_sent"]
+
+    def run() -> None:
+        cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", "hpcc",
+                               "-t", str(seconds), "-P", str(n), "-J"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = cli.communicate(timeout=seconds + 60)
+        if cli.returncode != 0:
+            raise RuntimeError(f"iperf3 -C hpcc -P {n}: {err.strip() or out[-500:]}")
+        run.mbps = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+
+    cores, per, el = daemon_cost(dm.proc.pid, run)
+    srv.wait(timeout=10)
+    probes = dm.request("status")["components"]["tcp_side"]["probes_sent"] - p0
+    print(f"hpccd transport+tcp_side, {n} iperf3 -C hpcc flow(s), {el:.1f} s, "
+          f"{run.mbps:.0f} Mbit/s: {cores:.2%} of a core, {cores / n:.4f} CPU-s per "
+          f"flow-second, {probes / el / n:.0f} probes per flow-second "
+          f"(load average {loadavg()})", flush=True)
+    print_threads(per)
 
 
 def idle(side, seconds: float) -> dict:
@@ -351,7 +430,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--idle-s", type=float, default=10.0)
     ap.add_argument("--idle-only", action="store_true")
     ap.add_argument("--daemon-idle", action="store_true",
-                    help="only the real hpccd's CPU, idle, without and with tcp_side")
+                    help="only the real hpccd's CPU (per thread too), idle, without and with "
+                         "tcp_side, then per flow-second with --daemon-flows")
+    ap.add_argument("--daemon-flows", default="1,4",
+                    help="with --daemon-idle: iperf3 -C hpcc -P n for each n under the daemon "
+                         "(its CPU per flow-second; empty: none)")
     ap.add_argument("--T-us", type=float, default=0.0,
                     help="configured T (default: 1.5 x the idle ICMP RTT, at least 100 us); "
                          "each flow's T is then fixed from its RTTs (--no-t-from-rtt: not)")
@@ -384,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_tcp_side: needs root (namespaces, XDP, tc, struct_ops)", file=sys.stderr)
         return 2
     if a.daemon_idle:
-        return daemon_idle(a.idle_s)
+        return daemon_idle(a.idle_s, [int(x) for x in a.daemon_flows.split(",") if x],
+                           a.seconds)
     import test_tcp_cc_lab as tl                    # the lab and its helpers, one definition
     from conftest import lab_ctx
     from hpccd.tcp_side import engine as ts

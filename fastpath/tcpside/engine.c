@@ -158,6 +158,7 @@ struct hpccd_tcpp {
 	uint32_t next_flow_id;
 	uint64_t now;
 	uint64_t last_heartbeat, last_sweep, check_at;
+	int idle;                      /* the configuration last written says idle_ns */
 	uint64_t rate_init_Bps;
 	double w_init;
 	struct hpccd_tcpp_stats st;
@@ -434,19 +435,32 @@ static void end_flow(struct hpccd_tcpp *e, struct flow *f)
 	e->st.flows_ended++;
 }
 
+/* No flow to probe (candidates are not probed): nothing the heartbeat
+ * would keep alive. */
+static int no_flows(const struct hpccd_tcpp *e)
+{
+	return e->n == e->n_cand;
+}
+
+/* The configuration and the heartbeat; with no flow, idle_ns says the
+ * engine sleeps until a new flow's first segment wakes it. */
 static void heartbeat(struct hpccd_tcpp *e)
 {
+	int idle = no_flows(e);
 	struct hpccd_tcp_cc_cfg cfg = {
 		.w_init_bytes = (uint64_t)e->w_init,
 		.rate_init_bps = e->rate_init_Bps,
 		.stale_ns = e->c.stale_ns,
 		.heartbeat_ns = e->now,
+		.idle_ns = idle ? e->now : 0,
 	};
 	uint32_t zero = 0;
 
 	if (!bpf_map_update_elem(e->c.cfg_fd, &zero, &cfg, BPF_ANY)) {
 		e->last_heartbeat = e->now;
+		e->idle = idle;
 		e->st.heartbeats++;
+		e->st.idle_marks += idle;
 	}
 }
 
@@ -1208,21 +1222,28 @@ static void sweep(struct hpccd_tcpp *e)
 	grp_rebuild(e);
 }
 
-/* The heartbeat's period: heartbeat_ns while there are flows; without
- * any, stale_ns / 4 (the CC looks at the heartbeat of a new flow's first
- * ACKs, which then finds it at most a quarter of stale_ns old). */
-static uint64_t hb_period(const struct hpccd_tcpp *e)
+/* When the heartbeat is due: every heartbeat_ns while there are flows;
+ * at once when the first flow comes or the last one goes (the idle mark
+ * changes); never while idle and marked so.  An idle engine wrote one
+ * configuration with idle_ns and sleeps: the CC counts the daemon alive
+ * for a flow younger than stale_ns (that flow's first segment with
+ * payload wakes the engine through tc_tracker's wake record, and the
+ * heartbeat resumes in that wake), so the heartbeat need not run for flows
+ * that do not exist (it was every stale_ns / 4 before: 40 wakeups a
+ * second, the idle daemon's largest cost; docs/tcp-side.md, "Issue 19: an
+ * idle daemon"). */
+static uint64_t hb_due(const struct hpccd_tcpp *e)
 {
-	uint64_t idle = e->c.stale_ns / 4;
-
-	return e->n > e->n_cand || idle < e->c.heartbeat_ns ? e->c.heartbeat_ns : idle;
+	if (no_flows(e) != e->idle)
+		return 0;
+	return e->idle ? UINT64_MAX : e->last_heartbeat + e->c.heartbeat_ns;
 }
 
 static uint64_t next_timer(struct hpccd_tcpp *e)
 {
-	uint64_t t = e->last_heartbeat + hb_period(e);
+	uint64_t t = hb_due(e);
 
-	if (e->n > e->n_cand && e->last_sweep + e->c.sweep_ns < t)
+	if (!no_flows(e) && e->last_sweep + e->c.sweep_ns < t)
 		t = e->last_sweep + e->c.sweep_ns;
 	if (e->check_at < t)
 		t = e->check_at;
@@ -1231,13 +1252,13 @@ static uint64_t next_timer(struct hpccd_tcpp *e)
 
 static void timers(struct hpccd_tcpp *e)
 {
-	if (e->now >= e->last_heartbeat + hb_period(e))
+	if (e->now >= hb_due(e))
 		heartbeat(e);
 	if (e->now >= e->check_at)
 		timeouts(e);
-	if (e->n > e->n_cand && e->now >= e->last_sweep + e->c.sweep_ns)
+	if (!no_flows(e) && e->now >= e->last_sweep + e->c.sweep_ns)
 		sweep(e);
-	if (e->n == e->n_cand)
+	if (no_flows(e))
 		e->last_sweep = e->now;                /* first sweep sweep_ns after a flow */
 }
 
@@ -1331,9 +1352,13 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 
 	/* The thread that serves the engine without a limit wakes at each
 	 * probe gap's end (one srtt, 100-700 us in the lab): its timers with
-	 * 1 us of slack, not the default 50 us (a thread's own setting). */
-	if (timeout_ns < 0)
+	 * 1 us of slack, not the default 50 us (a thread's own setting).  It
+	 * is named for top -H and the idle benchmark's per-thread figures, as
+	 * the transport names its hpccd-tp. */
+	if (timeout_ns < 0) {
 		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+		prctl(PR_SET_NAME, "hpccd-tcp-side", 0, 0, 0);
+	}
 	pthread_mutex_lock(&e->mu);
 	e->now = mono_ns();
 	end = timeout_ns < 0 ? UINT64_MAX : e->now + (uint64_t)timeout_ns;

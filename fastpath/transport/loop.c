@@ -249,6 +249,7 @@ void *tp__main(void *arg)
 		{ .fd = t->fd, .events = POLLIN },
 		{ .fd = t->efd, .events = POLLIN },
 	};
+	uint64_t backstop = POLL_BACKSTOP_NS;
 	int err = 0;
 
 	/* Pacing deadlines are tens of microseconds apart: the default 50 us
@@ -261,6 +262,8 @@ void *tp__main(void *arg)
 		struct timespec ts;
 
 		dl = tp__loop_once(t, &got, &more, &changed);
+		if (got || more || changed)
+			backstop = POLL_BACKSTOP_NS;
 		/* a caller inside hpccd_tp__run waits on the socket the thread
 		 * just read: it is told when what it may wait for happened */
 		if ((got || changed) && __atomic_load_n(&t->caller_in, __ATOMIC_ACQUIRE))
@@ -297,8 +300,8 @@ void *tp__main(void *arg)
 			dl = now + STARVED_SLEEP_NS;
 		if (dl <= now)
 			continue;            /* a deadline passed while we worked */
-		if (dl - now > POLL_BACKSTOP_NS)
-			dl = now + POLL_BACKSTOP_NS;
+		if (dl - now > backstop)
+			dl = now + backstop;
 		ts.tv_sec = (time_t)((dl - now) / 1000000000ull);
 		ts.tv_nsec = (long)((dl - now) % 1000000000ull);
 		if (t->cfg.flags & HPCCD_TP_F_RUN_IN_CALLER)
@@ -330,7 +333,7 @@ void *tp__main(void *arg)
 			err = (pfd[0].revents & POLLNVAL) ? -EBADF : -EIO;
 			break;
 		}
-		if (rc == 0 && dl - now >= POLL_BACKSTOP_NS) {
+		if (rc == 0 && dl - now >= backstop) {
 			int soerr = 0;
 			socklen_t sl = sizeof(soerr);
 
@@ -338,6 +341,11 @@ void *tp__main(void *arg)
 				err = -soerr;    /* the interface went away */
 				break;
 			}
+			/* nothing happened for a whole backstop: sleep longer */
+			backstop = 2 * backstop < POLL_BACKSTOP_MAX_NS ? 2 * backstop
+								 : POLL_BACKSTOP_MAX_NS;
+		} else {
+			backstop = POLL_BACKSTOP_NS;
 		}
 	}
 	pthread_mutex_lock(&t->lock);

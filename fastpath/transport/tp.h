@@ -98,7 +98,13 @@
 #define TX_HEADROOM (HEADROOM + TX_META_LEN)
 #define XDP_TX_METADATA_ (1 << 1)          /* desc option: metadata in front */
 #define XDP_TXMD_FLAGS_CHECKSUM_ (1 << 1)  /* metadata flag: checksum request */
+/* The engine thread's longest sleep (it notices an interface that went
+ * away at a wake that found nothing, SO_ERROR: the kernel unbinds the
+ * socket without waking poll); doubled at each such wake up to
+ * POLL_BACKSTOP_MAX_NS while nothing happens, so that an idle engine's
+ * wakeups do not grow with time (issue 19: 5 a second before). */
 #define POLL_BACKSTOP_NS 200000000ull
+#define POLL_BACKSTOP_MAX_NS 1600000000ull
 #define STARVED_SLEEP_NS 20000ull   /* no TX frame: completions come without a wakeup */
 #define WAKE_EARLY_MAX_NS 50000ull  /* bound of the timer latency the thread makes up for */
 #define RING_MAX 4096

@@ -64,7 +64,12 @@ struct hpccd_tcp_cc_cfg {
 	__u64 rate_init_bps;  /* pacing of such a flow, BYTES per second (B_NIC / 8) */
 	__u64 stale_ns;       /* a W older than this, or a heartbeat older than this,
 			       * is not applied: the fallback runs instead */
-	__u64 heartbeat_ns;   /* CLOCK_MONOTONIC of the daemon's last step() */
+	__u64 heartbeat_ns;   /* CLOCK_MONOTONIC of the daemon's last heartbeat */
+	__u64 idle_ns;        /* CLOCK_MONOTONIC since which the probe engine has no flow
+			       * and sleeps without a heartbeat until a new flow's first
+			       * segment wakes it (tc_tracker's wake record); 0 while it
+			       * probes flows.  A flow younger than stale_ns then counts the
+			       * daemon alive (tcp_hpcc.bpf.c, daemon_alive) */
 };
 
 /* What the CC did on one ACK (struct hpccd_tcp_cc_state.mode). */
@@ -104,7 +109,8 @@ enum hpccd_tcp_hpcc_counter {
 	HPCCD_TCPC_USED_WINIT,          /* W_init applied (no telemetry yet) */
 	HPCCD_TCPC_FB_STALE,            /* fallback: the flow's W is older than stale_ns */
 	HPCCD_TCPC_FB_NO_ENTRY,         /* fallback: no W after stale_ns of the flow's life */
-	HPCCD_TCPC_FB_NO_DAEMON,        /* fallback: no config or heartbeat older than stale_ns */
+	HPCCD_TCPC_FB_NO_DAEMON,        /* fallback: no config, or heartbeat older than stale_ns
+					 * and not an idle engine's young flow */
 	/* events */
 	HPCCD_TCPC_INIT,                /* sockets that took the CC */
 	HPCCD_TCPC_RELEASE,             /* sockets that left it */
@@ -165,7 +171,7 @@ enum hpccd_tcp_dctcp_counter {
 
 #ifndef HPCCD_CFFI_CDEF
 _Static_assert(sizeof(struct hpccd_tcp_win) == 40, "window entry layout");
-_Static_assert(sizeof(struct hpccd_tcp_cc_cfg) == 32, "config layout");
+_Static_assert(sizeof(struct hpccd_tcp_cc_cfg) == 40, "config layout");
 _Static_assert(sizeof(struct hpccd_tcp_cc_state) == 56, "cc state layout");
 _Static_assert(sizeof(struct hpccd_tcp_dctcp_state) == 56, "dctcp state layout");
 #endif

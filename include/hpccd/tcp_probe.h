@@ -15,11 +15,14 @@
  *   - a segment with payload of a parked flow (hpccd_tcp_wake, written by
  *     tc_tracker when it deletes the flow's hpccd_tcp_park entry): the
  *     first probe of the new burst leaves;
- *   - its timers: the daemon's heartbeat in hpccd_tcp_cfg, the timeout of
- *     the earliest outstanding probe, and a sweep of its flows (ended
- *     sockets, parked flows whose wake record a full ring lost) every
- *     sweep_ns while it has flows.
- * With no flow it wakes for the heartbeat only.
+ *   - its timers while it has flows: the daemon's heartbeat in
+ *     hpccd_tcp_cfg, the timeout of the earliest outstanding probe, and a
+ *     sweep of its flows (ended sockets, parked flows whose wake record a
+ *     full ring lost) every sweep_ns.
+ * With no flow it does not wake at all: it writes hpccd_tcp_cfg once with
+ * idle_ns set (the CC counts the daemon alive for a flow younger than
+ * stale_ns, whose first segment wakes the engine) and sleeps until a record
+ * comes; the heartbeat resumes at that wake.
  *
  * Threads: hpccd_tcpp_run() in one thread (it releases nothing but its own
  * mutex while waiting); hpccd_tcpp_stop(), _stats(), _flows() from any
@@ -53,7 +56,7 @@ struct hpccd_tcpp_config {
 	int sock_fd;              /* raw IPv4 socket (IPPROTO_RAW) in the flows' namespace */
 	struct hpccd_hpcc_params hpcc;  /* every flow's HPCC parameters */
 	uint64_t stale_ns;        /* written to hpccd_tcp_cfg (the CC's fallback age) */
-	uint64_t heartbeat_ns;    /* period of the heartbeat */
+	uint64_t heartbeat_ns;    /* period of the heartbeat while there are flows */
 	uint64_t timeout_min_ns;  /* probe timeout: 3 x max(srtt, probe RTT) in [min, max] */
 	uint64_t timeout_max_ns;
 	uint64_t sweep_ns;        /* period of the sweep while there are flows */
@@ -101,6 +104,7 @@ struct hpccd_tcpp_stats {
 	uint64_t resp_records, wake_records, unknown_records;
 	uint64_t parks, wakes_missed; /* parked flows found in flight by the sweep */
 	uint64_t heartbeats, sweeps;
+	uint64_t idle_marks;       /* of the heartbeats, those that said idle (no flow) */
 	/* lateness: from the event that allowed a probe (response received in
 	 * XDP, or segment of a parked flow seen by tc) to the probe's sendto() */
 	uint64_t late_hist[HPCCD_TCPP_LATE_BUCKETS];

@@ -21,6 +21,7 @@ Invariants protected:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -219,36 +220,85 @@ time.sleep(600)
 """
 
 
-def test_registrant_sigkilled_while_another_owner_lives():
+@contextlib.contextmanager
+def registrant():
+    """A child process that registered the CCs (CHILD_OWNER) and holds its
+    share until killed; killed at the end of the block if still alive."""
     child = subprocess.Popen([sys.executable, "-c", CHILD_OWNER.format(
         daemon=str(ROOT / "daemon"), built=str(BUILT))],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    b = TcpCc(BUILT)
     try:
         line = child.stdout.readline()
         assert line.strip() == "registered", (line, child.stderr.read()
                                               if child.poll() is not None else "")
-        b.start(wait_s=LOCK_WAIT_S)
-        assert not b.registered
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        # The registrant is gone, b still owns a share: nothing is stale.
-        assert TcpCc.cleanup_stale() == []
-        assert all(n in available() for n in NAMES)
-        assert b.others() == []
-        cfg = b.map("hpcc", "hpccd_tcp_cfg")
-        cfg.update(0, struct.pack(tcp_side.CFG_FMT, 1, 2, 3, 4))
-        b.stop()                                          # the last owner
-        assert b.unregistered
-        assert not any(n in available() for n in NAMES)
-        assert not registered_maps()
+        yield child
     finally:
         if child.poll() is None:
             os.kill(child.pid, signal.SIGKILL)
             child.wait(timeout=30)
         child.stdout.close()
         child.stderr.close()
+
+
+def test_registrant_sigkilled_while_another_owner_lives():
+    b = TcpCc(BUILT)
+    try:
+        with registrant() as child:
+            b.start(wait_s=LOCK_WAIT_S)
+            assert not b.registered
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+        # The registrant is gone, b still owns a share: nothing is stale.
+        assert TcpCc.cleanup_stale() == []
+        assert all(n in available() for n in NAMES)
+        assert b.others() == []
+        cfg = b.map("hpcc", "hpccd_tcp_cfg")
+        cfg.update(0, struct.pack(tcp_side.CFG_FMT, 1, 2, 3, 4, 5))
+        b.stop()                                          # the last owner
+        assert b.unregistered
+        assert not any(n in available() for n in NAMES)
+        assert not registered_maps()
+    finally:
         b.stop()
+
+
+def test_tcp_side_stopping_beside_another_owner_marks_the_configuration_idle():
+    """The heartbeat is host-wide: an owner that stops while another lives
+    leaves the configuration, with idle_ns set (an idle owner writes no
+    heartbeat until a flow of its own wakes it, and the CC trusts an idle
+    engine for a flow younger than stale_ns); the last owner zeroes it."""
+    b = TcpCc(BUILT)
+    objs = [bpf.BpfObject.open(BUILT / f"{n}.bpf.o") for n in ("tc_tracker", "xdp_host")]
+    params = {"T_ns": 100_000.0, "line_rate_bps": 1_000_000_000, "mtu_bytes": 1500}
+    side = None
+    try:
+        with registrant() as child:
+            b.start(wait_s=LOCK_WAIT_S)
+            for o in objs:
+                o.load()
+            side = tcp_side.TcpSide(*objs, tcp_cc=b, hpcc_params=params)
+            side.start()                              # no flow: the idle mark at once
+            cfg = b.map("hpcc", "hpccd_tcp_cfg")
+            w_init, rate, stale, hb, idle = struct.unpack(tcp_side.CFG_FMT, cfg.lookup(0))
+            assert idle == hb > 0 and stale == side.stale_ns and w_init > 0 and rate > 0
+            assert side.stats["idle_marks"] == 1
+            # as an owner with flows would leave it: a heartbeat, not idle
+            cfg.update(0, struct.pack(tcp_side.CFG_FMT, w_init, rate, stale, hb, 0))
+            side.stop()                               # the child still owns a share
+            after = struct.unpack(tcp_side.CFG_FMT, cfg.lookup(0))
+            assert after[:4] == (w_init, rate, stale, hb) and after[4] > hb, after
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+        side = tcp_side.TcpSide(*objs, tcp_cc=b, hpcc_params=params)
+        side.start()
+        side.stop()                                   # the last owner now
+        assert cfg.lookup(0) == bytes(struct.calcsize(tcp_side.CFG_FMT))
+    finally:
+        if side is not None:
+            side.stop()
+        b.stop()
+        for o in objs:
+            o.close()
 
 
 # ---- layouts -----------------------------------------------------------------------

@@ -29,6 +29,7 @@ Invariants protected:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -249,7 +250,10 @@ class Hpccd:
         self.cfg = d / "hpccd.toml"
         self.notify = Notifications(d / f"notify-{name}")
         self.out = open(d / f"{name}.log", "w+")
-        e = dict(os.environ, NOTIFY_SOCKET=self.notify.path, PYTHONPATH=str(d),
+        # d (the test component) first, then the caller's path: a worktree's
+        # tests run that worktree's daemon, not the one installed
+        path = os.pathsep.join(filter(None, (str(d), os.environ.get("PYTHONPATH"))))
+        e = dict(os.environ, NOTIFY_SOCKET=self.notify.path, PYTHONPATH=path,
                  HPCCD_TESTCOMP_LOG=str(d / "component.log"))
         e.pop("WATCHDOG_USEC", None)
         e.update(env or {})
@@ -726,22 +730,29 @@ def test_tcp_side_loads_its_objects_from_daemon_bpf_dir(netns_pair, workdir, dae
     assert attached(netns_pair) == {"xdp": None, "native": None, "tc": [], "clsact": False}
 
 
-def _voluntary_switches(pid: int) -> int:
-    """Times the process's main thread went to sleep (its wakeups)."""
-    with open(f"/proc/{pid}/task/{pid}/status") as f:
-        for line in f:
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no voluntary_ctxt_switches for {pid}")
+def _voluntary_switches(pid: int) -> dict[int, int]:
+    """Times each thread of the process went to sleep (its wakeups), by tid."""
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{t}/status") as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    out[int(t)] = int(line.split()[1])
+    assert pid in out, f"no voluntary_ctxt_switches for {pid}"
+    return out
 
 
 def test_an_idle_daemon_sleeps_and_hears_of_new_addresses(netns_pair, workdir, daemons):
     """With no flow at all, the daemon's main thread wakes about once a
-    second (the components back off to hpccd.agent.component.IDLE_POLL_S; before,
-    the transport component's 50 ms and tcp_side's 100 ms polls and a 2 s
-    address poll woke it 30-70 times a second, 2 % of a core); and an
-    address added to its interface still reaches xdp_host at once, from the
-    kernel's netlink announcement, not from a poll."""
+    second (the components back off to hpccd.agent.component.IDLE_POLL_S, and
+    are polled in the same wake; before, the transport component's 50 ms and
+    tcp_side's 100 ms polls and a 2 s address poll woke it 30-70 times a
+    second, 2 % of a core), and the whole process, every thread, a few times
+    a second (issue 19: the probe engine's heartbeat woke it 40 times a
+    second, the transport engine's backstop 5, the exporter's poll 2, the two
+    components' polls 2); and an address added to its interface still
+    reaches xdp_host at once, from the kernel's netlink announcement, not
+    from a poll."""
     text = config_text(netns_pair.va, workdir, component=False).replace(
         "[[interfaces]]", 'components = ["transport", "tcp_side"]\n\n[[interfaces]]')
     (workdir / "hpccd.toml").write_text(text)
@@ -752,11 +763,19 @@ def test_an_idle_daemon_sleeps_and_hears_of_new_addresses(netns_pair, workdir, d
         if "another build of hpccd" in h.log():
             pytest.skip("a daemon of another build owns the TCP congestion controls")
         raise
-    time.sleep(3.0)                          # the back-off reaches its longest delay
+    time.sleep(3.0)                          # the back-offs reach their longest delays
     n0, t0 = _voluntary_switches(h.proc.pid), time.monotonic()
     time.sleep(5.0)
-    rate = (_voluntary_switches(h.proc.pid) - n0) / (time.monotonic() - t0)
-    assert rate <= 5.0, f"the idle main thread woke {rate:.1f} times a second\n{h.log()}"
+    n1, el = _voluntary_switches(h.proc.pid), time.monotonic() - t0
+    rate = (n1[h.proc.pid] - n0[h.proc.pid]) / el
+    # about 1.0 measured; 1.6 lies between that and the 2.0 of two
+    # components polled at their own phases (a late wake adds none)
+    assert rate <= 1.6, f"the idle main thread woke {rate:.1f} times a second\n{h.log()}"
+    every = sum(n1[t] - n0.get(t, 0) for t in n1) / el
+    # 1.6 in bench_tcp_side.py --daemon-idle (the main thread 1, the
+    # transport engine's backstop 0.6); 49 before.  5: room for the GIL's
+    # hand-overs and a stray wake
+    assert every <= 5.0, f"the idle daemon's threads woke {every:.1f} times a second"
 
     new = "10.198.7.9"
     subprocess.run(["ip", "-n", netns_pair.a, "addr", "add", f"{new}/32", "dev",

@@ -58,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
+import math
 import pathlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -125,6 +126,17 @@ def idle_backoff(previous: float | None, interval: float, busy: bool) -> float |
     if busy:
         return None
     return min(2 * (previous or interval), max(IDLE_POLL_S, interval))
+
+
+def poll_due(now: float, delay: float) -> float:
+    """When a poll `delay` seconds from `now` (monotonic) is due.  An idle
+    component's (a delay of IDLE_POLL_S or more) falls on a whole multiple of
+    IDLE_POLL_S of the clock, at most `delay` away, so that every idle
+    component is polled in the same wake of the daemon's loop: two idle
+    components at their own phases woke it twice a second (issue 19)."""
+    if delay < IDLE_POLL_S:
+        return now + delay
+    return math.floor((now + delay) / IDLE_POLL_S) * IDLE_POLL_S
 
 
 class Component:

@@ -63,7 +63,8 @@ from .._bpf import lib as abi         # the kernel/user ABI (include/hpccd/kern_
 from ..bpf import loader as bpf, counters as bpf_counters
 from . import ownership
 from . import config as config_mod
-from .component import AttachedInterface, Component, ComponentError, DaemonContext, load_class
+from .component import (AttachedInterface, Component, ComponentError, DaemonContext, load_class,
+                        poll_due)
 from .config import Config, ConfigError
 from ..cli.errors import permission_denied, privilege_hint, run_main
 from .control import ControlError, ControlServer
@@ -443,8 +444,8 @@ class Daemon:
                         log.exception("component %s: poll failed", name)
                     # an idle component asks for its next poll later: the
                     # daemon's cost grows with its flows, not with time
-                    self._next_poll[name] = now + (comp.poll_interval if nxt is None
-                                                   else max(comp.poll_interval, float(nxt)))
+                    self._next_poll[name] = poll_due(now, comp.poll_interval if nxt is None
+                                                     else max(comp.poll_interval, float(nxt)))
             if now >= self._next_addr:
                 self._next_addr = now + self._addr_every
                 self._refresh_addresses()

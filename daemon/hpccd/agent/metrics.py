@@ -24,6 +24,7 @@ Grafana dashboard are checked against it.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import logging
 from typing import Any, Iterator, NamedTuple
@@ -406,7 +407,12 @@ def serve(address: str, registry: CollectorRegistry):
 
     Built here from client_python's WSGI app rather than with its
     ``start_http_server``, which returns the server only from 0.17 on:
-    Debian 12's python3-prometheus-client is 0.16."""
+    Debian 12's python3-prometheus-client is 0.16.  Every value is read
+    when scraped (HpccdCollector); the thread sleeps until a connection
+    comes or shutdown() writes to its pipe: socketserver's serve_forever
+    woke twice a second to look for a shutdown (issue 19: an idle daemon's
+    cost must not grow with time)."""
+    import selectors
     import socketserver
     import threading
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -419,6 +425,31 @@ def serve(address: str, registry: CollectorRegistry):
     class Server(socketserver.ThreadingMixIn, WSGIServer):
         daemon_threads = True
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        _wake: tuple[int, int] | None = None
+        _thread: threading.Thread | None = None
+
+        def serve_until_shutdown(self) -> None:
+            _name_thread("hpccd-metrics")
+            with selectors.DefaultSelector() as sel:
+                sel.register(self, selectors.EVENT_READ)
+                sel.register(self._wake[0], selectors.EVENT_READ)
+                while True:
+                    ready = [k.fileobj for k, _ in sel.select()]
+                    if self._wake[0] in ready:
+                        return
+                    self._handle_request_noblock()
+
+        def shutdown(self) -> None:
+            if self._wake is not None and self._thread is not None:
+                os.write(self._wake[1], b"x")
+                self._thread.join()
+                self._thread = None
+
+        def server_close(self) -> None:
+            super().server_close()
+            wake, self._wake = self._wake, None
+            for fd in wake or ():
+                os.close(fd)
 
     class Quiet(WSGIRequestHandler):
         def log_message(self, format, *args):      # noqa: A002 (the base's name)
@@ -426,9 +457,21 @@ def serve(address: str, registry: CollectorRegistry):
 
     server = make_server(host, int(port), make_wsgi_app(registry), Server,
                          handler_class=Quiet)
-    thread = threading.Thread(target=server.serve_forever, name="hpccd-metrics", daemon=True)
+    server._wake = os.pipe2(os.O_CLOEXEC)
+    thread = threading.Thread(target=server.serve_until_shutdown, name="hpccd-metrics",
+                              daemon=True)
+    server._thread = thread
     thread.start()
     return server, thread
+
+
+def _name_thread(name: str) -> None:
+    """The calling thread's name as the kernel shows it (/proc/PID/task/TID/comm,
+    top -H, the idle benchmark's per-thread figures); Python names its threads
+    for itself only."""
+    with contextlib.suppress(OSError):
+        with open("/proc/thread-self/comm", "w") as f:
+            f.write(name[:15])
 
 
 def scrape_text(registry: CollectorRegistry) -> str:

@@ -56,7 +56,10 @@ only by events (engine.c has the details; docs/tcp-side.md the why):
 T per flow: ``t_rtt_factor`` x max(the configured T, the least probe RTT,
 the least kernel srtt) ([HPCC] section 5.1).  The heartbeat
 (``hpccd_tcp_cfg.heartbeat_ns``) is written by the engine every
-``heartbeat_s`` while it has flows, every stale_ns / 4 without.
+``heartbeat_s`` while it has flows; without, the engine writes the
+configuration once with ``idle_ns`` set and sleeps until a new flow's first
+segment wakes it (the CC counts the daemon alive for a flow younger than
+stale_ns meanwhile: ebpf/tcp_hpcc.bpf.c, daemon_alive).
 
 Probes are sent from a raw IPv4 socket (IPPROTO_RAW) opened in the
 daemon's network namespace, so they leave through the same routing, tc
@@ -97,7 +100,7 @@ log = logging.getLogger("hpccd.tcp_side.engine")
 
 KEY_FMT = check_format("=4s4sHHB3x", "hpccd_flow_key")          # network order fields
 WIN_FMT = check_format("=QQQQQ", "hpccd_tcp_win")
-CFG_FMT = check_format("=QQQQ", "hpccd_tcp_cc_cfg")
+CFG_FMT = check_format("=QQQQQ", "hpccd_tcp_cc_cfg")
 CST_FMT = check_format("=QQQIIIIIIII", "hpccd_tcp_cc_state")
 DCTCP_ST_FMT = check_format("=QQQQIIIIII", "hpccd_tcp_dctcp_state")
 TCP_FLOW_FMT = check_format("=QQQQQIB3x", "hpccd_tcp_flow")     # tc_tracker
@@ -586,7 +589,7 @@ LATENESS_BUCKETS = tuple(b / 1e6 for b in _tlib.hpccd_tcpp_late_bounds_us)
 STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "send_errors",
          "windows_written", "flows_started", "flows_ended", "flows_refused", "not_hpcc", "wakeups",
          "resp_records", "wake_records", "unknown_records", "parks", "wakes_missed",
-         "heartbeats", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
+         "heartbeats", "idle_marks", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
          "chain_interval_ns", "chain_n", "send_calls", "send_ns", "rate_shared", "rate_lent",
          "rate_claimed", "al_intervals", "al_below_w",
          "al_limited", "al_raised", "al_held", "pace_fed", "pace_lowered", "flows")
@@ -795,9 +798,16 @@ class TcpSide:
                 _tlib.hpccd_tcpp_free(self._eng)
                 self._eng = None
             # The heartbeat is host-wide: zeroed only when no other owner runs.
-            if self._cfg is not None and not (self.tcp_cc and self.tcp_cc.others()):
+            # With others, idle_ns is set: this engine's last heartbeat may be
+            # the last one written, and an idle owner writes none until a flow
+            # of its own wakes it (the CC trusts it for a young flow).
+            if self._cfg is not None:
                 with contextlib.suppress(bpf.BpfError):
-                    self._cfg.update(0, bytes(struct.calcsize(CFG_FMT)))
+                    if not (self.tcp_cc and self.tcp_cc.others()):
+                        self._cfg.update(0, bytes(struct.calcsize(CFG_FMT)))
+                    elif (raw := self._cfg.lookup(0)) is not None:
+                        *head, _ = struct.unpack(CFG_FMT, raw)
+                        self._cfg.update(0, struct.pack(CFG_FMT, *head, time.monotonic_ns()))
             self._cfg = None
             if self._sock is not None:
                 self._sock.close()

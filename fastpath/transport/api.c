@@ -811,12 +811,14 @@ int hpccd_tp__flow_stats(struct hpccd_tp *t, uint32_t flow_id, struct hpccd_tp_f
 	if (!fl)
 		return rc;
 	*o = fl->st;
-	o->pkts = fl->hs.pkts;               /* the per-packet counters (hot lines) */
-	o->wire_bytes = fl->hs.wire_bytes;
-	o->int_pkts = fl->hs.int_pkts;
-	o->ect_pkts = fl->hs.ect_pkts;
-	o->acks = fl->hs.acks;
-	o->cc_updates = fl->hs.cc_updates;
+	o->pkts = TP_HS(fl, pkts);           /* the per-packet counters (hot lines) */
+	o->wire_bytes = TP_HS(fl, wire_bytes);
+	o->int_pkts = TP_HS(fl, int_pkts);
+	o->ect_pkts = TP_HS(fl, ect_pkts);
+	o->acks = TP_HS(fl, acks);
+	o->cc_updates = TP_HS(fl, cc_updates);
+	o->int_acks = TP_HS(fl, int_acks);
+	o->wnd_limited_ns = fl->wnd_limited_ns;
 	o->flow_id = fl->flow_id;
 	o->state = fl->state;
 	o->algo = fl->c.algo;

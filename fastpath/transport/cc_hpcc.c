@@ -28,7 +28,7 @@ static int hpcc_on_feedback(struct tp_flow *fl, const struct tp_fb *fb, uint64_t
 
 	if (fb->type != HPCCD_T_ACK || !(wi->hdr_flags & HPCCD_F_INT_ECHO) || !wi->int_nhop)
 		return 0;
-	fl->st.int_acks++;
+	TP_HS_ADD(fl, int_acks, 1);
 	return hpccd_hpcc_new_ack_wire(&fl->cc.hpcc, now, fb->ack, fl->snd_max, wi->int_path_id,
 				       (const void *)(fb->f + wi->int_off + HPCCD_INT_HDR_BYTES),
 				       wi->int_nhop) == 1;

@@ -96,7 +96,7 @@ void on_cnp(struct hpccd_tp *t, const uint8_t *f, const struct hpccd_wire_info *
 	fl->st.cnps++;
 	if (!fl->ops->on_cnp)
 		return;                  /* counted, not applied */
-	fl->hs.cc_updates += fl->ops->on_cnp(fl, now);
+	TP_HS_ADD(fl, cc_updates, fl->ops->on_cnp(fl, now) != 0);
 	fl->ops->sync(fl);
 	sched_wake(t, fl, now);
 }

@@ -159,7 +159,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	flow_rtt_sample(fl, wi->ts, now);
 	if (fl->hc.recovery == HPCCD_TP_SR && ack >= fl->snd_una)
 		sack_update(t, fl, f, wi);
-	if (ack > fl->snd_una && fl->rto_probe_end) {
+	if (ack > fl->snd_una && fl->rto_probe) {
 		/* The first ACK after a timeout.  Beyond the one resent packet,
 		 * or echoing the clock of a packet sent before the timeout
 		 * (RFC 3522, Eifel: the ACK answers the original, not the
@@ -181,7 +181,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 
 			fl->snd_nxt = e > ack ? e : ack;
 		}
-		fl->rto_probe_end = 0;
+		fl->rto_probe = 0;
 	}
 	if (ack > fl->snd_una) {
 		acked = ack - fl->snd_una;
@@ -200,7 +200,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		fl->rwnd_end = wi->seq;
 	switch (wi->hdr_type) {
 	case HPCCD_T_ACK:
-		fl->hs.acks++;
+		TP_HS_ADD(fl, acks, 1);
 		if (ece)                     /* st: a cold line, not touched otherwise */
 			fl->st.ece_acks++;
 		break;
@@ -237,7 +237,7 @@ void on_feedback(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 		struct tp_fb fb = { .type = wi->hdr_type, .ack = ack, .acked = acked, .ece = ece,
 				    .loss = loss, .f = f, .len = len, .wi = wi };
 
-		fl->hs.cc_updates += fl->ops->on_feedback(fl, &fb, now);
+		TP_HS_ADD(fl, cc_updates, fl->ops->on_feedback(fl, &fb, now) != 0);
 	}
 	fl->ops->sync(fl);
 	if (fl->snd_una >= fl->hc.bytes)
@@ -286,7 +286,7 @@ void on_probe_resp(struct hpccd_tp *t, const uint8_t *f, uint32_t len,
 	/* RFC 6298 gain 1/8, as the data RTT */
 	fl->st.probe_srtt_ns = fl->st.probe_srtt_ns ? (7 * fl->st.probe_srtt_ns + r) / 8 : r;
 	if (fl->ops->on_probe_resp(fl, wi, f, now))
-		fl->hs.cc_updates++;
+		TP_HS_ADD(fl, cc_updates, 1);
 	fl->ops->sync(fl);
 	maybe_probe(t, fl, now);                 /* the next RTT's */
 	sched_wake(t, fl, now);

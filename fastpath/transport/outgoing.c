@@ -8,7 +8,7 @@
 
 uint64_t flow_rto(const struct tp_flow *fl)
 {
-	uint64_t rto = fl->srtt ? fl->srtt + 4 * fl->rttvar : fl->hc.rto_min_ns;
+	uint64_t rto = fl->srtt ? fl->srtt + 4 * (uint64_t)fl->rttvar : fl->hc.rto_min_ns;
 
 	if (rto < fl->hc.rto_min_ns)
 		rto = fl->hc.rto_min_ns;
@@ -33,7 +33,7 @@ uint64_t flow_allowed(const struct tp_flow *fl)
 {
 	double a = fl->W / fl->wire_per_payload;
 
-	if (fl->rto_probe_end)
+	if (fl->rto_probe)
 		return fl->mss;                 /* the one packet after a timeout */
 	if (fl->rwnd_end) {
 		double r = fl->rwnd_end > fl->snd_una ? (double)(fl->rwnd_end - fl->snd_una) : 0;
@@ -77,7 +77,7 @@ int flow_next(const struct tp_flow *fl, uint64_t *seq, uint32_t *room)
 
 	if (fl->state != HPCCD_TP_RUNNING)
 		return 0;
-	if (fl->sack_n && !fl->rto_probe_end && (h = flow_hole(fl, room)) != 0) {
+	if (fl->sack_n && !fl->rto_probe && (h = flow_hole(fl, room)) != 0) {
 		*seq = h;
 		return 1;
 	}
@@ -263,14 +263,14 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 		fl->rtx_next = seq + plen;   /* a hole repaired (selective repeat) */
 	if (fl->snd_nxt > fl->snd_max)
 		fl->snd_max = fl->snd_nxt;
-	fl->hs.pkts++;
-	fl->hs.wire_bytes += len;
+	TP_HS_ADD(fl, pkts, 1);
+	TP_HS_ADD(fl, wire_bytes, len);
 	if (retx) {                          /* st: a cold line, not touched otherwise */
 		fl->st.retx_pkts++;
 		fl->st.retx_bytes += plen;
 	}
-	fl->hs.int_pkts += room != 0;
-	fl->hs.ect_pkts += ect;
+	TP_HS_ADD(fl, int_pkts, room != 0);
+	TP_HS_ADD(fl, ect_pkts, ect != 0);
 	if (fl->rto_deadline == NO_DEADLINE) {
 		fl->rto_deadline = now + flow_rto(fl);
 		timer_arm(t, fl);
@@ -326,8 +326,12 @@ int send_probe(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
  * send time has come but its bytes in flight reached W. */
 void flow_note_window(struct tp_flow *fl, uint64_t now)
 {
-	if (!fl->wnd_block_ns && fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->hc.bytes)
+	if (!fl->wnd_blocked && fl->state == HPCCD_TP_RUNNING && fl->snd_nxt < fl->hc.bytes) {
 		fl->wnd_block_ns = now > fl->next_send_ns ? fl->next_send_ns : now;
+		/* a block from time 0 is not one (0 said "not blocked" before
+		 * the flag: the same decisions) */
+		fl->wnd_blocked = fl->wnd_block_ns != 0;
+	}
 }
 
 /* The window opened again: the blocked time is the window's.  The pacing
@@ -337,8 +341,8 @@ void flow_note_window(struct tp_flow *fl, uint64_t now)
  * rate spaces them). */
 void flow_window_opened(struct tp_flow *fl, uint64_t now)
 {
-	fl->st.wnd_limited_ns += now - fl->wnd_block_ns;
-	fl->wnd_block_ns = 0;
+	fl->wnd_limited_ns += now - fl->wnd_block_ns;
+	fl->wnd_blocked = 0;
 	if (fl->next_send_ns < now)
 		fl->next_send_ns = now;
 }

@@ -166,7 +166,7 @@ uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 			wheel_add(&t->pace, i, fl->next_send_ns);
 			continue;
 		}
-		if (fl->wnd_block_ns)
+		if (fl->wnd_blocked)
 			flow_window_opened(fl, now);
 		if (send_data(t, fl, seq, room, now) < 0) {
 			list_push(&t->ready, i);     /* no TX frame: it keeps its turn */

@@ -39,9 +39,10 @@ static void flow_timer(struct hpccd_tp *t, struct tp_flow *fl, uint64_t now)
 	 * them (the idea of F-RTO, RFC 5682: a spurious timeout shows
 	 * in the first ACK after it: RFC 3522's Eifel detection, by the
 	 * timestamp the ACK echoes, feedback.c). */
-	if (fl->rto_probe_end)
+	if (fl->rto_probe)
 		fl->st.rtos_repeated++;
 	fl->rto_probe_end = fl->snd_una + fl->mss;
+	fl->rto_probe = 1;
 	fl->rto_ts = (uint32_t)now;
 	fl->rto_holes = fl->sack_n != 0;
 	fl->sack_n = 0;              /* the receiver reports them again */

@@ -197,30 +197,40 @@ struct tp_flow {
 	 * cold: when it is lost).  Without probe_mode no probe field past
 	 * line 0 is read. */
 	uint8_t probe_out, probe_mode;
-	uint16_t pad0;
-	uint32_t sack_n;                 /* SACK blocks held (sack[], cold) */
-	uint32_t mss, room;
+	/* flags of cold times, so that a packet reads them only when they
+	 * are set: rto_probe_end (after a timeout, one packet until an ACK)
+	 * and wnd_block_ns (the window holds the flow back) */
+	uint8_t rto_probe, wnd_blocked;
+	uint8_t sack_n;                  /* SACK blocks held (sack[], cold; at most
+					  * HPCCD_SACK_MAX_BLOCKS) */
+	uint8_t pad0;
+	uint16_t room;                   /* INT hop records a packet has room for */
+	uint32_t mss;
 	uint32_t backoff;
 	uint32_t hdr_max;                /* frame bytes besides payload, room full */
+	uint32_t fb_seq;                 /* the newest fb_seq taken from the receiver */
 	uint64_t snd_una, snd_nxt;
 	uint64_t rto_deadline;
 	/* line 1 */
-	uint32_t fb_seq;                 /* the newest fb_seq taken from the receiver */
-	uint32_t pad1;
 	uint64_t snd_max;
 	uint64_t rwnd_end;               /* the receiver's window edge; 0: none */
-	uint64_t rto_probe_end;          /* after a timeout, one packet until an ACK; 0: none */
 	uint64_t next_send_ns, last_progress_ns;
-	uint64_t srtt, rttvar;
-	/* line 2 */
-	uint64_t min_rtt;
-	uint64_t wnd_block_ns;           /* since when the window holds it back; 0: not */
 	double W, rate_bps;              /* HPCC W in wire bytes; pacing rate (wire bits/s) */
 	double wire_per_payload;
-	/* lines 2 to 4: the configuration a packet reads (a copy of c's
-	 * fields, made when the flow opens: c is not read per packet) and
-	 * the counters every packet adds to (exported with the others of
-	 * st: hpccd_tp__flow_stats) */
+	/* RTT samples are below 4 s (flow_rtt_sample drops larger ones), and
+	 * so are their means: 32 bits */
+	uint32_t srtt, rttvar;
+	/* line 2 */
+	uint32_t min_rtt;
+	/* the counters every packet (hs.int_acks: every INT-echo ACK) adds
+	 * to, 32 bits here, their carries in the 64-bit st fields of the same
+	 * names (tp_hs_add; exported as the sum: hpccd_tp__flow_stats) */
+	struct tp_flow_hs {
+		uint32_t pkts, wire_bytes, int_pkts, ect_pkts;
+		uint32_t acks, cc_updates, int_acks;
+	} hs;
+	/* lines 2 and 3: the configuration a packet reads (a copy of c's
+	 * fields, made when the flow opens: c is not read per packet) */
 	struct tp_flow_hc {
 		uint32_t saddr, daddr;
 		uint16_t sport, dport;
@@ -234,12 +244,8 @@ struct tp_flow {
 			uint64_t seed;           /* HPCCD_TP_SRC_PATTERN */
 		};
 	} hc;
-	struct tp_flow_hs {                  /* their st fields stay 0 */
-		uint64_t pkts, wire_bytes, int_pkts, ect_pkts;
-		uint64_t acks, cc_updates;
-	} hs;
-	/* from line 4 on: the algorithm's state, beside them (DCTCP's
-	 * per-ACK fields end in line 5) */
+	/* from line 3 on: the algorithm's state, beside them (DCTCP's
+	 * per-ACK fields end with line 4) */
 	union {
 		struct hpccd_hpcc hpcc;
 		struct hpccd_dctcp dctcp;
@@ -252,6 +258,10 @@ struct tp_flow {
 	uint32_t auto_close;             /* an echo reply: its slot frees itself when done */
 	uint32_t rto_ts;                 /* the clock (ts) when the last timeout fired */
 	uint32_t rto_holes;              /* holes were known when the timeout fired */
+	uint64_t rto_probe_end;          /* rto_probe: the one packet's end */
+	/* wnd_blocked: since when the window holds the flow back; the time
+	 * it did so, in all (exported as st's) */
+	uint64_t wnd_block_ns, wnd_limited_ns;
 	uint64_t msg_pkts;
 	/* selective repeat: the newest SACK blocks (held by the receiver past
 	 * snd_una, ascending) and where the repair of their holes stands */
@@ -267,15 +277,26 @@ struct tp_flow {
 	struct hpccd_tp_flow_stats st;   /* the counters that are not per packet */
 } __attribute__((aligned(64)));
 
-#define TP_FLOW_HOT_LINES 6
+#define TP_FLOW_HOT_LINES 5
 _Static_assert(offsetof(struct tp_flow, rto_deadline) + sizeof(uint64_t) <= 64,
 	       "struct tp_flow: what the timer's lazy check reads outgrew line 0");
 /* The whole an odd number of lines (struct tp_rx's pad_sets says why). */
 _Static_assert(sizeof(struct tp_flow) / 64 % 2 == 1,
 	       "struct tp_flow: an even number of cache lines (pad it by one, as struct tp_rx)");
-_Static_assert(offsetof(struct tp_flow, cc) + offsetof(struct hpccd_dctcp, n_ece_reductions) <=
+_Static_assert(offsetof(struct tp_flow, cc) + offsetof(struct hpccd_dctcp, alpha_reset_on_loss) <=
 	       TP_FLOW_HOT_LINES * 64,
 	       "struct tp_flow: the per-packet fields (DCTCP's per-ACK state last) outgrew the hot lines");
+
+/* Add v to a per-packet counter of fl (hs.f, 32 bits in the hot lines):
+ * a carry goes to st.f, 64 bits in a cold line (touched once in 2^32). */
+#define TP_HS_ADD(fl, f, v) tp_hs_add(&(fl)->hs.f, &(fl)->st.f, (v))
+/* Its value. */
+#define TP_HS(fl, f) ((fl)->st.f + (fl)->hs.f)
+static inline void tp_hs_add(uint32_t *lo, uint64_t *hi, uint32_t v)
+{
+	if (__builtin_add_overflow(*lo, v, lo))
+		*hi += 1ull << 32;
+}
 
 /* W of a rate-based flow: unlimited, or with c.rate_win ("+win", [HPCC]
  * section 5.1) HPCC's W_init = line rate x T, in wire bytes. */
@@ -781,13 +802,12 @@ static inline __attribute__((always_inline)) void tp_flow_prefetch(const struct 
 {
 	const char *p = (const char *)&t->flows[i];
 
-	_Static_assert(TP_FLOW_HOT_LINES == 6, "tp_flow_prefetch: one prefetch a hot line");
+	_Static_assert(TP_FLOW_HOT_LINES == 5, "tp_flow_prefetch: one prefetch a hot line");
 	__builtin_prefetch(p);
 	__builtin_prefetch(p + 64);
 	__builtin_prefetch(p + 128);
 	__builtin_prefetch(p + 192);
 	__builtin_prefetch(p + 256);
-	__builtin_prefetch(p + 320);
 	__builtin_prefetch(&t->snode[i]);
 }
 

@@ -216,11 +216,12 @@ struct hpccd_dctcp_params {
 enum { HPCCD_CC_DCTCP_SCF = HPCCD_DCTCP_SCF };
 
 struct hpccd_dctcp {
+	/* what every ACK reads or writes first, then what a loss or a cut
+	 * does (the transport engine keeps the first part in a flow's hot
+	 * cache lines: fastpath/transport/tp.h) */
 	uint32_t shf, mss;
 	uint32_t alpha;            /* DCTCP.Alpha scaled by SCF, in [0, SCF] */
-	uint32_t alpha_reset_on_loss;
 	uint32_t after_rto;        /* slow start after a timeout until reduce_end is acked */
-	uint32_t pad0;
 	uint64_t cwnd, ssthresh;
 	uint64_t snd_una;
 	uint64_t window_end;       /* DCTCP.WindowEnd */
@@ -229,6 +230,8 @@ struct hpccd_dctcp {
 	uint64_t reduce_end;       /* no further reduction (nor growth after an ECE or
 				    * fast-loss cut) until snd_una reaches this */
 	uint64_t ca_acc;           /* congestion-avoidance byte counter */
+	uint32_t alpha_reset_on_loss;
+	uint32_t pad0;
 	uint64_t n_ece_reductions, n_fast_losses, n_rtos;
 };
 

@@ -612,7 +612,7 @@ static void track_rate(void)
 		return;
 	if (rate_min < 0 || track->rate_bps < rate_min)
 		rate_min = track->rate_bps;
-	if (rate_first < 0 && track->hs.cc_updates)
+	if (rate_first < 0 && TP_HS(track, cc_updates))
 		rate_first = track->rate_bps;
 }
 
@@ -782,7 +782,7 @@ static void scale(uint32_t nflows, uint64_t ms)
 	}
 	run(ms * 1000000ull, UINT32_MAX, NULL);
 	for (i = 0; i < A->cfg.max_flows; i++) {
-		pkts0 += A->flows[i].hs.pkts;
+		pkts0 += TP_HS(&A->flows[i], pkts);
 		retx0 += A->flows[i].st.retx_pkts;
 	}
 	fa0 = A->st.tx_frames;
@@ -811,7 +811,7 @@ static void scale(uint32_t nflows, uint64_t ms)
 	}
 	fake_tx_deferred = 0;
 	for (i = 0; i < A->cfg.max_flows; i++) {
-		pkts += A->flows[i].hs.pkts;
+		pkts += TP_HS(&A->flows[i], pkts);
 		retx += A->flows[i].st.retx_pkts;
 	}
 	/* the receiver's flows away from their home slot (tp_rx_home): each

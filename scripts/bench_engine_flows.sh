@@ -27,8 +27,15 @@
 # (20: an engine that sleeps its default coalesce_ns between batches, so
 # that a batch holds ~16 packets).
 #
+# BASE=DIR (times only): also build DIR's harness (another worktree, say
+# of main before a change) and run the two builds alternately, run by run
+# (which goes first alternates too), so that the machine's load weighs on
+# both alike; each build's figures and ratios to its own one flow, and the
+# least runs' too (the figure the load disturbs least).
+#
 #   bash scripts/bench_engine_flows.sh [REPS] [FLOWS...]
 #   CACHEGRIND=1 bash scripts/bench_engine_flows.sh 1 [FLOWS...]
+#   BASE=/work/wt/base TICK=20 bash scripts/bench_engine_flows.sh 15
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPS=${1:-5}
@@ -36,11 +43,24 @@ shift || true
 FLOWS=${*:-1 100 1000 10000}
 EXE=$(mktemp -d)/harness
 trap 'rm -rf "$(dirname "$EXE")"' EXIT
-SRCS=$(ls "$ROOT"/fastpath/transport/*.c | grep -v '/rings.c$')
-mapfile -t NUMERIC < <(grep -v '^[[:space:]]*#' "$ROOT/fastpath/cc/numeric.cflags")   # the core's flags
-gcc -O2 -std=gnu11 "${NUMERIC[@]}" -I"$ROOT/include" -I"$ROOT/fastpath/transport" \
-	-o "$EXE" "$ROOT/tests/unit/engine/harness.c" "$ROOT/tests/unit/engine/fake_rings.c" $SRCS \
-	"$ROOT"/fastpath/cc/*.c -lxdp -lbpf -lisal -lm -lpthread
+# build_harness TREE OUT: the harness of the source tree TREE
+build_harness() {
+	local srcs numeric
+	srcs=$(ls "$1"/fastpath/transport/*.c | grep -v '/rings.c$')
+	mapfile -t numeric < <(grep -v '^[[:space:]]*#' "$1/fastpath/cc/numeric.cflags")   # the core's flags
+	gcc -O2 -std=gnu11 "${numeric[@]}" -I"$1/include" -I"$1/fastpath/transport" \
+		-o "$2" "$1/tests/unit/engine/harness.c" "$1/tests/unit/engine/fake_rings.c" $srcs \
+		"$1"/fastpath/cc/*.c -lxdp -lbpf -lisal -lm -lpthread
+}
+build_harness "$ROOT" "$EXE"
+if [[ -n ${BASE:-} ]]; then
+	[[ ${CACHEGRIND:-0} == 1 ]] && { echo "BASE= is for the times (callgrind's counts need no A/B)" >&2; exit 2; }
+	[[ -f $BASE/tests/unit/engine/harness.c ]] || { echo "BASE=$BASE: no tests/unit/engine/harness.c there" >&2; exit 2; }
+	build_harness "$BASE" "$(dirname "$EXE")/base"
+	python3 "$ROOT/scripts/bench_engine_flows_ab.py" "$REPS" "${TICK:-1}" \
+		"$(dirname "$EXE")/base" "$EXE" $FLOWS
+	exit 0
+fi
 if [[ ${CACHEGRIND:-0} == 1 ]]; then
 	command -v valgrind >/dev/null || { echo "CACHEGRIND=1 needs valgrind (apt install valgrind)" >&2; exit 2; }
 	echo "per data packet, both engines, 20 ms simulated, tick ${TICK:-1} us; callgrind's simulated caches (D1 32 KB, L2 512 KB)"

@@ -207,6 +207,25 @@ def test_receiver_table_bounds_a_hostile_peers_run_and_serves_the_others(harness
     assert after["rx_used"] == 10_000 + bad["n"], res
 
 
+def test_per_packet_counters_carry_past_32_bits(harness):
+    """A sender flow's per-packet counters are 32 bits in its hot cache lines,
+    each carry going to the 64-bit field of the same name in its cold stats
+    (tp.h TP_HS_ADD; docs/transport.md "Flows"), and hpccd_tp__flow_stats
+    exports the sums.  Started 10 short of 2^32, a lossless DCTCP transfer's
+    counts come out as the same transfer's from 0 plus the start: packets,
+    bytes, ECT packets, ACKs and reactions each wrap in their 32 bits and
+    none is lost or counted twice; the INT counters (no INT here) come out
+    as the start."""
+    start = 2**32 - 10
+    plain = run(harness, "transfer", 1, algo="dctcp", bytes=2_000_000)
+    near = run(harness, "transfer", 1, algo="dctcp", bytes=2_000_000, hs_at=start)
+    assert exact(plain) and exact(near) and plain["retx"] == 0, (plain, near)
+    assert all(plain[k] > 10 for k in ("pkts", "wire_bytes", "ect_pkts", "acks",
+                                       "cc_updates")), plain
+    for k in ("pkts", "wire_bytes", "int_pkts", "ect_pkts", "acks", "cc_updates", "int_acks"):
+        assert near[k] == plain[k] + start, (k, plain[k], near[k])
+
+
 # ---- multi-buffer packets (a socket bound with XDP_USE_SG) ----------------------------
 # A flow whose MTU is larger than a frame sends each packet as up to 16 TX
 # frames (XDP_PKT_CONTD on all but the last); the receiver gets it as the

@@ -41,7 +41,8 @@
  * when it ended); late_us=L: both engines wake at random gaps of mean L
  * instead of every tick (software timers); linger_us=L: the simulation
  * goes on L after A's flows ended, and cnp_at_us lists when B sent its
- * CNPs.  Prints one JSON object with
+ * CNPs; hs_at=V: the flow's 32-bit per-packet counters start at V.
+ * Prints one JSON object with
  * what happened.
  */
 #include "tp.h"
@@ -1471,6 +1472,13 @@ int main(int argc, char **argv)
 		       seed, 40000);
 	track = &A->flows[id & A->slot_mask];
 	t_open = sim_now;
+	/* hs_at=V: the flow's 32-bit per-packet counters start at V (near
+	 * 2^32: their carries into st, which 4 GB of traffic would take) */
+	if (strcmp(arg(argc, argv, "hs_at", "none"), "none")) {
+		uint32_t v = (uint32_t)strtoul(arg(argc, argv, "hs_at", "0"), NULL, 0);
+
+		track->hs = (struct tp_flow_hs){ v, v, v, v, v, v, v };
+	}
 	if (!strcmp(scenario, "restart")) {
 		restart_after = bytes / 2;
 		run(3000000000ull, budget, restart_hook);
@@ -1491,7 +1499,8 @@ int main(int argc, char **argv)
 	       "\"cnps_sent\": %llu, \"cc_updates\": %llu, \"rate_min\": %.17g, "
 	       "\"rate_first\": %.17g, \"rate_end\": %.17g, \"signal\": %.17g, "
 	       "\"line_bps\": %llu, \"window_bytes\": %.17g, \"wnd_limited_us\": %.1f, "
-	       "\"cnp_at_us\": [",
+	       "\"wire_bytes\": %llu, \"int_pkts\": %llu, \"ect_pkts\": %llu, "
+	       "\"int_acks\": %llu, \"cnp_at_us\": [",
 	       fs.state, fs.err, (double)(fs.end_ns - fs.start_ns) / 1e3,
 	       (unsigned long long)fs.pkts, (unsigned long long)fs.retx_pkts,
 	       (unsigned long long)fs.go_backs, (unsigned long long)fs.recoveries,
@@ -1512,7 +1521,9 @@ int main(int argc, char **argv)
 	       (unsigned long long)ce_marked, (unsigned long long)fs.cnps,
 	       (unsigned long long)(n ? rs[0].cnps_sent : 0), (unsigned long long)fs.cc_updates,
 	       rate_min, rate_first, fs.rate_bps, fs.U, (unsigned long long)line_rate_bps,
-	       fs.window_bytes, (double)fs.wnd_limited_ns / 1e3);
+	       fs.window_bytes, (double)fs.wnd_limited_ns / 1e3,
+	       (unsigned long long)fs.wire_bytes, (unsigned long long)fs.int_pkts,
+	       (unsigned long long)fs.ect_pkts, (unsigned long long)fs.int_acks);
 	for (i = 0; i < n_cnp_at; i++)
 		printf("%s%.1f", i ? ", " : "", (double)cnp_at[i] / 1e3);
 	printf("]}\n");

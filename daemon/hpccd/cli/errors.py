@@ -6,17 +6,22 @@ with a message that says what failed and what to do, never a Python traceback.
   C tool killed by SIGPIPE does), Ctrl-C with 130, and an error nobody
   expected with one line naming it as a bug (``HPCCD_DEBUG=1`` prints the
   traceback for the report); what pyroute2's asyncio loop reports is one line,
-  and nothing when an interrupt caused it.
+  and nothing when an interrupt caused it; an interrupt that lands where
+  Python ignores exceptions (a fork hook, a finalizer) is raised again, not
+  printed as "Exception ignored".
 - :func:`permission_denied` tells whether an error (or what caused it) is
   EPERM/EACCES, and :func:`privilege_hint` says what the program needs then:
   root, or the capabilities of systemd/hpccd.service.
 """
 from __future__ import annotations
 
+import _thread
 import errno
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 from typing import Callable
 
@@ -103,10 +108,41 @@ def _asyncio_in_lines(prog: str) -> None:
     log.propagate = False
 
 
+# Who raises an interrupt again that Python swallowed (see _unraisable):
+# the innermost registered function, which returns the signal to deliver
+# again or None (reproduce's handler, which raises only once, re-arms
+# itself), else SIGINT when its handler is Python's own.
+REINTERRUPT: list[Callable[[], "int | None"]] = []
+REINTERRUPT_DELAY_S = 0.005     # long enough for the swallowing hook to return
+
+
+def _unraisable(u) -> None:
+    """sys.unraisablehook: an interrupt raised where Python ignores
+    exceptions (a fork hook such as logging's _releaseLock, a finalizer)
+    would print "Exception ignored in ..." with a traceback and be lost.
+    It is not shown, and the signal is delivered to the main thread again
+    from a timer thread, after this hook (and the code that called it) has
+    returned: raised inside the hook it would be swallowed again."""
+    if not _caused_by_interrupt(u.exc_value):
+        sys.__unraisablehook__(u)
+        return
+    if REINTERRUPT:
+        signum = REINTERRUPT[-1]()
+    elif signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signum = signal.SIGINT
+    else:
+        signum = None
+    if signum is not None:
+        t = threading.Timer(REINTERRUPT_DELAY_S, _thread.interrupt_main, (signum,))
+        t.daemon = True
+        t.start()
+
+
 def run_main(prog: str, main: Callable[[list[str] | None], int],
              argv: list[str] | None = None) -> int:
     """Run `main(argv)` and return its exit status; see the module docstring."""
     _asyncio_in_lines(prog)
+    sys.unraisablehook = _unraisable
     try:
         code = main(argv)
         sys.stdout.flush()          # a closed pipe shows here, not at interpreter exit

@@ -48,6 +48,7 @@ import threading
 import time
 from typing import Any, Callable, NamedTuple
 
+from ..cli.errors import REINTERRUPT
 from .algos import AlgoError, parse_algos
 from .common import UsageError
 from .report import progress
@@ -182,15 +183,27 @@ class _Signals:
             raise KeyboardInterrupt
         progress("reproduce", f"signal {signum}: stopping")
 
+    def _again(self) -> int | None:
+        """The KeyboardInterrupt raised for self.signum was swallowed where
+        Python ignores exceptions (hpccd.cli.errors._unraisable): re-armed,
+        the signal to deliver again."""
+        if not self.raise_ or os.getpid() != self.pid or self.signum is None or self.stopping:
+            return None
+        signum, self.signum = self.signum, None
+        return signum
+
     def __enter__(self) -> "_Signals":
         self.pid = os.getpid()
         for s in (signal.SIGINT, signal.SIGTERM):
             self._old[s] = signal.signal(s, self._on)
+        REINTERRUPT.append(self._again)
         return self
 
     def __exit__(self, *exc) -> None:
         for s, h in self._old.items():
             signal.signal(s, h)
+        if self._again in REINTERRUPT:
+            REINTERRUPT.remove(self._again)
 
 
 def _write_json(path: str, doc: dict[str, Any]) -> None:

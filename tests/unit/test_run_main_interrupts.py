@@ -6,7 +6,11 @@ netlink I/O) is inside an async generator ends with "interrupted" and 130, and
 the loop's report of the half-closed generator ("aclose(): asynchronous
 generator is already running", a traceback through the logging fallback)
 never reaches the user (CI saw it once, a SIGTERM during a lab's build); any
-other report of the loop is one line, with no traceback.
+other report of the loop is one line, with no traceback; an interrupt
+raised where Python ignores exceptions (a finalizer, a fork hook: CI saw
+reproduce's stage child lose its interrupt in logging's fork hook, with
+"Exception ignored in" and a traceback on stderr) is not shown and still
+ends the program, in run_main and under reproduce's signal handler.
 """
 from __future__ import annotations
 
@@ -61,6 +65,47 @@ UNRETRIEVED_ERROR = PROLOGUE + textwrap.dedent("""
 """)
 
 
+# A KeyboardInterrupt raised in a finalizer, as a signal handler's would
+# be when the signal lands there: Python prints it as unraisable and goes on.
+SWALLOWED = PROLOGUE + textwrap.dedent("""
+    import time
+    class Finalised:
+        def __del__(self):
+            raise KeyboardInterrupt
+    def main(argv):
+        x = Finalised()
+        del x
+        time.sleep(5)
+        print("not interrupted")
+        return 0
+    sys.exit(run_main("hpccctl", main, []))
+""")
+
+# reproduce's handler (SIGTERM -> KeyboardInterrupt, once), the signal
+# landing inside a fork hook of the parent.
+SWALLOWED_IN_FORK_HOOK = PROLOGUE + textwrap.dedent("""
+    import os, signal, time
+    from hpccd.experiment.reproduce import _Signals
+    def main(argv):
+        def hook():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)                  # the handler raises here, in the hook
+        os.register_at_fork(after_in_parent=hook)
+        with _Signals() as sig:
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(0)
+                os.waitpid(pid, 0)
+                time.sleep(5)
+                print("not interrupted")
+            except KeyboardInterrupt:
+                print("interrupted by", sig.signum)
+        return 0
+    sys.exit(run_main("hpccctl", main, []))
+""")
+
+
 def _run(script: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("HPCCD_DEBUG", None)
@@ -93,3 +138,23 @@ def test_debug_prints_the_loops_traceback():
     r = _run(UNRETRIEVED_ERROR, {"HPCCD_DEBUG": "1"})
     assert r.stderr.startswith("hpccctl: asyncio: Task exception was never retrieved"), r.stderr
     assert "Traceback" in r.stderr and "in fails" in r.stderr, r.stderr
+
+
+def test_an_interrupt_swallowed_in_a_finalizer_still_ends_the_program():
+    bare = SWALLOWED.replace('sys.exit(run_main("hpccctl", main, []))', "main(None)")
+    r0 = _run(bare)
+    assert "Exception ignored in" in r0.stderr and "not interrupted" in r0.stdout, r0
+    r = _run(SWALLOWED)
+    assert r.returncode == 130, r
+    assert r.stderr == "hpccctl: interrupted\n" and r.stdout == "", r
+
+
+def test_reproduces_handler_rearms_an_interrupt_swallowed_in_a_fork_hook():
+    bare = SWALLOWED_IN_FORK_HOOK.replace('sys.exit(run_main("hpccctl", main, []))',
+                                          "main(None)")
+    r0 = _run(bare)
+    assert "Exception ignored in" in r0.stderr and r0.stdout == "not interrupted\n", r0
+    r = _run(SWALLOWED_IN_FORK_HOOK)
+    assert r.returncode == 0, r
+    assert r.stdout == "interrupted by 15\n", r
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr

@@ -200,8 +200,7 @@ int tp__state_init(struct hpccd_tp *t)
 	t->n_free = c->max_flows;
 	t->rx_mask = c->rx_flows - 1;
 	t->rx_probe_max = c->rx_flows < TP_RX_PROBE_MAX ? c->rx_flows : TP_RX_PROBE_MAX;
-	t->peer_mask = 2 * c->rx_flows - 1;
-	t->peer_probe_max = t->peer_mask < TP_RX_PROBE_MAX ? t->peer_mask + 1 : TP_RX_PROBE_MAX;
+	t->peer_mask = 2 * c->rx_flows - 1;      /* at least TP_RX_PROBE_MAX entries: receiver.c */
 	t->delack_min = NO_DEADLINE;
 	t->ring = pow2_floor(c->rx_frames < RING_MAX ? c->rx_frames : RING_MAX);
 	if (pow2_floor(c->tx_frames) < t->ring)

@@ -23,8 +23,10 @@ static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uin
  * entries are used: the table is at most half full and, under a key no
  * peer knows, its runs stay short (the longest seen with 16,384 spoofed
  * sources: docs/security.md "Limits").  An entry is put at most
- * peer_probe_max - 1 places past its own or not at all: a lookup reads at
+ * TP_RX_PROBE_MAX - 1 places past its own or not at all: a lookup reads at
  * most that many entries (8 bytes each: 16 lines), whatever the sources. */
+_Static_assert(2 * HPCCD_TP_FLOWS_MIN >= TP_RX_PROBE_MAX,
+	       "the smallest table of peers holds a whole probe");
 static uint32_t peer_home(const struct hpccd_tp *t, uint32_t saddr)
 {
 	return (uint32_t)(tp_saddr_mix(t, saddr) >> 32) & t->peer_mask;
@@ -38,7 +40,7 @@ static struct tp_peer *peer_find(const struct hpccd_tp *t, uint32_t saddr,
 	uint32_t h = peer_home(t, saddr), i;
 
 	*room = NULL;
-	for (i = 0; i < t->peer_probe_max; i++) {
+	for (i = 0; i < TP_RX_PROBE_MAX; i++) {
 		struct tp_peer *p = &t->peers[(h + i) & t->peer_mask];
 
 		if (p->saddr == saddr)
@@ -62,7 +64,7 @@ static void peer_drop(struct hpccd_tp *t, struct tp_peer *p)
 {
 	uint32_t hole = (uint32_t)(p - t->peers), j = hole, d;
 
-	for (d = 1; d < t->peer_probe_max; d++) {
+	for (d = 1; d < TP_RX_PROBE_MAX; d++) {
 		struct tp_peer *q;
 
 		j = (j + 1) & t->peer_mask;

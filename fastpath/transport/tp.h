@@ -535,10 +535,9 @@ struct hpccd_tp {
 	uint32_t rx_probe_max;           /* TP_RX_PROBE_MAX, or rx_flows if fewer */
 	uint32_t rx_mul, rx_key;         /* tp_rx_home()'s keys: odd, random */
 	struct tp_peer *peers;           /* [2 * cfg.rx_flows] (receiver.c peer_find) */
-	uint32_t peer_mask;              /* 2 * cfg.rx_flows - 1 */
-	uint32_t peer_probe_max;         /* TP_RX_PROBE_MAX, or 2 * rx_flows if fewer */
 	int32_t *delack;                 /* [cfg.rx_flows] receiver flows with a delayed ACK armed */
 	uint32_t n_delack;
+	uint32_t peer_mask;              /* 2 * cfg.rx_flows - 1 (in what was padding) */
 	/* the slots of used (1) receiver flows, in no order: what the API's
 	 * listings walk under the lock instead of all cfg.rx_flows slots
 	 * (the lab's sinks list their flows every few ms; a walk of 16384

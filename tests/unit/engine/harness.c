@@ -1061,7 +1061,7 @@ static uint32_t pt_place(uint32_t saddr)
 }
 
 /* The peer table against the flow table: every unfinished flow's source
- * has an entry at most peer_probe_max - 1 past its place, whose live is
+ * has an entry at most TP_RX_PROBE_MAX - 1 past its place, whose live is
  * its number of unfinished flows; no entry without one; rx_live their
  * sum.  Prints the entries, their largest distance and the errors. */
 static void pt_check(const char *name)
@@ -1079,10 +1079,10 @@ static void pt_check(const char *name)
 
 		if (r->used != 1 || r->done)
 			continue;
-		for (j = 0; j < B->peer_probe_max; j++)
+		for (j = 0; j < TP_RX_PROBE_MAX; j++)
 			if (B->peers[(pt_place(r->saddr) + j) & B->peer_mask].saddr == r->saddr)
 				break;
-		if (j == B->peer_probe_max)
+		if (j == TP_RX_PROBE_MAX)
 			bad++;                   /* admitted uncounted */
 		else
 			cnt[(pt_place(r->saddr) + j) & B->peer_mask]++;
@@ -1164,7 +1164,7 @@ static int peertable(uint32_t senders, uint32_t per, uint32_t aimed, uint32_t sp
 		return 2;
 	}
 	printf("{\"probe_max\": %u, \"peer_slots\": %u, \"rx_peer_max\": %u, ",
-	       B->peer_probe_max, B->peer_mask + 1, B->cfg.rx_peer_max);
+	       TP_RX_PROBE_MAX, B->peer_mask + 1, B->cfg.rx_peer_max);
 	rxt_honest(senders, per, seed, 0, HPCCD_F_SYN);
 	for (k = 0; k < B->cfg.rx_peer_max + 10; k++)
 		rxt_data(PT_GREEDY, k, 0, HPCCD_F_SYN);

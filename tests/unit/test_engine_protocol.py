@@ -245,15 +245,16 @@ def test_peer_table_counts_every_flow_of_a_spoofing_sender(harness, seed):
     (more than the 16,384-slot flow table holds): the flow table refuses
     what it cannot hold (rx_table_full, rx_probe_full: its limits), the peer
     table (at most half full) refuses none and its entries sit far less
-    than the bound from their places.  Every honest flow is still there
-    and its packets found.  (Before: an unkeyed table of rx_flows entries,
+    than the bound from their places.  rx_idle_ns later 2,000 new
+    addresses expire idle spoofed flows, whose entries go.  Every honest
+    flow is still there and its packets found.  (Before: an unkeyed table of rx_flows entries,
     never emptied; a spoofer's addresses filled it and then each new flow
     read all 16,384 entries and was admitted without a count.)"""
     res = run(harness, "peertable", seed, senders=10, per=10, aimed=300, spoof=20_000,
               rx_peer_max=16)
     bound = res["probe_max"]
     assert bound == 128 and res["peer_slots"] == 2 * 16384 and res["ring_drops"] == 0, res
-    steps = ["honest", "aimed", "aimed_ended", "aimed2", "aimed2_ended", "spoofed"]
+    steps = ["honest", "aimed", "aimed_ended", "aimed2", "aimed2_ended", "spoofed", "expired"]
     assert all(res[k]["errors"] == 0 for k in steps), res
     assert all(res[k]["max_d"] < bound for k in steps), res
     # the honest limit per peer still holds: 100 flows + the greedy's 16
@@ -277,7 +278,13 @@ def test_peer_table_counts_every_flow_of_a_spoofing_sender(harness, seed):
     assert spoofed["rx_used"] == 16384 and spoofed["entries"] > 16_000, res
     assert spoofed["rx_peer_table_full"] == 2 * (300 - took), res
     assert spoofed["rx_table_full"] + spoofed["rx_probe_full"] > 0, res
-    # the honest flows kept and found (their third packet in order)
+    # rx_idle_ns later, 2,000 new addresses expire as many idle spoofed
+    # flows (a repeated random address finds its flow instead), whose
+    # entries go; the honest flows, sending, are kept and found (their
+    # third packet in order)
+    expired = res["expired"]
+    assert 1990 <= res["rx_expired"] <= 2000 and expired["rx_used"] == 16384, res
+    assert expired["rx_peer_table_full"] == spoofed["rx_peer_table_full"], res
     assert res["honest_found"] == 100 and res["honest_live_end"] == 116, res
 
 

@@ -1049,8 +1049,10 @@ static int rxtable(uint32_t senders, uint32_t nflows, uint32_t hostile, int reap
  * B's key: the worst a spoofer could do, were the key known); their flows
  * end (FIN) and as many more addresses at that place come; they end too;
  * then `spoof` random addresses, a flow each (more than the flow table
- * holds).  After each step, pt_check: every unfinished flow counted in
- * its source's entry, within the bound of the entry's place. */
+ * holds); rx_idle_ns later, while the honest flows send, `spoof` / 10 new
+ * ones (expiring idle spoofed flows).  After each step, pt_check: every
+ * unfinished flow counted in its source's entry, within the bound of the
+ * entry's place. */
 #define PT_AIMED 0x0b000000u             /* 11/8: the aimed addresses */
 #define PT_SPOOF 0x0c000000u             /* 12/8: the random ones */
 #define PT_GREEDY (ADDR_A + 0x80)
@@ -1188,7 +1190,19 @@ static int peertable(uint32_t senders, uint32_t per, uint32_t aimed, uint32_t sp
 	rxt_drain();
 	printf("\"spoof_live\": %u, ", B->rx_live - pt_honest_live());
 	pt_check("spoofed");
+	/* rx_idle_ns later: the honest flows send (their third packet, the
+	 * greedy one's taken flows their second), the spoofed ones do not, and
+	 * `spoof` / 10 new addresses come: their flows expire idle spoofed ones
+	 * (rx_expired), whose entries go (peer_drop from rx_admit) */
+	sim_now += B->cfg.rx_idle_ns;
 	rxt_honest(senders, per, seed, 2 * RXT_PLEN, 0);
+	for (k = 0; k < B->cfg.rx_peer_max; k++)
+		rxt_data(PT_GREEDY, k, RXT_PLEN, 0);
+	for (k = 0; k < spoof / 10; k++)
+		rxt_data(PT_SPOOF + (uint32_t)splitmix64(~seed ^ k) % 0xffffff, 9, 0, HPCCD_F_SYN);
+	rxt_drain();
+	printf("\"rx_expired\": %llu, ", (unsigned long long)B->st.rx_expired);
+	pt_check("expired");
 	for (k = 0, next = 0; k < B->cfg.rx_flows; k++)
 		next += B->rxt[k].used == 1 && B->rxt[k].rcv_nxt == 3 * RXT_PLEN;
 	printf("\"honest_found\": %u, \"honest_live_end\": %u, \"ring_drops\": %llu}\n", next,

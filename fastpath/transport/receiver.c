@@ -21,10 +21,11 @@ static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uin
  * peer_drop: no tombstones, so a lookup stops at the first empty entry).
  * Each unfinished flow holds a slot of t->rxt, so at most rx_flows
  * entries are used: the table is at most half full and, under a key no
- * peer knows, its runs stay short (the longest seen with 16,384 spoofed
- * sources: docs/security.md "Limits").  An entry is put at most
- * TP_RX_PROBE_MAX - 1 places past its own or not at all: a lookup reads at
- * most that many entries (8 bytes each: 16 lines), whatever the sources. */
+ * peer knows, its runs stay short (the longest seen with the flow table
+ * full of spoofed sources: docs/security.md "Limits").  An entry is put
+ * at most TP_RX_PROBE_MAX - 1 places past its own or not at all: a lookup
+ * reads at most that many entries (8 bytes each: 16 lines), whatever the
+ * sources. */
 _Static_assert(2 * HPCCD_TP_FLOWS_MIN >= TP_RX_PROBE_MAX,
 	       "the smallest table of peers holds a whole probe");
 static uint32_t peer_home(const struct hpccd_tp *t, uint32_t saddr)

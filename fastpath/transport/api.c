@@ -182,7 +182,7 @@ int tp__state_init(struct hpccd_tp *t)
 	t->free_slot = malloc(sizeof(int32_t) * c->max_flows);
 	t->delack = malloc(sizeof(int32_t) * c->rx_flows);
 	t->rx_used = malloc(sizeof(int32_t) * c->rx_flows);
-	t->peers = calloc(c->rx_flows, sizeof(*t->peers));
+	t->peers = calloc(2 * (size_t)c->rx_flows, sizeof(*t->peers));
 	t->snode = tp_table_alloc((size_t)c->max_flows * sizeof(*t->snode), SKEW_SNODE);
 	if ( !t->flows || !t->rxt || !t->rx_free || !t->tx_free || !t->refile || !t->delack ||
 	    !t->rx_used ||
@@ -200,6 +200,7 @@ int tp__state_init(struct hpccd_tp *t)
 	t->n_free = c->max_flows;
 	t->rx_mask = c->rx_flows - 1;
 	t->rx_probe_max = c->rx_flows < TP_RX_PROBE_MAX ? c->rx_flows : TP_RX_PROBE_MAX;
+	t->peer_mask = 2 * c->rx_flows - 1;      /* at least TP_RX_PROBE_MAX entries: receiver.c */
 	t->delack_min = NO_DEADLINE;
 	t->ring = pow2_floor(c->rx_frames < RING_MAX ? c->rx_frames : RING_MAX);
 	if (pow2_floor(c->tx_frames) < t->ring)

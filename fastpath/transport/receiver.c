@@ -15,40 +15,96 @@ static int rx_deliver(struct hpccd_tp *t, struct tp_rx *r, const uint8_t *p, uin
 
 /* The unfinished receiver flows of each source address (rx_peer_max),
  * counted as flows start and finish, so that admission costs the same with
- * 10 flows or 10,000: an open-addressing table of rx_flows entries, never
- * emptied (a peer keeps its entry).  NULL when it is full of other peers. */
-static struct tp_peer *peer_of(struct hpccd_tp *t, uint32_t saddr)
+ * 10 flows or 10,000: linear probing from the address's keyed place
+ * (tp_saddr_mix) in 2 * rx_flows entries, an entry per source with
+ * unfinished flows, gone when its last one ends (backward-shift deletion,
+ * peer_drop: no tombstones, so a lookup stops at the first empty entry).
+ * Each unfinished flow holds a slot of t->rxt, so at most rx_flows
+ * entries are used: the table is at most half full and, under a key no
+ * peer knows, its runs stay short (the longest seen with the flow table
+ * full of spoofed sources: docs/security.md "Limits").  An entry is put
+ * at most TP_RX_PROBE_MAX - 1 places past its own or not at all: a lookup
+ * reads at most that many entries (8 bytes each: 16 lines), whatever the
+ * sources. */
+_Static_assert(2 * HPCCD_TP_FLOWS_MIN >= TP_RX_PROBE_MAX,
+	       "the smallest table of peers holds a whole probe");
+static uint32_t peer_home(const struct hpccd_tp *t, uint32_t saddr)
 {
-	uint32_t h = (uint32_t)splitmix64(saddr) & t->rx_mask, i;
+	return (uint32_t)(tp_saddr_mix(t, saddr) >> 32) & t->peer_mask;
+}
 
-	for (i = 0; i <= t->rx_mask; i++) {
-		struct tp_peer *p = &t->peers[(h + i) & t->rx_mask];
+/* The entry of saddr, or NULL; *room: the empty entry where saddr would
+ * go (the first within the bound), NULL if none. */
+static struct tp_peer *peer_find(const struct hpccd_tp *t, uint32_t saddr,
+				 struct tp_peer **room)
+{
+	uint32_t h = peer_home(t, saddr), i;
+
+	*room = NULL;
+	for (i = 0; i < TP_RX_PROBE_MAX; i++) {
+		struct tp_peer *p = &t->peers[(h + i) & t->peer_mask];
 
 		if (p->saddr == saddr)
 			return p;
 		if (!p->saddr) {
-			p->saddr = saddr;
-			return p;
+			*room = p;
+			break;
 		}
 	}
 	return NULL;
 }
 
-/* A receiver flow of `saddr` starts (+1) or ends unfinished or done (-1). */
-static void rx_live_add(struct hpccd_tp *t, uint32_t saddr, int d)
+/* p's source has no unfinished flow left: empty p, and move back into
+ * the hole each later entry of the run that may sit there (its place at
+ * or before the hole), so that no lookup meets an empty entry before its
+ * own (Knuth's Algorithm R, TAOCP vol. 3, 6.4).  An entry only ever moves
+ * nearer its place: every entry stays within the bound, and no empty
+ * entry becomes used (an insert that found room still finds it).  An
+ * entry more than the bound past the hole cannot move into it. */
+static void peer_drop(struct hpccd_tp *t, struct tp_peer *p)
 {
-	struct tp_peer *p = peer_of(t, saddr);
+	uint32_t hole = (uint32_t)(p - t->peers), j = hole, d;
+
+	for (d = 1; d < TP_RX_PROBE_MAX; d++) {
+		struct tp_peer *q;
+
+		j = (j + 1) & t->peer_mask;
+		q = &t->peers[j];
+		if (!q->saddr)
+			break;
+		if (((j - peer_home(t, q->saddr)) & t->peer_mask) >= d) {
+			t->peers[hole] = *q;     /* the hole is at or past its place */
+			hole = j;
+			d = 0;                   /* distances from the new hole */
+		}
+	}
+	t->peers[hole].saddr = 0;
+	t->peers[hole].live = 0;
+}
+
+/* A receiver flow of `saddr` starts (+1) or ends unfinished or done (-1).
+ * A start takes an entry for a new source; 0: none within the bound, the
+ * flow must not be admitted (rx_admit checked there was one before). */
+static int rx_live_add(struct hpccd_tp *t, uint32_t saddr, int d)
+{
+	struct tp_peer *room, *p = peer_find(t, saddr, &room);
 
 	if (d > 0) {
+		if (!p && !room)
+			return 0;
+		if (!p) {
+			p = room;
+			p->saddr = saddr;
+		}
+		p->live++;
 		t->rx_live++;
-		if (p)
-			p->live++;
-	} else {
-		if (t->rx_live)
-			t->rx_live--;
-		if (p && p->live)
-			p->live--;
+		return 1;
 	}
+	if (t->rx_live)
+		t->rx_live--;
+	if (p && p->live && !--p->live)
+		peer_drop(t, p);
+	return 1;
 }
 
 /* Receiver flow (saddr, flow_id), or NULL; create: else a new one in the
@@ -75,7 +131,7 @@ static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow
 			break;
 		}
 	}
-	if (!create || !tomb)
+	if (!create || !tomb || !rx_live_add(t, saddr, 1))
 		return NULL;
 	{
 		uint8_t listed = tomb->delack_listed;   /* its place in t->delack */
@@ -93,7 +149,6 @@ static struct tp_rx *rx_lookup(struct hpccd_tp *t, uint32_t saddr, uint32_t flow
 	tomb->crc = 0;                   /* CRC-32 of nothing */
 	hpccd_dctcp_rx_init(&tomb->dc, t->cfg.ack_every);
 	hpccd_hpcc_init(&tomb->rxh, &t->cfg.rx_hpcc, HPCCD_ALGO_RXHPCC, NULL); /* checked at create */
-	rx_live_add(t, saddr, 1);
 	return tomb;
 }
 
@@ -127,7 +182,9 @@ static struct tp_rx *rx_victim(struct hpccd_tp *t, uint32_t home, uint64_t now, 
 /* Limits of the receiver table (docs/security.md "Limits").  DATA of a
  * flow the table does not hold: admitted unless its source already has
  * rx_peer_max flows not done (a flood of new flows from one peer then
- * costs that peer only: counted in rx_peer_full).  When the
+ * costs that peer only: counted in rx_peer_full), or is new and finds no
+ * room in the peer table within its bound (rx_peer_table_full: a flow
+ * whose source could not be counted is never admitted).  When the
  * rx_probe_max slots from its home are all used (a full table, or a
  * run that a peer filled with flows of ids equal modulo the table's
  * size), one of them is recycled (rx_victim: rx_recycled, rx_expired; a
@@ -140,11 +197,17 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 			      uint64_t now)
 {
 	struct tp_rx *r, *victim;
-	struct tp_peer *p = peer_of(t, saddr);
+	struct tp_peer *room, *p = peer_find(t, saddr, &room);
 	int done_victim;
 
 	if (t->cfg.rx_peer_max && p && p->live >= t->cfg.rx_peer_max) {
 		t->st.rx_peer_full++;
+		return NULL;
+	}
+	/* nothing changes the peer table before the first insert below, and
+	 * a victim's peer_drop only empties entries: the room found stays */
+	if (!p && !room) {
+		t->st.rx_peer_table_full++;
 		return NULL;
 	}
 	r = rx_lookup(t, saddr, flow_id, 1);
@@ -168,7 +231,12 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 	rx_release(t, victim);
 	rx_unuse(t, victim);     /* a tombstone within the run: the insert below
 				  * takes it (or a free slot before it) */
-	return rx_lookup(t, saddr, flow_id, 1);
+	r = rx_lookup(t, saddr, flow_id, 1);
+	/* it fails only for the peer: the victim was saddr's last flow, its
+	 * entry went, and the entries moved back into it left no room */
+	if (!r)
+		t->st.rx_peer_table_full++;
+	return r;
 }
 
 /* The receive window's right edge that r advertises (seq of its ACKs and

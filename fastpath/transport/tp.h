@@ -451,7 +451,7 @@ static inline struct tp_lnode *lnode(const struct tp_list *l, int32_t i)
 }
 
 struct tp_peer {                         /* receiver.c: unfinished flows of a source */
-	uint32_t saddr;                  /* 0: empty */
+	uint32_t saddr;                  /* 0: empty (an entry goes when live is 0) */
 	uint32_t live;
 };
 
@@ -534,9 +534,10 @@ struct hpccd_tp {
 	uint32_t rx_mask;
 	uint32_t rx_probe_max;           /* TP_RX_PROBE_MAX, or rx_flows if fewer */
 	uint32_t rx_mul, rx_key;         /* tp_rx_home()'s keys: odd, random */
-	struct tp_peer *peers;           /* [cfg.rx_flows] */
+	struct tp_peer *peers;           /* [2 * cfg.rx_flows] (receiver.c peer_find) */
 	int32_t *delack;                 /* [cfg.rx_flows] receiver flows with a delayed ACK armed */
 	uint32_t n_delack;
+	uint32_t peer_mask;              /* 2 * cfg.rx_flows - 1 (in what was padding) */
 	/* the slots of used (1) receiver flows, in no order: what the API's
 	 * listings walk under the lock instead of all cfg.rx_flows slots
 	 * (the lab's sinks list their flows every few ms; a walk of 16384
@@ -769,6 +770,21 @@ static inline int32_t flow_slot(const struct hpccd_tp *t, const struct tp_flow *
  * slots (t->rx_probe_max). */
 #define TP_RX_PROBE_MAX 128
 
+/* A source address mixed under the engine's random key (rx_key, api.c
+ * rx_home_keys): its low 32 bits are where its flows' homes start
+ * (tp_rx_home), its high 32 bits its entry's place in the peer table
+ * (receiver.c peer_home): apart, so that sources sharing a place there
+ * do not share their flows' homes too.  Not a MAC: a cheap mix is enough, as
+ * which addresses share a place depends on a key no peer sees (the engine
+ * never sends it), and the only thing a peer could observe, a refusal
+ * (rx_peer_table_full), needs a run of TP_RX_PROBE_MAX entries at one
+ * place first, which is what it would need the key for (the peer table
+ * is kept at most half full: receiver.c peer_find). */
+static inline uint64_t tp_saddr_mix(const struct hpccd_tp *t, uint32_t saddr)
+{
+	return splitmix64((uint64_t)saddr ^ ((uint64_t)t->rx_key << 32));
+}
+
 /* Where receiver flow (saddr, flow_id) is first looked for in t->rxt
  * (open addressing from there, receiver.c).  A sender's flow ids carry
  * its slot in their low bits (api.c: id_gen's high bits | slot), and
@@ -787,8 +803,7 @@ static inline int32_t flow_slot(const struct hpccd_tp *t, const struct tp_flow *
  * it; TP_RX_PROBE_MAX bounds the run a lookup reads. */
 static inline uint32_t tp_rx_home(const struct hpccd_tp *t, uint32_t saddr, uint32_t flow_id)
 {
-	return ((uint32_t)splitmix64((uint64_t)saddr ^ ((uint64_t)t->rx_key << 32)) +
-		flow_id * t->rx_mul) & t->rx_mask;
+	return ((uint32_t)tp_saddr_mix(t, saddr) + flow_id * t->rx_mul) & t->rx_mask;
 }
 
 /* Prefetches (hints, docs/transport.md "Flows"): the cache lines one packet

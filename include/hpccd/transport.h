@@ -343,6 +343,10 @@ struct hpccd_tp_stats {
 	uint64_t rx_probe_full;         /* DATA of a new flow refused: the receiver table's
 					 * TP_RX_PROBE_MAX slots from its home hold
 					 * unfinished flows (docs/security.md "Limits") */
+	uint64_t rx_peer_table_full;    /* DATA of a new flow refused: its source address has
+					 * no entry in the peer table and no free one within
+					 * TP_RX_PROBE_MAX of its place (docs/security.md
+					 * "Limits"); never admitted uncounted */
 	uint64_t rx_live;               /* receiver flows not done now */
 	uint64_t rx_used;               /* receiver table slots in use now */
 	uint64_t rx_hold_full;          /* out-of-order DATA not kept: past the flow's

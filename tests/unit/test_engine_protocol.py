@@ -23,6 +23,9 @@ Invariants protected (issue 14, items 2 and 3):
   the table's size take at most TP_RX_PROBE_MAX slots from their home, the
   rest refused and counted (rx_probe_full); every flow, honest or not,
   within the bound of its home; their slots reusable once they end.
+- the receiver's peer table: a sender spoofing many source addresses
+  cannot push an honest peer's flows out nor get a flow admitted without
+  its source counted (rx_peer_table_full); entries go when their flows end.
 
 Issue 15: every ACK, NACK and CNP carries a tagged trailer; forged, replayed or
 truncated ones are dropped and counted, never applied; Rx-HPCC carries the
@@ -224,6 +227,67 @@ def test_per_packet_counters_carry_past_32_bits(harness):
                                        "cc_updates")), plain
     for k in ("pkts", "wire_bytes", "int_pkts", "ect_pkts", "acks", "cc_updates", "int_acks"):
         assert near[k] == plain[k] + start, (k, plain[k], near[k])
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_peer_table_counts_every_flow_of_a_spoofing_sender(harness, seed):
+    """The receiver's table of peers (receiver.c peer_find; docs/security.md
+    "Limits"): 10 honest peers with 10 flows each, and a greedy honest one
+    that opens rx_peer_max + 10 = 26 (16 taken, 10 refused: rx_peer_full);
+    then 300 spoofed addresses, a flow each, all at one place of the peer
+    table (chosen with B's key: the worst a spoofer could do if it knew
+    it): at most TP_RX_PROBE_MAX of them get an entry and a flow, the rest
+    are refused and counted in rx_peer_table_full alone, none admitted
+    uncounted.  After each step every unfinished flow is counted in its
+    source's entry, within the bound of its place, and no entry is left
+    without a flow.  Their flows end (FIN): their entries go, and 300 more
+    addresses at that place take as many.  Then 20,000 random addresses
+    (more than the 16,384-slot flow table holds): the flow table refuses
+    what it cannot hold (rx_table_full, rx_probe_full: its limits), the peer
+    table (at most half full) refuses none and its entries sit far less
+    than the bound from their places.  rx_idle_ns later 2,000 new
+    addresses expire idle spoofed flows, whose entries go.  Every honest
+    flow is still there and its packets found.  (Before: an unkeyed table of rx_flows entries,
+    never emptied; a spoofer's addresses filled it and then each new flow
+    read all 16,384 entries and was admitted without a count.)"""
+    res = run(harness, "peertable", seed, senders=10, per=10, aimed=300, spoof=20_000,
+              rx_peer_max=16)
+    bound = res["probe_max"]
+    assert bound == 128 and res["peer_slots"] == 2 * 16384 and res["ring_drops"] == 0, res
+    steps = ["honest", "aimed", "aimed_ended", "aimed2", "aimed2_ended", "spoofed", "expired"]
+    assert all(res[k]["errors"] == 0 for k in steps), res
+    assert all(res[k]["max_d"] < bound for k in steps), res
+    # the honest limit per peer still holds: 100 flows + the greedy's 16
+    honest = res["honest"]
+    assert res["honest_live"] == 116 and honest["entries"] == 11, res
+    assert honest["rx_peer_full"] == 10 and honest["rx_peer_table_full"] == 0, res
+    # one place: at most the bound's entries (less honest ones in the run)
+    took = res["aimed_live"]
+    aimed = res["aimed"]
+    assert 0 < took <= bound and aimed["entries"] == 11 + took, res
+    assert aimed["rx_peer_table_full"] == 300 - took, res
+    assert aimed["rx_probe_full"] == 0 and aimed["rx_table_full"] == 0, res
+    assert res["honest_live_after"] == 116, res
+    # ended: their entries go, and as many new addresses take their place
+    assert res["ended"] == took and res["aimed_ended"]["entries"] == 11, res
+    assert res["aimed2_live"] == took and res["aimed2"]["entries"] == 11 + took, res
+    assert res["aimed2"]["rx_peer_table_full"] == 2 * (300 - took), res
+    assert res["ended2"] == took and res["aimed2_ended"]["entries"] == 11, res
+    # random addresses: the flow table fills, the peer table refuses none
+    spoofed = res["spoofed"]
+    # (a few slots may stay empty: no new flow's home within the bound
+    # before them; 16,376-16,384 used over 200 tables)
+    assert spoofed["rx_used"] >= 16_300 and spoofed["entries"] > 16_000, res
+    assert spoofed["rx_peer_table_full"] == 2 * (300 - took), res
+    assert spoofed["rx_table_full"] + spoofed["rx_probe_full"] > 0, res
+    # rx_idle_ns later, 2,000 new addresses expire as many idle spoofed
+    # flows (less the empty slots they take, and a repeated random address
+    # finds its flow: 1,992-2,000 over 200 tables), whose entries go; the
+    # honest flows, sending, are kept and found (their third packet in order)
+    expired = res["expired"]
+    assert 1900 <= res["rx_expired"] <= 2000 and expired["rx_used"] == 16384, res
+    assert expired["rx_peer_table_full"] == spoofed["rx_peer_table_full"], res
+    assert res["honest_found"] == 100 and res["honest_live_end"] == 116, res
 
 
 # ---- multi-buffer packets (a socket bound with XDP_USE_SG) ----------------------------

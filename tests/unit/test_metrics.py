@@ -410,7 +410,8 @@ def test_transport_drop_causes_are_engine_counters():
     from hpccd.transport import component, engine
     fields = {name for name, _ in engine.ffi.typeof("struct hpccd_tp_stats").fields}
     assert set(component.ENGINE_DROPS) <= fields
-    assert {"rx_table_full", "rx_peer_full", "rx_probe_full"} <= set(component.ENGINE_DROPS)
+    assert {"rx_table_full", "rx_peer_full", "rx_probe_full",
+            "rx_peer_table_full"} <= set(component.ENGINE_DROPS)
     doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     for cause in component.DROP_CAUSES:
         assert f"`{cause}`" in doc, cause

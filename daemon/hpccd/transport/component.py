@@ -66,6 +66,7 @@ ENGINE_DROPS = {
     "rx_table_full": "rx_table_full",     # DATA of a new flow with no receiver slot
     "rx_peer_full": "rx_peer_full",       # DATA of a new flow of a peer at rx_peer_max
     "rx_probe_full": "rx_probe_full",     # DATA of a new flow past the table's probe bound
+    "rx_peer_table_full": "rx_peer_table_full",  # DATA of a new flow whose source has no entry
     "ack_dropped": "feedback_no_frame",   # feedback not sent for want of a TX frame
     "probes_no_key": "probe_no_key",      # a PROBE not answered: no key
     "k_rx_dropped": "xsk_rx_dropped",     # the kernel's AF_XDP RX drops

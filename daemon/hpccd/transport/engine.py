@@ -308,8 +308,8 @@ def _failure_hint(r: FlowResult) -> str:
         s = r.stats
         if not (s["acks"] or s["nacks"] or s["rx_windows"]):
             return (": no answer from the receiver (no engine there, unreachable, or it "
-                    "refused a new flow: its rx_table_full / rx_peer_full / rx_probe_full "
-                    "counters)")
+                    "refused a new flow: its rx_table_full / rx_peer_full / rx_probe_full / "
+                    "rx_peer_table_full counters)")
         return ": no progress within the flow's timeout (the path or the receiver went away)"
     return ""
 

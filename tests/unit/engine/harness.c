@@ -32,7 +32,8 @@
  * fairness experiment: per bin_us each flow's bytes acknowledged, W, U and
  * W^c updates; tests/unit/engine/fairness_trace.py reads it), longshort,
  * rxtable (B's receiver table under `senders` honest peers and a hostile
- * one: rxtable() below);
+ * one: rxtable() below), peertable (B's table of peers under a sender
+ * spoofing many addresses: peertable() below);
  * N=, w_ai=: HPCC's W_AI; eta=, max_stage=: its eta and maxStage;
  * qlen_scale=K: the port stamps K x its queue (one frame weighs in U as at
  * a K times smaller B x T);
@@ -1040,6 +1041,176 @@ static int rxtable(uint32_t senders, uint32_t nflows, uint32_t hostile, int reap
 	return 0;
 }
 
+/* peertable: B's table of peers (receiver.c peer_find) under a sender
+ * that spoofs source addresses, B alone, DATA made as rxtable makes it.
+ * `senders` honest peers with `per` flows each, and a greedy honest one
+ * that opens 10 more than rx_peer_max; then `aimed` spoofed addresses, a
+ * flow each, that all share one place in the peer table (found here with
+ * B's key: the worst a spoofer could do, were the key known); their flows
+ * end (FIN) and as many more addresses at that place come; they end too;
+ * then `spoof` random addresses, a flow each (more than the flow table
+ * holds); rx_idle_ns later, while the honest flows send, `spoof` / 10 new
+ * ones (expiring idle spoofed flows).  After each step, pt_check: every
+ * unfinished flow counted in its source's entry, within the bound of the
+ * entry's place. */
+#define PT_AIMED 0x0b000000u             /* 11/8: the aimed addresses */
+#define PT_SPOOF 0x0c000000u             /* 12/8: the random ones */
+#define PT_GREEDY (ADDR_A + 0x80)
+
+static uint32_t pt_place(uint32_t saddr)
+{
+	return (uint32_t)(tp_saddr_mix(B, saddr) >> 32) & B->peer_mask;
+}
+
+/* The peer table against the flow table: every unfinished flow's source
+ * has an entry at most TP_RX_PROBE_MAX - 1 past its place, whose live is
+ * its number of unfinished flows; no entry without one; rx_live their
+ * sum.  Prints the entries, their largest distance and the errors. */
+static void pt_check(const char *name)
+{
+	uint32_t n = B->peer_mask + 1, i, j, bad = 0, entries = 0, max_d = 0, *cnt;
+	uint64_t sum = 0;
+
+	cnt = calloc(n, sizeof(*cnt));
+	if (!cnt) {
+		fprintf(stderr, "harness: out of memory\n");
+		exit(3);
+	}
+	for (i = 0; i < B->cfg.rx_flows; i++) {
+		const struct tp_rx *r = &B->rxt[i];
+
+		if (r->used != 1 || r->done)
+			continue;
+		for (j = 0; j < TP_RX_PROBE_MAX; j++)
+			if (B->peers[(pt_place(r->saddr) + j) & B->peer_mask].saddr == r->saddr)
+				break;
+		if (j == TP_RX_PROBE_MAX)
+			bad++;                   /* admitted uncounted */
+		else
+			cnt[(pt_place(r->saddr) + j) & B->peer_mask]++;
+	}
+	for (i = 0; i < n; i++) {
+		const struct tp_peer *p = &B->peers[i];
+		uint32_t d;
+
+		if (!p->saddr) {
+			bad += p->live != 0;
+			continue;
+		}
+		entries++;
+		sum += p->live;
+		bad += !cnt[i] || p->live != cnt[i];
+		d = (i - pt_place(p->saddr)) & B->peer_mask;
+		if (d > max_d)
+			max_d = d;
+	}
+	bad += sum != B->rx_live;
+	printf("\"%s\": {\"entries\": %u, \"max_d\": %u, \"errors\": %u, \"rx_live\": %u, "
+	       "\"rx_peer_table_full\": %llu, \"rx_peer_full\": %llu, \"rx_probe_full\": %llu, "
+	       "\"rx_table_full\": %llu, \"rx_used\": %u}, ", name, entries, max_d, bad,
+	       B->rx_live, (unsigned long long)B->st.rx_peer_table_full,
+	       (unsigned long long)B->st.rx_peer_full, (unsigned long long)B->st.rx_probe_full,
+	       (unsigned long long)B->st.rx_table_full, B->n_rx_used);
+	free(cnt);
+}
+
+/* The unfinished flows of the honest peers (all but the spoofed ranges). */
+static uint32_t pt_honest_live(void)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < B->cfg.rx_flows; i++)
+		n += B->rxt[i].used == 1 && !B->rxt[i].done && B->rxt[i].saddr >> 24 != PT_AIMED >> 24 &&
+		     B->rxt[i].saddr >> 24 != PT_SPOOF >> 24;
+	return n;
+}
+
+/* The next `n` addresses at `place` from *next on, a SYN flow (id 7) of
+ * each; their addresses into out[]. */
+static void pt_aimed(uint32_t place, uint32_t *next, uint32_t n, uint32_t *out)
+{
+	uint32_t k;
+
+	for (k = 0; k < n; (*next)++) {
+		if (pt_place(*next) != place)
+			continue;
+		out[k++] = *next;
+		rxt_data(*next, 7, 0, HPCCD_F_SYN);
+	}
+	rxt_drain();
+}
+
+/* FIN of the unfinished flows of the aimed addresses (only those B took:
+ * a FIN of one it refused would be a new flow). */
+static void pt_end(uint32_t *a, const char *name)
+{
+	uint32_t k, n = 0;
+
+	for (k = 0; k < B->cfg.rx_flows; k++)
+		if (B->rxt[k].used == 1 && !B->rxt[k].done && B->rxt[k].saddr >> 24 == PT_AIMED >> 24)
+			a[n++] = B->rxt[k].saddr;
+	for (k = 0; k < n; k++)
+		rxt_data(a[k], 7, RXT_PLEN, HPCCD_F_FIN);
+	rxt_drain();
+	printf("\"%s\": %u, ", name, n);
+}
+
+static int peertable(uint32_t senders, uint32_t per, uint32_t aimed, uint32_t spoof,
+		     uint64_t seed)
+{
+	uint32_t k, next = PT_AIMED, place = pt_place(PT_AIMED), *a;
+
+	a = calloc(aimed + 1, sizeof(*a));
+	if (!a || per > 16384) {
+		fprintf(stderr, "harness: peertable: per <= 16384 (or out of memory)\n");
+		return 2;
+	}
+	printf("{\"probe_max\": %u, \"peer_slots\": %u, \"rx_peer_max\": %u, ",
+	       TP_RX_PROBE_MAX, B->peer_mask + 1, B->cfg.rx_peer_max);
+	rxt_honest(senders, per, seed, 0, HPCCD_F_SYN);
+	for (k = 0; k < B->cfg.rx_peer_max + 10; k++)
+		rxt_data(PT_GREEDY, k, 0, HPCCD_F_SYN);
+	rxt_drain();
+	printf("\"honest_live\": %u, ", pt_honest_live());
+	pt_check("honest");
+	pt_aimed(place, &next, aimed, a);
+	printf("\"aimed_live\": %u, ", B->rx_live - pt_honest_live());
+	pt_check("aimed");
+	rxt_honest(senders, per, seed, RXT_PLEN, 0);
+	printf("\"honest_live_after\": %u, ", pt_honest_live());
+	pt_end(a, "ended");
+	pt_check("aimed_ended");
+	pt_aimed(place, &next, aimed, a);
+	printf("\"aimed2_live\": %u, ", B->rx_live - pt_honest_live());
+	pt_check("aimed2");
+	pt_end(a, "ended2");
+	pt_check("aimed2_ended");
+	for (k = 0; k < spoof; k++)
+		rxt_data(PT_SPOOF + (uint32_t)splitmix64(seed ^ k) % 0xffffff, 7, 0, HPCCD_F_SYN);
+	rxt_drain();
+	printf("\"spoof_live\": %u, ", B->rx_live - pt_honest_live());
+	pt_check("spoofed");
+	/* rx_idle_ns later: the honest flows send (their third packet, the
+	 * greedy one's taken flows their second), the spoofed ones do not, and
+	 * `spoof` / 10 new addresses come: their flows expire idle spoofed ones
+	 * (rx_expired), whose entries go (peer_drop from rx_admit) */
+	sim_now += B->cfg.rx_idle_ns;
+	rxt_honest(senders, per, seed, 2 * RXT_PLEN, 0);
+	for (k = 0; k < B->cfg.rx_peer_max; k++)
+		rxt_data(PT_GREEDY, k, RXT_PLEN, 0);
+	for (k = 0; k < spoof / 10; k++)
+		rxt_data(PT_SPOOF + (uint32_t)splitmix64(~seed ^ k) % 0xffffff, 9, 0, HPCCD_F_SYN);
+	rxt_drain();
+	printf("\"rx_expired\": %llu, ", (unsigned long long)B->st.rx_expired);
+	pt_check("expired");
+	for (k = 0, next = 0; k < B->cfg.rx_flows; k++)
+		next += B->rxt[k].used == 1 && B->rxt[k].rcv_nxt == 3 * RXT_PLEN;
+	printf("\"honest_found\": %u, \"honest_live_end\": %u, \"ring_drops\": %llu}\n", next,
+	       pt_honest_live(), (unsigned long long)ring_b.dropped);
+	free(a);
+	return 0;
+}
+
 /* admit: each flow's size; long enough (160 us at 10 Gbit/s alone) that
  * the flows opened at once overlap at the receiver whatever the start's
  * alignment (20 KB flows sometimes ran eight at a time and none was
@@ -1452,6 +1623,11 @@ int main(int argc, char **argv)
 		return rxtable((uint32_t)strtoul(arg(argc, argv, "senders", "10"), NULL, 0),
 			       nflows, (uint32_t)strtoul(arg(argc, argv, "hostile", "0"), NULL, 0),
 			       atoi(arg(argc, argv, "reap", "0")), seed);
+	if (!strcmp(scenario, "peertable"))
+		return peertable((uint32_t)strtoul(arg(argc, argv, "senders", "10"), NULL, 0),
+				 (uint32_t)strtoul(arg(argc, argv, "per", "10"), NULL, 0),
+				 (uint32_t)strtoul(arg(argc, argv, "aimed", "300"), NULL, 0),
+				 (uint32_t)strtoul(arg(argc, argv, "spoof", "0"), NULL, 0), seed);
 	if (!strcmp(scenario, "admit")) {
 		for (i = 0; i < nflows; i++)
 			open_flow(ADMIT_BYTES, HPCCD_ALGO_DCTCP, HPCCD_TP_SR, seed + i,

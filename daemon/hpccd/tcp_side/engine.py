@@ -150,6 +150,13 @@ PACE_GAIN_MAX_DEFAULT = 1.0
 INT_ROOM_DEFAULT = _cc_lib.HPCCD_INT_DEFAULT_HOPS    # include/hpccd/int_hop.h
 
 
+def _within(name: str, v: float, lo: float, hi: float, unit: str = "") -> float:
+    """`v` as a float when lo <= v <= hi, else ValueError naming the option."""
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be within [{lo}, {hi}]{unit}, got {v}")
+    return float(v)
+
+
 class TcpSideError(RuntimeError):
     pass
 
@@ -687,24 +694,12 @@ class TcpSide:
         self.sweep_ns = int(sweep_s * 1e9)
         self.max_flows = int(max_flows)
         self.nice = int(nice)
-        if not 0 <= probe_gap_rtt <= 16:
-            raise ValueError(f"probe_gap_rtt must be within [0, 16] (RTTs), got {probe_gap_rtt}")
-        self.probe_gap_rtt = float(probe_gap_rtt)
-        if not 0 <= cwnd_rtt_gain <= 16:
-            raise ValueError(f"cwnd_rtt_gain must be within [0, 16], got {cwnd_rtt_gain}")
-        self.cwnd_rtt_gain = float(cwnd_rtt_gain)
-        if not 0 <= host_cap_t <= 64:
-            raise ValueError(f"host_cap_t must be within [0, 64] (T), got {host_cap_t}")
-        self.host_cap_t = float(host_cap_t)
-        if not 0.1 <= path_rate_gain <= 4:
-            raise ValueError(f"path_rate_gain must be within [0.1, 4], got {path_rate_gain}")
-        self.path_rate_gain = float(path_rate_gain)
-        if not 0.1 <= solo_rate_gain <= 4:
-            raise ValueError(f"solo_rate_gain must be within [0.1, 4], got {solo_rate_gain}")
-        self.solo_rate_gain = float(solo_rate_gain)
-        if not 1 <= pace_gain_max <= 4:
-            raise ValueError(f"pace_gain_max must be within [1, 4], got {pace_gain_max}")
-        self.pace_gain_max = float(pace_gain_max)
+        self.probe_gap_rtt = _within("probe_gap_rtt", probe_gap_rtt, 0, 16, " (RTTs)")
+        self.cwnd_rtt_gain = _within("cwnd_rtt_gain", cwnd_rtt_gain, 0, 16)
+        self.host_cap_t = _within("host_cap_t", host_cap_t, 0, 64, " (T)")
+        self.path_rate_gain = _within("path_rate_gain", path_rate_gain, 0.1, 4)
+        self.solo_rate_gain = _within("solo_rate_gain", solo_rate_gain, 0.1, 4)
+        self.pace_gain_max = _within("pace_gain_max", pace_gain_max, 1, 4)
         self.path_rate_shared = bool(path_rate_shared)
         if path_rate_work_conserving and not path_rate_shared:
             raise ValueError("path_rate_work_conserving needs path_rate_shared: it lends the "

@@ -175,21 +175,31 @@ def diamond():
 def test_tree_every_pair_gets_one_record_per_switch_hop(tree):
     ex = tree.ex
     seen_lengths = set()
+    no_deq = 0
     for src, dst in tree.topology.host_pairs():
         before, dep_before = _counts(tree), _counts(tree, "int_departed")
+        nd_before = _counts(tree, "int_dep_no_deq")
         p, t0, t1 = ex.send(src, dst)
         _check_hops(tree, src, dst, p, t0, t1)
         after, dep_after = _counts(tree), _counts(tree, "int_departed")
+        nd_after = _counts(tree, "int_dep_no_deq")
         on_path = {(h.switch, h.port) for h in tree.path(src, dst)}
         for k in after:
             # ARP and the reply-less probe: only the probe is stamped, and
             # each of its records is rewritten at departure by the far end
             # of that port (the next switch's port or the receiving host's
-            # eth0: no XDP program on these hosts)
-            assert after[k] - before[k] == (1 if k in on_path else 0), (src, dst, k)
-            assert dep_after[k] - dep_before[k] == (1 if k in on_path else 0), (src, dst, k)
+            # eth0: no XDP program on these hosts), but for the rare record
+            # whose dequeue the tracepoint did not see, which keeps its
+            # enqueue values and is counted (docs/lab.md Known limits; one
+            # hop of one CI run's 50-odd)
+            want = 1 if k in on_path else 0
+            assert after[k] - before[k] == want, (src, dst, k)
+            dep, nd = dep_after[k] - dep_before[k], nd_after[k] - nd_before[k]
+            assert dep + nd == want, (src, dst, k, dep, nd)
+            no_deq += nd
         seen_lengths.add(p.nhop)
     assert seen_lengths == {1, 2, 3}
+    assert no_deq <= 2, no_deq
 
 
 def test_room_smaller_than_the_path_sets_overflow(tree):

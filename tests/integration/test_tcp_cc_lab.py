@@ -181,6 +181,16 @@ def mode_of(tcp_cc, key) -> str:
     return tcp_side.MODES[st[10]] if st else "gone"
 
 
+# The daemon's stale_ns in these tests: far longer than a loaded CI host
+# may hold this process between writing the heartbeat and the ACKs that
+# read it (CI once saw a 150 ms one go stale before a 300 KB send ended);
+# staleness itself is tested with times dated back, not waited for.
+STALE_NS = 1_000_000_000
+# where a test waits for stale_ns to pass: long enough for the same
+# reason, short enough to wait
+STALE_SLEPT_NS = 400_000_000
+
+
 def set_cfg(tcp_cc, w_init: int, rate: int, stale_ns: int, heartbeat_ns: int,
             idle_ns: int = 0) -> None:
     tcp_cc.map("hpcc", "hpccd_tcp_cfg").update(0, struct.pack(CFG_FMT, w_init, rate, stale_ns,
@@ -225,7 +235,7 @@ def test_hpcc_without_daemon_is_reno(tcp_cc, conns):
 
 
 def test_hpcc_winit_then_fallback_without_telemetry(tcp_cc, conns):
-    stale = 200_000_000
+    stale = STALE_SLEPT_NS
     w_init, rate = 150_000, 250_000_000                     # bytes, bytes/s
     set_cfg(tcp_cc, w_init, rate, stale, time.monotonic_ns())
     c = conns("hpcc")
@@ -261,9 +271,9 @@ def test_hpcc_idle_engine_is_alive_for_a_young_flow(tcp_cc, conns):
     stale_ns with still no heartbeat (a daemon killed while idle) falls back,
     counted fb_no_daemon.  Without idle_ns the same old heartbeat is a dead
     daemon from a new flow's start."""
-    stale = 200_000_000
+    stale = STALE_SLEPT_NS
     w_init, rate = 150_000, 250_000_000                     # bytes, bytes/s
-    t = time.monotonic_ns() - 10 * stale                    # idle for 2 s
+    t = time.monotonic_ns() - 10 * stale                    # idle for 4 s
     set_cfg(tcp_cc, w_init, rate, stale, t, idle_ns=t)
     c0 = hcount(tcp_cc)
     c = conns("hpcc")
@@ -291,7 +301,7 @@ def test_hpcc_idle_engine_is_alive_for_a_young_flow(tcp_cc, conns):
 
 
 def test_hpcc_applies_fresh_window_and_falls_back_when_stale(tcp_cc, conns):
-    stale = 150_000_000
+    stale = STALE_NS
     set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
     c = conns("hpcc")
     mss = tcp_info(c.c)["snd_mss"]
@@ -343,7 +353,7 @@ def test_hpcc_applies_the_hosts_share_only_while_fresh(tcp_cc, conns):
     (at least 0.5 ms); older, but not stale, the CC applies W itself,
     counted in w_only: an engine that is not scheduled cannot lower R when
     the bottleneck fills."""
-    stale = 150_000_000
+    stale = STALE_NS
     set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
     c = conns("hpcc")
     mss = tcp_info(c.c)["snd_mss"]
@@ -375,7 +385,7 @@ def test_hpcc_counts_what_held_the_flow_back(tcp_cc, conns):
     segments at a rate far above what the pair carries is held by its
     cwnd most; a window of 1,000 segments paced at 4 MB/s by the pacing,
     never by its cwnd."""
-    stale = 150_000_000
+    stale = STALE_NS
     set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
     c = conns("hpcc")
     mss = tcp_info(c.c)["snd_mss"]

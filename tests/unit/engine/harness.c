@@ -42,7 +42,9 @@
  * when it ended); late_us=L: both engines wake at random gaps of mean L
  * instead of every tick (software timers); linger_us=L: the simulation
  * goes on L after A's flows ended, and cnp_at_us lists when B sent its
- * CNPs; hs_at=V: the flow's 32-bit per-packet counters start at V.
+ * CNPs; hs_at=V: the flow's 32-bit per-packet counters start at V;
+ * start_ns=S: the simulated clock starts at S (default the real clock's
+ * now: a run is then one of the phases a real engine may start at).
  * Prints one JSON object with
  * what happened.
  */
@@ -487,6 +489,8 @@ static struct hpccd_tp *engine(uint32_t addr, struct hpccd_tp_config *c)
 		fprintf(stderr, "harness: out of memory\n");
 		exit(3);
 	}
+	wheel_start(&t->pace, sim_now);         /* on the simulated clock */
+	wheel_start(&t->timer, sim_now);
 	return t;
 }
 
@@ -1554,6 +1558,10 @@ int main(int argc, char **argv)
 	memset(c.tag_key, 0x5a, sizeof(c.tag_key));
 	if (!strcmp(arg(argc, argv, "key", "same"), "other"))
 		c.tag_key[0] ^= 1;       /* A's key below differs from B's */
+	/* start_ns=: where the simulated clock starts (default the real
+	 * clock's now, so runs differ in their phase against the clocks that
+	 * wrap, as runs of the real engine do) */
+	sim_now = strtoull(arg(argc, argv, "start_ns", "0"), NULL, 0) ?: now_ns();
 	B = engine(ADDR_B, &c);
 	memset(c.tag_key, 0x5a, sizeof(c.tag_key));
 	A = engine(ADDR_A, &c);
@@ -1592,7 +1600,6 @@ int main(int argc, char **argv)
 	ce_prob = atof(arg(argc, argv, "ce", "0"));
 	rate_win = (uint32_t)strtoul(arg(argc, argv, "win", "0"), NULL, 0);
 	ab.delay_ns = ba.delay_ns = strtoull(arg(argc, argv, "delay_us", "10"), NULL, 0) * 1000;
-	sim_now = now_ns();
 	tick_ns = strtoull(arg(argc, argv, "tick_us", "1"), NULL, 0) * 1000 ?: 1000;
 	/* tick_ns: a tick finer than 1 us (a port of 10 Gbit/s and more sends a
 	 * frame in about a microsecond or less) */

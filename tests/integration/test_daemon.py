@@ -111,9 +111,9 @@ class Fake(Component):
                            probes_answered=self.n - 1, probes_lost=1, inflight_bytes=1500,
                            extra={"polls": self.n})
             fl.observe_rtt(fid, rtt_s=100e-6, probe_rtt_s=120e-6)
-        for k in range(2):          # two probes' records within one RTT
+        for k in range(2):          # two probes' records 1 ms of hop clock apart (a span)
             fl.observe_hop(0x2a, 0, cc.hop_pack(cc.speed_code(1_000_000_000),
-                                                (self.n * 10000 + k * 5000) % (1 << 24),
+                                                (self.n * 10000 + k * 1_000_000) % (1 << 24),
                                                 (self.n * 7 + k * 4) % (1 << 20), self.n % 100))
         if self.n == 3:
             pol = self.ctx.config.policy("10.199.0.2")

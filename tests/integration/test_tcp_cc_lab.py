@@ -183,9 +183,10 @@ def mode_of(tcp_cc, key) -> str:
 
 # The daemon's stale_ns in these tests: far longer than a loaded CI host
 # may hold this process between writing the heartbeat and the ACKs that
-# read it (CI once saw a 150 ms one go stale before a 300 KB send ended);
+# read it (CI once saw a 150 ms one go stale before a 300 KB send ended,
+# and once no HPCC-mode ACK of a 1 MB send in a 2-segment window with 1 s);
 # staleness itself is tested with times dated back, not waited for.
-STALE_NS = 1_000_000_000
+STALE_NS = 10_000_000_000
 # where a test waits for stale_ns to pass: long enough for the same
 # reason, short enough to wait
 STALE_SLEPT_NS = 400_000_000
@@ -396,7 +397,7 @@ def test_hpcc_counts_what_held_the_flow_back(tcp_cc, conns):
     d = delta(c0, hcount(tcp_cc))
     lim = {k: d.get(k, 0) for k in ("lim_cwnd", "lim_pacing", "lim_app", "lim_tsq",
                                      "lim_timer")}
-    assert d["used_hpcc"] > 100 and sum(lim.values()) <= d["used_hpcc"], d
+    assert d.get("used_hpcc", 0) > 100 and sum(lim.values()) <= d["used_hpcc"], d
     # the rest: ACKs that found room in the window while the flow waited
     # for its pacing timer or had just sent.  The cwnd's share is where the
     # machine runs the receiver's softirq: an ACK of the window's first
@@ -417,7 +418,7 @@ def test_hpcc_counts_what_held_the_flow_back(tcp_cc, conns):
     # whole gso_max_size (tcp_tso_autosize), 64 KB paced 16 ms apart
     lim = {k: d.get(k, 0) for k in ("lim_cwnd", "lim_pacing", "lim_app", "lim_tsq",
                                      "lim_timer")}
-    assert d["used_hpcc"] >= 4 and sum(lim.values()) <= d["used_hpcc"], d
+    assert d.get("used_hpcc", 0) >= 4 and sum(lim.values()) <= d["used_hpcc"], d
     assert lim["lim_pacing"] > 0.5 * d["used_hpcc"] and lim["lim_cwnd"] == 0, d
 
 

@@ -100,7 +100,7 @@ def test_collector_emits_exactly_the_declared_metrics():
     ft.update_from(f3.id, cc.Ldcp())
     ft.observe_rtt(f1.id, rtt_s=80e-6, probe_rtt_s=90e-6)
     ft.observe_hop(0x123, 0, cc.hop_pack(cc.speed_code(1_000_000_000), 1000, 10, 5))
-    ft.observe_hop(0x123, 0, cc.hop_pack(cc.speed_code(1_000_000_000), 9000, 20, 7))
+    ft.observe_hop(0x123, 0, cc.hop_pack(cc.speed_code(1_000_000_000), 1_001_000, 910, 7))
     ft.drop("transport", "feedback_tag", 2)
     got = _scrape(state)
     declared = metrics.exposed_names()
@@ -148,9 +148,9 @@ def test_collector_emits_exactly_the_declared_metrics():
     assert val("hpccd_drops_total", layer="transport", cause="feedback_tag") == [2]
     assert val("hpccd_drops_total", layer="xdp", cause="malformed_magic") == [0]
     assert val("hpccd_int_hop_queue_bytes", path_id="0x123", hop="0") == [7 * 80]
-    # 10 x 128 bytes in 8000 ns at 1 Gbit/s: 1.28
+    # 900 x 128 bytes in 1 ms at 1 Gbit/s: 0.92
     assert val("hpccd_int_hop_utilization_ratio", path_id="0x123", hop="0") == \
-        [pytest.approx(10 * 128 * 8 / 8000)]
+        [pytest.approx(900 * 128 * 8 / 1_000_000)]
     assert val("hpccd_control_requests_total", command="status", result="ok") == [3]
     # every (algorithm, peer) label set of the counters is there from the start
     assert len(got["hpccd_flows_started_total"]) == len(config.ALGORITHMS) * 2
@@ -248,9 +248,10 @@ def _sent(st, name: str = "hpccd_sent_bytes_total") -> float:
 
 def test_native_int_records_fill_the_hop_series():
     """observe_hop_rec (the native engines' last INT, counters unwrapped per
-    flow): queue at once, utilisation from the same flow's previous record,
-    unchanged when the record is the same, none across a path reset; the
-    previous records go with the flow."""
+    flow): queue at once, utilisation over at least UTIL_SPAN_NS from the
+    same flow's record the span started at, unchanged when the record is
+    the same or too soon, none across a path reset; the anchors go with the
+    flow."""
     ft = FlowTable(10, ("default",), config.ALGORITHMS, 8)
     st = _state(flows=ft)
     f = _add(ft, CFG, "10.0.9.9")
@@ -259,24 +260,59 @@ def test_native_int_records_fill_the_hop_series():
     g = _scrape(st)
     assert g["hpccd_int_hop_queue_bytes"] == [({"path_id": "0x02a", "hop": "1"}, 12000)]
     assert "hpccd_int_hop_utilization_ratio" not in g
-    # 100 us later, 100 KB more: 8 Gbit/s of 10 (past a 2^24 ns ts wrap: unwrapped)
+    # past a 2^24 ns ts wrap at 8 Gbit/s of 10: unwrapped
     t2 = 1_000_000 + (1 << 24) + 100_000
-    ft.observe_hop_rec(f.id, 0x2A, 1, t2, 50_000 + 100_000 * ((1 << 24) + 100_000) // 100_000,
-                       3_000, bw)
+    ft.observe_hop_rec(f.id, 0x2A, 1, t2, 50_000 + ((1 << 24) + 100_000), 3_000, bw)
     ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2, 0, 3_000, bw)          # reset: no figure
     g = _scrape(st)
     assert "hpccd_int_hop_utilization_ratio" not in g
-    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2 + 100_000, 100_000, 3_000, bw)
-    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2 + 100_000, 100_000, 3_000, bw)   # same record
+    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2 + 1_000_000, 1_000_000, 3_000, bw)
+    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2 + 1_000_000, 1_000_000, 3_000, bw)  # same record
     g = _scrape(st)
     assert g["hpccd_int_hop_queue_bytes"] == [({"path_id": "0x02a", "hop": "1"}, 3000)]
     (lb, u), = g["hpccd_int_hop_utilization_ratio"]
     assert u == pytest.approx(0.8)
+    # 20 us later, 50 KB more (a burst at 20 Gbit/s): too soon, the figure
+    # stays; 1 ms after the span's start it covers the burst: (50 KB + 1 MB) / 1 ms
+    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2 + 1_020_000, 1_050_000, 2_000, bw)
+    (lb, u), = _scrape(st)["hpccd_int_hop_utilization_ratio"]
+    assert u == pytest.approx(0.8)
+    ft.observe_hop_rec(f.id, 0x2A, 1, 2 * t2 + 2_000_000, 2_050_000, 2_000, bw)
+    (lb, u), = _scrape(st)["hpccd_int_hop_utilization_ratio"]
+    assert u == pytest.approx(1_050_000 * 8 / 1e-3 / bw)
     ft.finish(f.id)
     assert f.id not in ft._hop_prev
     ft.observe_hop_rec(f.id, 0x2A, 2, 1, 1, 1, bw)                    # ended: ignored
     assert ("0x02a", "2") not in {(l["path_id"], l["hop"])
                                   for l, _ in _scrape(st)["hpccd_int_hop_queue_bytes"]}
+
+
+def test_probe_int_records_take_utilisation_over_a_span():
+    """observe_hop (TCP-side probe responses, 24-bit ts and 20-bit txBytes
+    words): a record within UTIL_SPAN_NS of the span's start keeps the last
+    figure (a shaped port's burst between two close probes is not the
+    link's rate); the span is measured across the ts wrap; a record
+    stamped before the span's start moves nothing.  (A span's start older
+    than half a ts wrap of wall time, 8.4 ms, is a fresh start: the records
+    come here as fast as a probe per RTT, read from the table, not scraped.)"""
+    ft = FlowTable(10, ("default",), config.ALGORITHMS, 8)
+    sc = cc.speed_code(1_000_000_000)
+    ts0 = (1 << 24) - 300_000                           # 0.3 ms before the wrap
+
+    def util():
+        return [h["utilization"] for h in ft.hops().values() if h["utilization"] is not None]
+
+    ft.observe_hop(7, 0, cc.hop_pack(sc, ts0, 100, 0))
+    ft.observe_hop(7, 0, cc.hop_pack(sc, ts0 + 10_000, 300, 0))      # 25.6 KB in 10 us
+    assert util() == []
+    ft.observe_hop(7, 0, cc.hop_pack(sc, (ts0 + 1_000_000) % (1 << 24), 100 + 900, 0))
+    assert util() == [pytest.approx(900 * 128 * 8 / 1_000_000)]
+    ft.observe_hop(7, 0, cc.hop_pack(sc, (ts0 + 900_000) % (1 << 24), 950, 0))   # behind
+    ft.observe_hop(7, 0, cc.hop_pack(sc, (ts0 + 1_100_000) % (1 << 24), 1050, 0))  # too soon
+    print(ft._hops)
+    assert util() == [pytest.approx(900 * 128 * 8 / 1_000_000)]
+    ft.observe_hop(7, 0, cc.hop_pack(sc, (ts0 + 2_000_000) % (1 << 24), 1000 + 500, 0))
+    assert util() == [pytest.approx(500 * 128 * 8 / 1_000_000)]
 
 
 def test_flow_table_limits_and_fields():

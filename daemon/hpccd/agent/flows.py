@@ -51,6 +51,13 @@ GROUP_COUNTERS = ("bytes_sent", "payload_sent", "bytes_acked", "retx_packets", "
 # modulo 2^20 units of 128 bytes.
 _TS_MOD = 1 << _cc_lib.HPCCD_INT_TS_BITS
 _TX_MOD = (1 << _cc_lib.HPCCD_INT_TX_BITS) * _cc_lib.HPCCD_INT_TX_UNIT
+# A hop's utilisation is its transmitted bytes over at least this much of its
+# own clock.  Two probes can be stamped a few microseconds apart, and a
+# shaped port hands its queue to the link in bursts (HTB's tokens), so the
+# rate between two such records says more about the burst than the link
+# (1.55 x the line rate once in CI); over 1 ms a 1 Gbit/s port's burst is a
+# small part of the 125 KB it sends.
+UTIL_SPAN_NS = 1_000_000
 
 
 class FlowLimitError(RuntimeError):
@@ -153,12 +160,13 @@ class _Group:
 
 @dataclasses.dataclass
 class _Hop:
-    qlen_bytes: int
+    qlen_bytes: int                 # of the last record
     speed_bps: int
-    utilization: float | None
-    ts: int
+    utilization: float | None       # over the span that ended at the anchor's last move
+    ts: int                         # the anchor: the record the next span starts at
     tx: int
-    seen: float
+    since: float                    # monotonic s the anchor was seen
+    seen: float                     # monotonic s the last record was seen
 
 
 class FlowTable:
@@ -173,7 +181,8 @@ class FlowTable:
         self._groups: dict[tuple[str, str], _Group] = {}
         self._drops: collections.Counter[tuple[str, str]] = collections.Counter()
         self._hops: collections.OrderedDict[tuple[int, int], _Hop] = collections.OrderedDict()
-        # flow id -> hop -> (ts_ns, tx_bytes) of the last core record seen (observe_hop_rec)
+        # flow id -> hop -> (ts_ns, tx_bytes) of the record its next utilisation
+        # span starts at (observe_hop_rec)
         self._hop_prev: dict[int, dict[int, tuple[int, int]]] = {}
         self.refused = 0
         self.configure(max_flows, peers, algorithms, int_hop_series)
@@ -294,10 +303,13 @@ class FlowTable:
 
     def observe_hop(self, path_id: int, hop: int, raw: bytes) -> None:
         """An INT hop record as it sat in a packet (8 bytes, docs/wire-format.md):
-        its queue, and (from the previous record of the same (pathID, hop))
-        the link's utilisation, with the narrow counters unwrapped by modular
-        difference (the core's rule: a record older than half a ts wrap is a
-        fresh start)."""
+        its queue, and the link's utilisation over at least UTIL_SPAN_NS of
+        the hop's clock since the record the span started at (the anchor, of
+        any flow on the same (pathID, hop)), the narrow counters unwrapped by
+        modular difference (the core's rule: an anchor older than half a ts
+        wrap is a fresh start).  A record stamped before the anchor (ts
+        behind it by less than half a wrap: another flow's probe, read late)
+        moves neither."""
         f = cc.hop_unpack(raw)
         speed = cc.speed_mbps(f["speed_code"]) * 1_000_000
         now = time.monotonic()
@@ -307,11 +319,15 @@ class FlowTable:
             if self.int_hop_series <= 0:
                 return
             old = self._hops.pop(key, None)
-            util = None
-            if old is not None and speed and now - old.seen < (_TS_MOD / 2) / 1e9:
+            new = _Hop(f["qlen_units"] * 80, speed, None, ts, tx, now, now)
+            if old is not None and speed and speed == old.speed_bps and now - old.since < (_TS_MOD / 2) / 1e9:
                 dt = (ts - old.ts) % _TS_MOD
-                util = (((tx - old.tx) % _TX_MOD) * 8e9 / dt / speed) if dt else old.utilization
-            self._hops[key] = _Hop(f["qlen_units"] * 80, speed, util, ts, tx, now)
+                if UTIL_SPAN_NS <= dt < _TS_MOD // 2:
+                    new.utilization = ((tx - old.tx) % _TX_MOD) * 8e9 / dt / speed
+                else:                           # too soon, or behind: the span goes on
+                    new.utilization, new.ts, new.tx, new.since = (old.utilization, old.ts,
+                                                                  old.tx, old.since)
+            self._hops[key] = new
             while len(self._hops) > self.int_hop_series:
                 self._hops.popitem(last=False)
 
@@ -319,10 +335,12 @@ class FlowTable:
                         tx_bytes: int, qlen_bytes: int, bw_bps: int) -> None:
         """An INT hop as a flow's HPCC core holds it (the native engines:
         decoded, the narrow counters unwrapped per flow, struct
-        hpccd_int_rec): its queue, and the link's utilisation from the
-        previous record of the same flow and hop (the engines are read every
-        poll, so the modular difference of observe_hop would be ambiguous
-        after a ts wrap, 16.7 ms; the unwrapped counters are not)."""
+        hpccd_int_rec): its queue, and the link's utilisation over at least
+        UTIL_SPAN_NS since the same flow's record its span started at (the
+        engines are read every poll, so the modular difference of observe_hop
+        would be ambiguous after a ts wrap, 16.7 ms; the unwrapped counters
+        are not).  Counters behind that record (the core started the path
+        again) start a new span without a figure."""
         now = time.monotonic()
         key = (path_id, hop)
         with self._lock:
@@ -330,15 +348,16 @@ class FlowTable:
                 return
             prev = self._hop_prev.setdefault(flow_id, {}).get(hop)
             old = self._hops.pop(key, None)
-            util = None
+            util, anchor = None, (ts_ns, tx_bytes)
             if prev is not None and bw_bps:
-                if ts_ns > prev[0] and tx_bytes >= prev[1]:
+                if ts_ns - prev[0] >= UTIL_SPAN_NS and tx_bytes >= prev[1]:
                     util = (tx_bytes - prev[1]) * 8e9 / (ts_ns - prev[0]) / bw_bps
-                elif ts_ns == prev[0] and old is not None:
-                    util = old.utilization          # the same record: nothing new
-            self._hop_prev[flow_id][hop] = (ts_ns, tx_bytes)
+                elif prev[0] <= ts_ns and prev[1] <= tx_bytes:
+                    anchor = prev                   # too soon: the span goes on
+                    util = old.utilization if old is not None else None
+            self._hop_prev[flow_id][hop] = anchor
             self._hops[key] = _Hop(qlen_bytes, bw_bps, util, ts_ns % _TS_MOD,
-                                   tx_bytes % _TX_MOD, now)
+                                   tx_bytes % _TX_MOD, now, now)
             while len(self._hops) > self.int_hop_series:
                 self._hops.popitem(last=False)
 

@@ -114,7 +114,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("hpccd_int_hop_queue_bytes", "gauge", ("path_id", "hop"),
            "Queue length of the last INT record seen for a (pathID, hop)."),
     Metric("hpccd_int_hop_utilization_ratio", "gauge", ("path_id", "hop"),
-           "Transmit rate over link speed between the last two INT records of a (pathID, hop)."),
+           "Transmit rate over link speed of a (pathID, hop), over at least 1 ms of the "
+           "hop's clock between INT records."),
     # -- BPF programs --
     Metric("hpccd_bpf_xdp_packets_total", "counter", ("interface", "slot", "verdict"),
            "Frames seen by xdp_host, by counter slot (every frame in exactly one)."),

@@ -123,7 +123,14 @@ struct flow {
 	double pl_acked, pl_want, pl_acked_sum, pl_want_sum, pl_gain;
 	int pl_new;                    /* an interval was added since the last feedback */
 	uint8_t hops[64];
-	uint8_t hops_prev[64];         /* the response before (a pair gives utilisation) */
+	/* the records the hops' utilisation is taken from (util_anchor): the
+	 * latest response at least HPCCD_INT_UTIL_SPAN_NS before the last one
+	 * (hops_prev, at prev_ns), and the one the next span starts at (hops_a,
+	 * at a_ns), on the engine's clock */
+	uint8_t hops_prev[64];
+	uint8_t hops_a[64];
+	uint8_t nhop_a;
+	uint64_t prev_ns, a_ns;
 };
 
 /* The flows of this host to one destination over one path (same daddr,
@@ -959,6 +966,34 @@ static void pace_feedback(struct hpccd_tcpp *e, struct flow *f)
 	e->st.pace_fed++;
 }
 
+/* The records the daemon takes the hops' utilisation from (the flow's
+ * hops_prev and hops, published by hpccd_tcpp_flows): a response's hops are
+ * kept as the next span's start (hops_a) once HPCCD_INT_UTIL_SPAN_NS has
+ * passed since the one before, which then becomes hops_prev; so hops_prev
+ * is always at least a span before the last response and at most two spans
+ * and a probe interval.  A new path, or a start older than half a ts wrap
+ * (the records' modular difference would be ambiguous), starts afresh
+ * without a pair.  Called before the response's hops become the flow's. */
+static void util_anchor(struct flow *f, const struct hpccd_tcp_telem *t, uint32_t n)
+{
+	const uint64_t half_wrap = 1ULL << (HPCCD_INT_TS_BITS - 1);
+
+	if (!f->nhop_a || f->path_id != t->path_id || t->rx_ns - f->a_ns >= half_wrap) {
+		f->nhop_prev = 0;
+	} else if (t->rx_ns - f->a_ns >= HPCCD_INT_UTIL_SPAN_NS) {
+		memcpy(f->hops_prev, f->hops_a, sizeof(f->hops_prev));
+		f->nhop_prev = f->nhop_a;
+		f->prev_ns = f->a_ns;
+	} else {
+		if (f->nhop_prev && t->rx_ns - f->prev_ns >= half_wrap)
+			f->nhop_prev = 0;
+		return;
+	}
+	memcpy(f->hops_a, t->hops, 8 * n);
+	f->nhop_a = (uint8_t)n;
+	f->a_ns = t->rx_ns;
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
@@ -1001,8 +1036,7 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		uint32_t n = t->nhop < HPCCD_INT_MAX_HOPS ? t->nhop : HPCCD_INT_MAX_HOPS;
 
 		follow_T(e, f);
-		memcpy(f->hops_prev, f->hops, sizeof(f->hops));
-		f->nhop_prev = f->path_id == t->path_id ? f->nhop : 0;
+		util_anchor(f, t, n);
 		f->path_id = t->path_id;
 		f->nhop = (uint8_t)n;
 		memcpy(f->hops, t->hops, 8 * n);

@@ -71,6 +71,15 @@
 #define HPCCD_INT_TX_UNIT        128   /* [HPCC] section 4.1: txBytes in 128 B */
 #define HPCCD_INT_QLEN_UNIT      80    /* [HPCC] section 4.1: qLen in 80 B */
 
+/* The least time between two records of a hop that the daemon's hop
+ * utilisation (its metrics; not HPCC's U, which filters over T per ACK) is
+ * taken over.  Two probes can be stamped microseconds apart and a shaped
+ * port hands its queue to the link in bursts, so the bytes sent between two
+ * close records are the burst's, not the link's rate (1.55 x the line rate
+ * once in CI); over 1 ms the burst is a small part of what a 1 Gbit/s port
+ * sends.  Kept below half a ts wrap (8.4 ms) for the modular difference. */
+#define HPCCD_INT_UTIL_SPAN_NS   1000000
+
 /* Speed codes (B).  Values are in Mbit/s; the table itself lives in
  * fastpath/cc/int_decode.c (hpccd_int_speed_mbps) and is mirrored by the
  * scapy layer and the P4 program, all checked against tests/vectors. */

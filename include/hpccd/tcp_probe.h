@@ -167,10 +167,12 @@ struct hpccd_tcpp_flow_info {
 	double pace_acked_bits, pace_want_bits, pace_gain;
 	uint16_t path_id;
 	uint8_t nhop;
-	uint8_t nhop_prev;        /* hops of the response before on the same path, 0: none */
+	uint8_t nhop_prev;        /* hops of hops_prev (same path), 0: none */
 	uint8_t pad[4];
 	uint8_t hops[64];         /* the last response's hop records, wire order */
-	uint8_t hops_prev[64];    /* the response's before (utilisation from the pair) */
+	uint8_t hops_prev[64];    /* the latest response at least HPCCD_INT_UTIL_SPAN_NS
+				   * before the last (at most two spans and a probe
+				   * interval; utilisation from the pair) */
 };
 
 struct hpccd_tcpp;

@@ -415,6 +415,9 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
     u = [v for lb, v in m.get("hpccd_int_hop_utilization_ratio", [])
          if lb.get("path_id") == "0x0a1" and lb.get("hop") == "0"]
     assert len(q) == 1 and 0 <= q[0] <= BUFFER, m.get("hpccd_int_hop_queue_bytes")
+    print(f"[daemon tcp_side] s1 hop 0 after the runs: queue {q} B, utilisation {u}")
+    # utilisation over >= 1 ms (HPCCD_INT_UTIL_SPAN_NS): a shaped port's
+    # burst is a small part of it (two probes microseconds apart once gave 1.55)
     assert len(u) == 1 and 0 <= u[0] <= 1.5, m.get("hpccd_int_hop_utilization_ratio")
 
 

@@ -99,8 +99,8 @@ def test_collector_emits_exactly_the_declared_metrics():
     f3 = _add(ft, ldcp_cfg, "10.0.3.1")
     ft.update_from(f3.id, cc.Ldcp())
     ft.observe_rtt(f1.id, rtt_s=80e-6, probe_rtt_s=90e-6)
-    ft.observe_hop(0x123, 0, cc.hop_pack(cc.speed_code(1_000_000_000), 1000, 10, 5))
-    ft.observe_hop(0x123, 0, cc.hop_pack(cc.speed_code(1_000_000_000), 1_001_000, 910, 7))
+    ft.observe_hop(0x123, 0, cc.hop_pack(cc.speed_code(1_000_000_000), 1_001_000, 910, 7),
+                   cc.hop_pack(cc.speed_code(1_000_000_000), 1000, 10, 5))
     ft.drop("transport", "feedback_tag", 2)
     got = _scrape(state)
     declared = metrics.exposed_names()
@@ -287,32 +287,35 @@ def test_native_int_records_fill_the_hop_series():
                                   for l, _ in _scrape(st)["hpccd_int_hop_queue_bytes"]}
 
 
-def test_probe_int_records_take_utilisation_over_a_span():
+def test_probe_int_records_give_utilisation_from_their_pair():
     """observe_hop (TCP-side probe responses, 24-bit ts and 20-bit txBytes
-    words): a record within UTIL_SPAN_NS of the span's start keeps the last
-    figure (a shaped port's burst between two close probes is not the
-    link's rate); the span is measured across the ts wrap; a record
-    stamped before the span's start moves nothing.  (A span's start older
-    than half a ts wrap of wall time, 8.4 ms, is a fresh start: the records
-    come here as fast as a probe per RTT, read from the table, not scraped.)"""
+    words): the queue of the record; the utilisation of the pair given (a
+    record and the same hop's of a response at least UTIL_SPAN_NS before),
+    measured across the ts and txBytes wraps; without a pair, or with one
+    out of order or of another speed, the last figure stays."""
     ft = FlowTable(10, ("default",), config.ALGORITHMS, 8)
     sc = cc.speed_code(1_000_000_000)
     ts0 = (1 << 24) - 300_000                           # 0.3 ms before the wrap
+    tx0 = (1 << 20) - 100                               # 100 units before the wrap
 
-    def util():
-        return [h["utilization"] for h in ft.hops().values() if h["utilization"] is not None]
+    def hop():
+        return ft.hops()[(7, 0)]
 
-    ft.observe_hop(7, 0, cc.hop_pack(sc, ts0, 100, 0))
-    ft.observe_hop(7, 0, cc.hop_pack(sc, ts0 + 10_000, 300, 0))      # 25.6 KB in 10 us
-    assert util() == []
-    ft.observe_hop(7, 0, cc.hop_pack(sc, (ts0 + 1_000_000) % (1 << 24), 100 + 900, 0))
-    assert util() == [pytest.approx(900 * 128 * 8 / 1_000_000)]
-    ft.observe_hop(7, 0, cc.hop_pack(sc, (ts0 + 900_000) % (1 << 24), 950, 0))   # behind
-    ft.observe_hop(7, 0, cc.hop_pack(sc, (ts0 + 1_100_000) % (1 << 24), 1050, 0))  # too soon
-    print(ft._hops)
-    assert util() == [pytest.approx(900 * 128 * 8 / 1_000_000)]
-    ft.observe_hop(7, 0, cc.hop_pack(sc, (ts0 + 2_000_000) % (1 << 24), 1000 + 500, 0))
-    assert util() == [pytest.approx(500 * 128 * 8 / 1_000_000)]
+    def rec(ts, tx, q=0, speed=sc):
+        return cc.hop_pack(speed, ts % (1 << 24), tx % (1 << 20), q)
+
+    ft.observe_hop(7, 0, rec(ts0, tx0, 3))
+    assert hop()["utilization"] is None and hop()["qlen_bytes"] == 240
+    ft.observe_hop(7, 0, rec(ts0 + 1_000_000, tx0 + 900), rec(ts0, tx0))
+    assert hop()["utilization"] == pytest.approx(900 * 128 * 8 / 1_000_000)
+    for bad in (rec(ts0 + 1_100_000, tx0),                       # after the record
+                rec(ts0, tx0, speed=cc.speed_code(10_000_000_000))):
+        ft.observe_hop(7, 0, rec(ts0 + 1_000_000, tx0 + 900), bad)
+    ft.observe_hop(7, 0, rec(ts0 + 1_200_000, tx0 + 1000, 5))   # no pair
+    assert hop()["utilization"] == pytest.approx(900 * 128 * 8 / 1_000_000)
+    assert hop()["qlen_bytes"] == 400
+    ft.observe_hop(7, 0, rec(ts0 + 3_000_000, tx0 + 1500), rec(ts0 + 1_000_000, tx0 + 900))
+    assert hop()["utilization"] == pytest.approx(600 * 128 * 8 / 2_000_000)
 
 
 def test_flow_table_limits_and_fields():

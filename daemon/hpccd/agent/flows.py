@@ -51,13 +51,9 @@ GROUP_COUNTERS = ("bytes_sent", "payload_sent", "bytes_acked", "retx_packets", "
 # modulo 2^20 units of 128 bytes.
 _TS_MOD = 1 << _cc_lib.HPCCD_INT_TS_BITS
 _TX_MOD = (1 << _cc_lib.HPCCD_INT_TX_BITS) * _cc_lib.HPCCD_INT_TX_UNIT
-# A hop's utilisation is its transmitted bytes over at least this much of its
-# own clock.  Two probes can be stamped a few microseconds apart, and a
-# shaped port hands its queue to the link in bursts (HTB's tokens), so the
-# rate between two such records says more about the burst than the link
-# (1.55 x the line rate once in CI); over 1 ms a 1 Gbit/s port's burst is a
-# small part of the 125 KB it sends.
-UTIL_SPAN_NS = 1_000_000
+# A hop's utilisation is taken over at least this much of its clock
+# (include/hpccd/int_hop.h says why).
+UTIL_SPAN_NS = _cc_lib.HPCCD_INT_UTIL_SPAN_NS
 
 
 class FlowLimitError(RuntimeError):
@@ -162,10 +158,7 @@ class _Group:
 class _Hop:
     qlen_bytes: int                 # of the last record
     speed_bps: int
-    utilization: float | None       # over the span that ended at the anchor's last move
-    ts: int                         # the anchor: the record the next span starts at
-    tx: int
-    since: float                    # monotonic s the anchor was seen
+    utilization: float | None       # of the last span measured
     seen: float                     # monotonic s the last record was seen
 
 
@@ -301,33 +294,29 @@ class FlowTable:
         with self._lock:
             self._drops[(layer, cause)] += n
 
-    def observe_hop(self, path_id: int, hop: int, raw: bytes) -> None:
+    def observe_hop(self, path_id: int, hop: int, raw: bytes,
+                    prev: bytes | None = None) -> None:
         """An INT hop record as it sat in a packet (8 bytes, docs/wire-format.md):
-        its queue, and the link's utilisation over at least UTIL_SPAN_NS of
-        the hop's clock since the record the span started at (the anchor, of
-        any flow on the same (pathID, hop)), the narrow counters unwrapped by
-        modular difference (the core's rule: an anchor older than half a ts
-        wrap is a fresh start).  A record stamped before the anchor (ts
-        behind it by less than half a wrap: another flow's probe, read late)
-        moves neither."""
+        its queue; with `prev`, the same hop's record of an earlier response
+        of the same flow, the link's utilisation over the pair, the narrow
+        counters unwrapped by modular difference (the producer keeps the
+        pair at least UTIL_SPAN_NS and less than half a ts wrap apart:
+        tcp_side's engine, util_anchor).  Without a pair, or a pair not in
+        order, the hop keeps its last figure."""
         f = cc.hop_unpack(raw)
         speed = cc.speed_mbps(f["speed_code"]) * 1_000_000
-        now = time.monotonic()
-        ts, tx = f["ts"], f["tx_units"] * 128
         key = (path_id, hop)
         with self._lock:
             if self.int_hop_series <= 0:
                 return
             old = self._hops.pop(key, None)
-            new = _Hop(f["qlen_units"] * 80, speed, None, ts, tx, now, now)
-            if old is not None and speed and speed == old.speed_bps and now - old.since < (_TS_MOD / 2) / 1e9:
-                dt = (ts - old.ts) % _TS_MOD
-                if UTIL_SPAN_NS <= dt < _TS_MOD // 2:
-                    new.utilization = ((tx - old.tx) % _TX_MOD) * 8e9 / dt / speed
-                else:                           # too soon, or behind: the span goes on
-                    new.utilization, new.ts, new.tx, new.since = (old.utilization, old.ts,
-                                                                  old.tx, old.since)
-            self._hops[key] = new
+            util = old.utilization if old is not None and old.speed_bps == speed else None
+            if prev is not None and speed:
+                p = cc.hop_unpack(prev)
+                dt = (f["ts"] - p["ts"]) % _TS_MOD
+                if p["speed_code"] == f["speed_code"] and 0 < dt < _TS_MOD // 2:
+                    util = ((f["tx_units"] - p["tx_units"]) * 128 % _TX_MOD) * 8e9 / dt / speed
+            self._hops[key] = _Hop(f["qlen_units"] * 80, speed, util, time.monotonic())
             while len(self._hops) > self.int_hop_series:
                 self._hops.popitem(last=False)
 
@@ -356,8 +345,7 @@ class FlowTable:
                     anchor = prev                   # too soon: the span goes on
                     util = old.utilization if old is not None else None
             self._hop_prev[flow_id][hop] = anchor
-            self._hops[key] = _Hop(qlen_bytes, bw_bps, util, ts_ns % _TS_MOD,
-                                   tx_bytes % _TX_MOD, now, now)
+            self._hops[key] = _Hop(qlen_bytes, bw_bps, util, now)
             while len(self._hops) > self.int_hop_series:
                 self._hops.popitem(last=False)
 

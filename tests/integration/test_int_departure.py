@@ -21,7 +21,7 @@ Invariants protected (the queue is FIFO and loses nothing here):
   FRAME / 128 units, and bytes sent plus bytes left behind is the same
   for every record of a burst that arrived before the first departure;
 - TS is the departure: the kernel's receive timestamp on h2 follows it by
-  the hand-over to the next node (bounded: RX_LAG_MAX_NS), while
+  the hand-over to the next node (its median bounded: RX_LAG_MAX_NS), while
   packets that waited behind others left one transmission time
   (FRAME x 8 / rate) after the one before, so TS is far from the time
   the packet was sent into the queue;

@@ -81,9 +81,12 @@ def core_library() -> str:
     return str(CORE_LIBRARY)
 
 
+# As linux/types.h has them (asm-generic/int-ll64.h: __u64 is unsigned long
+# long, not uint64_t's unsigned long): the compiler holds an array of __u64
+# in a shared struct to the same type in the cdef and in the header.
 KERNEL_TYPES = """
 typedef uint8_t __u8; typedef uint16_t __u16; typedef uint32_t __u32;
-typedef uint64_t __u64; typedef uint16_t __be16; typedef uint32_t __be32;
+typedef unsigned long long __u64; typedef uint16_t __be16; typedef uint32_t __be32;
 """
 
 

@@ -399,4 +399,23 @@ _Static_assert(sizeof(struct hpccd_sw_port) == 40, "switch port config layout");
 _Static_assert(sizeof(struct hpccd_sw_sample) == 48, "queue sample layout");
 #endif
 
+/* ==== the kernel pacer's lateness (tcp_pacer.bpf.c) ===================== */
+
+/* How late TCP's pacing timer fires: a histogram of buckets this wide, the
+ * last one holding everything later (127 us and over), a power of two. */
+#define HPCCD_PACER_BUCKET_NS 1000
+#define HPCCD_PACER_BUCKETS   128
+
+/* Value of hpccd_pacer_late (per CPU, one entry): expiries of a timer whose
+ * callback is tcp_pace_kick, by lateness. */
+struct hpccd_pacer_hist {
+	__u64 n;                  /* expiries seen */
+	__u64 sum_ns;             /* their lateness summed */
+	__u64 bucket[HPCCD_PACER_BUCKETS];
+};
+
+#ifndef HPCCD_CFFI_CDEF
+_Static_assert(sizeof(struct hpccd_pacer_hist) == 16 + 8 * 128, "pacer histogram layout");
+#endif
+
 #endif /* HPCCD_KERN_USER_H */

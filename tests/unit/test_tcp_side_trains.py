@@ -21,10 +21,39 @@ def test_segs_for_is_an_eighth_of_b_x_t_in_segments():
     assert trains.segs_for(1e15, 1e9) == 65535                  # the kernel's limit
 
 
-@pytest.mark.parametrize("args", [(0, 125_000), (1e9, 0), (-1, 1), (1e9, 1e5, 0)])
+@pytest.mark.parametrize("args", [(0, 125_000), (1e9, 0), (-1, 1), (1e9, 1e5, 0),
+                                  (1e9, 1e5, 1448, -1)])
 def test_segs_for_refuses_nonsense(args):
     with pytest.raises(ValueError):
         trains.segs_for(*args)
+
+
+def test_pacer_segs_makes_the_slot_twice_the_lateness():
+    # a train of S bytes at B lasts S / B; the kernel makes up half of it:
+    # 20 us at 1 Gbit/s wants 5,000 B on the wire, 4 segments of 1448
+    assert trains.pacer_segs(1e9, 20_000) == 4
+    assert trains.pacer_segs(1e9, 17_376) == 3          # exactly 3 x 1448 x 8 / 2 ns
+    assert trains.pacer_segs(1e9, 17_377) == 4
+    assert trains.pacer_segs(1e9, 0) == 0
+    # a slower flow's slots are longer: the same lateness wants fewer
+    assert trains.pacer_segs(250e6, 20_000) == 1
+    with pytest.raises(ValueError):
+        trains.pacer_segs(1e9, -1)
+
+
+def test_segs_for_lengthens_trains_for_a_late_pacer_up_to_half_of_b_x_t():
+    # the lab: 1 Gbit/s, T 125 us (B x T 15,625 B): an eighth is 2 segments
+    assert trains.segs_for(1e9, 125_000, pacer_late_ns=0) == 2
+    # a pacer 10 us late wants 2 segments: nothing changes
+    assert trains.segs_for(1e9, 125_000, pacer_late_ns=10_000) == 2
+    # 20 us late (this VM's median-to-p75): 4
+    assert trains.segs_for(1e9, 125_000, pacer_late_ns=20_000) == 4
+    # 60 us would want 11, but a train past half of B x T (5 segments here)
+    # moves U by more than half with every train: 5
+    assert trains.pacer_segs(1e9, 60_000) == 11
+    assert trains.segs_for(1e9, 125_000, pacer_late_ns=60_000) == 5
+    # where B x T is large the noise rule's eighth already covers it
+    assert trains.segs_for(1e9, 640_000, pacer_late_ns=20_000) == 6
 
 
 def test_train_cap_checks_its_arguments_before_touching_anything():

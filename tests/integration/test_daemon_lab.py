@@ -419,6 +419,13 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
     # utilisation over >= 1 ms (HPCCD_INT_UTIL_SPAN_NS): a shaped port's
     # burst is a small part of it (two probes microseconds apart once gave 1.55)
     assert len(u) == 1 and 0 <= u[0] <= 1.5, m.get("hpccd_int_hop_utilization_ratio")
+    # the kernel paced the hpcc flows itself: the daemon timed its pacing
+    # timer (hpccd.tcp_side.pacer), thousands of expiries in 2 x 3 s
+    late_n = _sum(m, "hpccd_tcp_pacer_lateness_seconds_count")
+    late_s = _sum(m, "hpccd_tcp_pacer_lateness_seconds_sum")
+    print(f"[daemon tcp_side] pacer: {late_n:.0f} expiries, mean "
+          f"{late_s / late_n * 1e6 if late_n else float('nan'):.1f} us late")
+    assert late_n > 1000 and late_s > 0, (late_n, late_s)
 
 
 # ---- crash and restart ------------------------------------------------------------------------

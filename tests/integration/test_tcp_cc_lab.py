@@ -422,6 +422,27 @@ def test_hpcc_counts_what_held_the_flow_back(tcp_cc, conns):
     assert lim["lim_pacing"] > 0.5 * d["used_hpcc"] and lim["lim_cwnd"] == 0, d
 
 
+def test_the_pacer_meter_times_the_pacing_of_hpcc_s_window(tcp_cc, conns):
+    """A flow the hpcc CC paces (a window written at 4 MB/s) is paced by TCP
+    itself, its timer firing between skbs: hpccd.tcp_side.pacer counts those
+    expiries, each with its lateness (docs/tcp-side.md, "The pacer's
+    lateness and the trains")."""
+    from hpccd.tcp_side.pacer import PacerMeter
+    set_cfg(tcp_cc, 100_000, 250_000_000, STALE_NS, time.monotonic_ns())
+    c = conns("hpcc")
+    mss = tcp_info(c.c)["snd_mss"]
+    set_win(tcp_cc, c.key, 1000 * mss, 4_000_000, time.monotonic_ns() + 50_000_000)
+    c.send(50_000)                                  # past the unpaced first segments
+    with PacerMeter() as m:
+        before = m.read()
+        c.send(400_000)                             # 0.1 s at 4 MB/s, 64 KB skbs
+        late = m.read() - before
+    # 400 KB in skbs of at most 64 KB: at least 5 waits for the timer (the
+    # host's other paced flows may add theirs)
+    assert late.n >= 5, late.summary()
+    assert sum(late.buckets) == late.n and late.sum_ns >= 0, late.summary()
+
+
 def test_hpcc_state_map_follows_the_socket(tcp_cc, conns):
     """The CC's state entry (what the daemon probes by) has the socket's
     sequence numbers and is deleted when the socket goes."""

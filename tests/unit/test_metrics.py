@@ -116,6 +116,7 @@ def test_collector_emits_exactly_the_declared_metrics():
                        "hpccd_engine_flows",
                        # the TCP-side probe engine: needs a tcp_side component (below)
                        "hpccd_tcp_probe_lateness_seconds",
+                       "hpccd_tcp_pacer_lateness_seconds",
                        "hpccd_tcp_probe_chain_rtt_seconds_total",
                        "hpccd_tcp_probe_chain_interval_seconds_total",
                        "hpccd_tcp_probes_per_round_trip_ratio",
@@ -171,8 +172,13 @@ def test_tcp_side_probe_engine_metrics():
     counters = {k: (0, 0) for k in tcp_side.HPCC_COUNTERS}
     counters.update(used_hpcc=(900, 0), fb_no_daemon=(12, 0), enter_fallback=(2, 0),
                     lim_cwnd=(31, 0), lim_timer=(550, 0))
+    from hpccd.tcp_side.pacer import BUCKETS, Lateness
+    pb = [0] * BUCKETS
+    pb[4], pb[19], pb[20], pb[BUCKETS - 1] = 3, 2, 4, 1     # [4,5) [19,20) [20,21) >= 127 us
+    late = Lateness(10, 420_000, tuple(pb))
     comp = types.SimpleNamespace(healthy=lambda: True,
-                                 probe_metrics=lambda: {"stats": stats, "cc": counters})
+                                 probe_metrics=lambda: {"stats": stats, "cc": counters,
+                                                        "pacer": late})
     state = _state()
     state.components = {"tcp_side": comp}
     got = _scrape(state)
@@ -186,6 +192,15 @@ def test_tcp_side_probe_engine_metrics():
     assert val("hpccd_tcp_probe_lateness_seconds_bucket", le="+Inf") == [8]
     assert val("hpccd_tcp_probe_lateness_seconds_count") == [8]
     assert val("hpccd_tcp_probe_lateness_seconds_sum") == [pytest.approx(0.025)]
+    # the pacer's 1 us buckets under the first bound at or past their end
+    assert val("hpccd_tcp_pacer_lateness_seconds_bucket", le="5e-06") == [3]
+    assert val("hpccd_tcp_pacer_lateness_seconds_bucket", le="1.5e-05") == [3]
+    assert val("hpccd_tcp_pacer_lateness_seconds_bucket", le="2e-05") == [5]
+    assert val("hpccd_tcp_pacer_lateness_seconds_bucket", le="3e-05") == [9]
+    assert val("hpccd_tcp_pacer_lateness_seconds_bucket", le="0.000127") == [9]
+    assert val("hpccd_tcp_pacer_lateness_seconds_bucket", le="+Inf") == [10]
+    assert val("hpccd_tcp_pacer_lateness_seconds_count") == [10]
+    assert val("hpccd_tcp_pacer_lateness_seconds_sum") == [pytest.approx(420e-6)]
     assert val("hpccd_tcp_probes_per_round_trip_ratio") == [pytest.approx(3.0)]
     assert val("hpccd_tcp_probe_chain_rtt_seconds_total") == [pytest.approx(3.0)]
     assert val("hpccd_tcp_probe_engine_wakeups_total") == [77]

@@ -23,6 +23,7 @@ Grafana dashboard are checked against it.
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import socket
@@ -131,6 +132,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("hpccd_tcp_probe_lateness_seconds", "histogram", (),
            "From the event that allowed a TCP-side probe (response received, data of a "
            "parked flow sent) to the probe's send."),
+    Metric("hpccd_tcp_pacer_lateness_seconds", "histogram", (),
+           "How late the kernel's TCP pacing timer fired (every paced TCP flow of the host; "
+           "a train shorter on the wire than twice this loses the rest)."),
     Metric("hpccd_tcp_probe_chain_rtt_seconds_total", "counter", (),
            "Sum of the kernel srtt over probes that followed a response: over "
            "hpccd_tcp_probe_chain_interval_seconds_total, probes per RTT."),
@@ -175,9 +179,30 @@ TCP_SIDE_ONLY = frozenset({
     "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
     "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
     "hpccd_tcp_pacing_rate_lent_total", "hpccd_tcp_cc_limited_acks_total",
-    "hpccd_tcp_pacing_gain_updates_total"})
+    "hpccd_tcp_pacing_gain_updates_total", "hpccd_tcp_pacer_lateness_seconds"})
 
 _BY_NAME = {m.name: m for m in METRICS}
+
+# hpccd_tcp_pacer_lateness_seconds' bounds: the pacer's 1 us buckets
+# (hpccd.tcp_side.pacer) gathered where a train's size changes at 1 Gbit/s
+# and beyond; the last, 127 us, is where the program's own span ends.
+PACER_BUCKETS = (5e-6, 10e-6, 15e-6, 20e-6, 30e-6, 40e-6, 50e-6, 75e-6, 100e-6, 127e-6)
+
+
+def _pacer_hist(late):
+    """A hpccd.tcp_side.pacer.Lateness as the exporter's Histogram: each 1 us
+    bucket [i, i + 1) us counted under the first bound at or past its end
+    (the program's last bucket, 127 us and later, under +Inf)."""
+    from .flows import Histogram
+    from ..tcp_side.pacer import BUCKET_NS
+    h = Histogram(PACER_BUCKETS)
+    last = len(late.buckets) - 1
+    for i, c in enumerate(late.buckets):
+        j = (len(PACER_BUCKETS) if i == last
+             else bisect.bisect_left(PACER_BUCKETS, (i + 1) * BUCKET_NS / 1e9 - 1e-12))
+        h.counts[j] += c
+    h.sum, h.count = late.sum_ns / 1e9, late.n
+    return h
 
 
 def exposed_names() -> set[str]:
@@ -277,6 +302,8 @@ class HpccdCollector(Collector):
         h = Histogram(LATENESS_BUCKETS)
         h.counts, h.sum, h.count = list(st["late_hist"]), st["late_sum_ns"] / 1e9, st["late_n"]
         fam.hist("hpccd_tcp_probe_lateness_seconds", (), h)
+        if m.get("pacer") is not None:
+            fam.hist("hpccd_tcp_pacer_lateness_seconds", (), _pacer_hist(m["pacer"]))
         fam.add("hpccd_tcp_probe_chain_rtt_seconds_total", (), st["chain_rtt_ns"] / 1e9)
         fam.add("hpccd_tcp_probe_chain_interval_seconds_total", (), st["chain_interval_ns"] / 1e9)
         if st["chain_interval_ns"]:

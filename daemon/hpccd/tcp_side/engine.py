@@ -86,6 +86,7 @@ from ..bpf import loader as bpf
 from ..bpf.abi import check_format
 from ..core import cc
 from .._tcpside import ffi as _tffi, lib as _tlib
+from .pacer import Lateness, PacerError, PacerMeter
 from .trains import TrainCap, TrainCapError
 
 __all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_packet",
@@ -710,6 +711,10 @@ class TcpSide:
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
         self.trains = TrainCap(gso_dev, gso_max_segs, netns)
+        # how late the kernel's pacing timers fire (hpccd.tcp_side.pacer):
+        # what a kernel flow's trains must cover; None where it cannot be
+        # measured (said once in the log)
+        self.pacer: PacerMeter | None = None
         # on_int(path_id, hop index, 8-byte hop record, the same hop's record
         # of hops_prev or None): called by publish_int() for each flow
         # updated since (the daemon's hpccd_int_hop_* metrics)
@@ -765,6 +770,10 @@ class TcpSide:
                 self._sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
             self._sock.setblocking(False)
             try:
+                self.pacer = PacerMeter()
+            except PacerError as e:
+                log.warning("tcp_side: the kernel pacer's lateness is not measured: %s", e)
+            try:
                 self.trains.apply()
             except (TrainCapError, bpf.BpfError) as e:
                 raise TcpSideError(f"tcp_side.gso_max_segs: {e}") from e
@@ -809,6 +818,9 @@ class TcpSide:
                 self._sock = None
             with contextlib.suppress(bpf.BpfError):
                 self.trains.restore()
+            if self.pacer is not None:
+                self.pacer.close()
+                self.pacer = None
             if self._own_cc and self.tcp_cc is not None:
                 self.tcp_cc.stop()
 
@@ -857,6 +869,12 @@ class TcpSide:
             raise TcpSideError(f"probe engine: {os.strerror(-rc)}")
 
     # ---- observability ----
+
+    def pacer_lateness(self) -> Lateness | None:
+        """The kernel's pacing timers' lateness since start() (every paced
+        TCP flow of the host), or None where it is not measured."""
+        with self._lock:
+            return self.pacer.read() if self.pacer is not None else None
 
     @property
     def stats(self) -> dict[str, int]:
@@ -1015,7 +1033,8 @@ if _Component is not None:
             side = getattr(self, "side", None)
             if side is None:
                 return None
-            return {"stats": side.stats, "cc": side.counters().get("hpcc", {})}
+            return {"stats": side.stats, "cc": side.counters().get("hpcc", {}),
+                    "pacer": side.pacer_lateness()}
 
         def status(self) -> dict[str, Any]:
             return self.side.status() if getattr(self, "side", None) else {}

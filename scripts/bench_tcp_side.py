@@ -58,6 +58,9 @@ Printed:
 - hpcc-s12: hpcc with solo_rate_gain = 1.25 (a flow alone on its path
   paced up to 1.25 x the link's rate instead of at most the link's: the
   kernel's pacer loses what its timer is late);
+- hpcc-sg15, hpcc-sg2: the same with 1.5 and 2 x the link (2: the host
+  link's own rate in the lab, R = W / T as HPCC writes it, unbounded by
+  the bottleneck);
 - hpcc-p12: hpcc with path_rate_gain = 1.25; hpcc-s3p12: that and
   3-segment trains;
 - hpcc-pg: hpcc with pace_gain_max = 1.5 (the pacing rate written is the
@@ -72,6 +75,13 @@ Printed:
 - hpcc-s3, hpcc-s4: hpcc with trains of three and four segments (h1's
   gso_max_segs: the kernel's internal pacing sends one skb per timer
   firing, so a train's size is what a late pacing timer can make up);
+- hpcc-auto: hpcc with trains from the rule with the pacer's lateness
+  (hpccd.tcp_side.trains.segs_for, pacer_late_ns: the PACER_LATE_Q
+  quantile of the pacing timers' lateness measured over the hpcc rows run
+  before it; put it after them in --ccs);
+- every row prints its pacing timers' lateness (p50 / p90 and expiries;
+  hpccd.tcp_side.pacer: every flow of the host whose pacing timer fired;
+  on this kernel cubic's flows fire it too);
 - the senders (--procs): by default one `iperf3 -P N` client sends the N
   flows (iperf3 3.12 serves every stream of a client from one thread: a
   stall of that thread idles every flow at once); with --procs every
@@ -107,10 +117,11 @@ KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "
              "hpcc-g05": "hpcc", "hpcc-wc": "hpcc", "hpcc-al": "hpcc",
              "hpcc-t1": "hpcc", "hpcc-s3": "hpcc", "hpcc-s4": "hpcc", "hpcc-p12": "hpcc",
              "hpcc-s3p12": "hpcc", "hpcc-s12": "hpcc", "hpcc-pg": "hpcc",
-             "hpcc-pg2": "hpcc", "hpcc-pg115": "hpcc"}
+             "hpcc-pg2": "hpcc", "hpcc-pg115": "hpcc", "hpcc-sg15": "hpcc",
+             "hpcc-sg2": "hpcc", "hpcc-auto": "hpcc"}
 HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05",
              "hpcc-wc", "hpcc-al", "hpcc-t1", "hpcc-s3", "hpcc-s4", "hpcc-p12", "hpcc-s3p12",
-             "hpcc-s12", "hpcc-pg", "hpcc-pg2", "hpcc-pg115")
+             "hpcc-s12", "hpcc-pg", "hpcc-pg2", "hpcc-pg115", "hpcc-sg15", "hpcc-sg2", "hpcc-auto")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 from bench_report import loadavg, machine_line, median, table  # noqa: E402
@@ -257,7 +268,8 @@ def idle(side, seconds: float) -> dict:
 
 
 def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
-        trace: list | None = None, procs: bool = False, pcap: str | None = None) -> dict:
+        trace: list | None = None, procs: bool = False, pcap: str | None = None,
+        meter=None) -> dict:
     """`flows` iperf3 streams h1 -> h2 with `cc`, measured: one client
     `iperf3 -P flows`, or with `procs` `flows` clients of one stream each
     (each its own process and thread, on a port of its own).
@@ -265,7 +277,9 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     flow's W, U, R, cwnd, srtt, host share, probes sent and answered; the
     bottleneck's queue samples; the kernel's pacing rate and cwnd per
     socket from `ss -tin` every 50 ms).  `pcap`: a file to write h1's
-    eth0's data segments to (tcpdump) for queue_makeup.py."""
+    eth0's data segments to (tcpdump) for queue_makeup.py.  `meter`: a
+    hpccd.tcp_side.pacer.PacerMeter, the pacing timers' lateness over the
+    run ("pacer")."""
     ports = list(range(tl._port + 1, tl._port + 1 + (flows if procs else 1)))
     tl._port = ports[-1]
     port = ports[0]
@@ -282,6 +296,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     tid = side._thread.native_id
     tx0 = tx_counts(lab)
     s0, c0, cpu0 = side.stats, side.counters()["hpcc"], thread_cpu_s(tid)
+    lat0 = meter.read() if meter else None
     seen_T: dict[bytes, float] = {}
     seen_w: list[tuple[float, int, int, int, float]] = []   # W, cwnd, srtt, queue delay, W/T
     clis = [lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(p), "-C", KERNEL_CC[cc],
@@ -320,6 +335,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     outs = [c.communicate(timeout=30) for c in clis]
     samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
     cpu1, s1, c1 = thread_cpu_s(tid), side.stats, side.counters()["hpcc"]
+    pacer = meter.read() - lat0 if meter else None
     tx1 = tx_counts(lab)
     if dump is not None:
         dump.terminate()
@@ -363,7 +379,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     lim["none"] = 1 - sum(lim.values())
     pace = sorted((pl1[k][0] - pl0[k][0]) / (pl1[k][1] - pl0[k][1]) for k in pl1
                   if pl1[k][1] > pl0[k][1])
-    return {"cc": cc, "flows": flows, "util": util,
+    return {"cc": cc, "flows": flows, "util": util, "pacer": pacer,
             # per flow: bits acked over the bits the rate HPCC wanted allowed
             # (the pacer's loss is 1 - this), and the median gain written
             "pace_ratio": pace, "pace_gain": sorted(statistics.median(g) for g in pgain.values()),
@@ -412,6 +428,15 @@ def tx_counts(lab) -> tuple[int, int]:
                        "/sys/class/net/eth0/statistics/tx_packets"])
     b, p = r.stdout.split()
     return int(b), int(p)
+
+
+def late_fmt(late) -> str:
+    """The pacing timers' lateness of a run: p50 / p90 in us (expiries)."""
+    if late is None:
+        return "-"
+    if not late.n:
+        return "none"
+    return f"{late.quantile_ns(0.5) / 1e3:.0f}/{late.quantile_ns(0.9) / 1e3:.0f} ({late.n})"
 
 
 def med_of(rows: list[tuple], i: int) -> float:
@@ -477,6 +502,24 @@ def main(argv: list[str] | None = None) -> int:
     tl.LINK_BPS = 1_000_000_000                     # the CHAIN topology's bottleneck
 
     print(machine_line())
+    from hpccd.tcp_side import pacer as pc
+    try:
+        meter = pc.PacerMeter()
+    except pc.PacerError as e:
+        print(f"the pacer's lateness is not measured: {e}")
+        meter = None
+    paced = pc.EMPTY                # the pacing timers of the hpcc rows so far
+
+    def auto_segs(T_ns: float) -> int:
+        """hpcc-auto's trains: trains.segs_for with the lateness of the
+        pacing timers of the hpcc rows run so far (none yet: without)."""
+        late = paced.quantile_ns(trains.PACER_LATE_Q) if paced.n >= 100 else 0.0
+        segs = trains.segs_for(tl.LINK_BPS, T_ns, pacer_late_ns=late)
+        print(f"hpcc-auto: trains of {segs} segments (the pacer's p"
+              f"{trains.PACER_LATE_Q * 100:.0f} {late / 1e3:.0f} us over {paced.n} "
+              f"expiries, T {T_ns / 1e3:.0f} us)", flush=True)
+        return segs
+
     cc_obj = ts.TcpCc(tl.BUILT)
     try:
         cc_obj.start(wait_s=tl.LOCK_WAIT_S)
@@ -512,6 +555,10 @@ def main(argv: list[str] | None = None) -> int:
                         g["path_rate_gain"] = 1.25
                     elif cc == "hpcc-s12":
                         g["solo_rate_gain"] = 1.25
+                    elif cc == "hpcc-sg15":
+                        g["solo_rate_gain"] = 1.5
+                    elif cc == "hpcc-sg2":
+                        g["solo_rate_gain"] = 2.0
                     elif cc == "hpcc-pg":
                         g["pace_gain_max"] = 1.5
                     elif cc == "hpcc-pg115":
@@ -530,6 +577,8 @@ def main(argv: list[str] | None = None) -> int:
                         g["host_cap_t"] = a.host_cap_t
                     segs = {"hpcc-nocap": 0, "hpcc-t1": 1, "hpcc-s3": 3, "hpcc-s3p12": 3,
                             "hpcc-s4": 4}.get(cc, a.gso_segs)
+                    if cc == "hpcc-auto":
+                        segs = auto_segs(T)
                     sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
                                     netns=lab.netns("h1"), tcp_cc=cc_obj,
                                     t_from_rtt=not a.no_t_from_rtt, gso_max_segs=segs,
@@ -576,18 +625,20 @@ def main(argv: list[str] | None = None) -> int:
                                 try:
                                     tr = traces if a.trace and cc in HPCC_ROWS else None
                                     snd = "procs" if procs else "P"
-                                    pc = (os.path.join(a.pcap, f"{cc}-x{n}-{snd}-{rep + 1}.pcap")
-                                          if a.pcap and cc in HPCC_ROWS else None)
+                                    pcf = (os.path.join(a.pcap, f"{cc}-x{n}-{snd}-{rep + 1}.pcap")
+                                           if a.pcap and cc in HPCC_ROWS else None)
                                     if cc == "dctcp":
                                         with tl.default_cc(lab, "dctcp"):
                                             r = run(lab, tl, side, cc, n, a.seconds, a.warmup,
-                                                    procs=procs)
+                                                    procs=procs, meter=meter)
                                     else:
                                         r = run(lab, tl, side, cc, n, a.seconds, a.warmup, tr,
-                                                procs=procs, pcap=pc)
+                                                procs=procs, pcap=pcf, meter=meter)
                                 finally:
                                     side.trains.apply()
                                 res.setdefault((cc, n, r["sender"]), []).append(r)
+                                if cc in HPCC_ROWS and r["pacer"]:
+                                    paced = paced + r["pacer"]
                                 extra = ""
                                 if cc in HPCC_ROWS:
                                     extra = (f" | engine {r['engine_cpu_per_s']:.1%} CPU, "
@@ -624,15 +675,16 @@ def main(argv: list[str] | None = None) -> int:
                                       f"mean skb {r['skb_KB']:.1f} KB, "
                                       f"q p50 {r['q50'] / 1e3:.1f} KB p99 {r['q99'] / 1e3:.1f} KB "
                                       f"({r['q99'] / bdp:.2f} BDP), Jain {r['jain']:.3f}, "
-                                      f"retx {r['retx']}{extra}", flush=True)
-                                if pc and os.path.exists(pc):
+                                      f"retx {r['retx']}, pacer late {late_fmt(r['pacer'])}"
+                                      f"{extra}", flush=True)
+                                if pcf and os.path.exists(pcf):
                                     try:
                                         m = queue_makeup.makeup(
-                                            queue_makeup.trains(pc), tl.LINK_BPS, bdp)
+                                            queue_makeup.trains(pcf), tl.LINK_BPS, bdp)
                                         print(f"    queue made of: {queue_makeup.fmt(m, bdp)}",
                                               flush=True)
                                     except (OSError, ValueError) as e:
-                                        print(f"    queue made of: {pc}: {e}", flush=True)
+                                        print(f"    queue made of: {pcf}: {e}", flush=True)
                     if a.trace:
                         pathlib.Path(a.trace).write_text(json.dumps(
                             {"bdp": bdp, "link_bps": tl.LINK_BPS, "runs": traces}))
@@ -659,19 +711,24 @@ def main(argv: list[str] | None = None) -> int:
                                     f"{statistics.median(x for r in rs for x in r['pace_ratio']):.3f}"
                                     if h and any(r["pace_ratio"] for r in rs) else "",
                                     f"{statistics.median(x for r in rs for x in r['pace_gain']):.2f}"
-                                    if h and any(r["pace_gain"] for r in rs) else ""])
+                                    if h and any(r["pace_gain"] for r in rs) else "",
+                                    late_fmt(pc.Lateness.sum(r["pacer"] for r in rs
+                                                             if r["pacer"]))])
                     print(table(["cc", "flows", "sender", "util", "q50 KB", "q99 KB", "q99 BDP",
                                  "Jain",
                                  "skb KB", "engine CPU/flow", "probes/RTT", "us/probe",
                                  "send us", "below W", "limited", "raised from limited",
                                  "held by cwnd/pacing/app/tsq/timer/none",
-                                 "acked/wanted", "pace gain"], out))
+                                 "acked/wanted", "pace gain",
+                                 "pacer late p50/p90 us (n)"], out))
                 finally:
                     side.stop()
             finally:
                 progs.close()
     finally:
         cc_obj.stop()
+        if meter:
+            meter.close()
     return 0
 
 

@@ -123,10 +123,11 @@ struct flow {
 	double pl_acked, pl_want, pl_acked_sum, pl_want_sum, pl_gain;
 	int pl_new;                    /* an interval was added since the last feedback */
 	uint8_t hops[64];
-	/* the records the hops' utilisation is taken from (util_anchor): the
-	 * latest response at least HPCCD_INT_UTIL_SPAN_NS before the last one
-	 * (hops_prev, at prev_ns), and the one the next span starts at (hops_a,
-	 * at a_ns), on the engine's clock */
+	/* the records the hops' utilisation is taken from (util_anchor): a
+	 * response between HPCCD_INT_UTIL_SPAN_NS and two spans and a probe
+	 * interval before the last one (hops_prev, at prev_ns; not the latest
+	 * such: the previous span's start), and the one the next span starts
+	 * at (hops_a, at a_ns), on the engine's clock */
 	uint8_t hops_prev[64];
 	uint8_t hops_a[64];
 	uint8_t nhop_a;

@@ -170,9 +170,9 @@ struct hpccd_tcpp_flow_info {
 	uint8_t nhop_prev;        /* hops of hops_prev (same path), 0: none */
 	uint8_t pad[4];
 	uint8_t hops[64];         /* the last response's hop records, wire order */
-	uint8_t hops_prev[64];    /* the latest response at least HPCCD_INT_UTIL_SPAN_NS
-				   * before the last (at most two spans and a probe
-				   * interval; utilisation from the pair) */
+	uint8_t hops_prev[64];    /* a response at least HPCCD_INT_UTIL_SPAN_NS before
+				   * the last, at most two spans and a probe interval
+				   * (the previous span's start; utilisation from the pair) */
 };
 
 struct hpccd_tcpp;

@@ -74,7 +74,11 @@ static void grow(struct hpccd_dctcp *s, uint64_t acked)
  * Alpha += (ScaledM >> SHF) - (Alpha >> SHF); clamp at SCF. */
 static void update_alpha(struct hpccd_dctcp *s)
 {
-	uint64_t scaled_m = s->bytes_acked ?
+	/* nothing marked: ScaledM is 0 without the division (BytesMarked
+	 * grows only with BytesAcked, so a nonzero one has a nonzero
+	 * divisor); a window of one packet, as each of thousands of flows
+	 * has, runs this on every ACK (docs/transport.md "Flows") */
+	uint64_t scaled_m = s->bytes_marked ?
 		((uint64_t)HPCCD_DCTCP_SCF * s->bytes_marked) / s->bytes_acked : 0;
 	int64_t a = s->alpha;
 

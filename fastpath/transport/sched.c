@@ -133,7 +133,9 @@ uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 	uint32_t sent = 0, nre = 0, k;
 	int32_t i;
 
-	while ((i = wheel_pop(&t->pace, due)) >= 0) {
+	/* the due flows at once, chained through their pace nodes (nothing
+	 * is filed in the pacing wheel until the chain is walked) */
+	for (i = wheel_take(&t->pace, due); i >= 0; i = t->snode[i].pace.next) {
 		if (t->snode[i].pace.at > due + (1ull << PACE_SHIFT)) {
 			t->refile[nre++] = i;    /* filed past the horizon or later in the slot */
 		} else {

@@ -737,6 +737,7 @@ void wheel_start(struct tp_wheel *w, uint64_t now);
 void wheel_add(struct tp_wheel *w, int32_t i, uint64_t at);
 void wheel_del(struct tp_wheel *w, int32_t i);
 int32_t wheel_pop(struct tp_wheel *w, uint64_t now);
+int32_t wheel_take(struct tp_wheel *w, uint64_t now);
 uint64_t wheel_next(const struct tp_wheel *w);
 void list_init(struct tp_list *l, void *node0, size_t stride);
 void list_push(struct tp_list *l, int32_t i);

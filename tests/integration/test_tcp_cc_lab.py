@@ -830,6 +830,59 @@ def test_hpcc_trains_capped_while_tcp_side_runs(chain):
     assert hp["p50"] <= cub["p50"] / 4, (cub, hp)
 
 
+def test_trains_from_pacer_size_the_flows_that_come_later(chain):
+    """TcpSide(trains_from_pacer=True): while an hpcc flow runs, retrain()
+    (the daemon's poll) sets h1's train cap from the pacing timers'
+    lateness it measured and the flow's INT (its slowest link, the 1 Gbit/s
+    bottleneck) and T (trains.segs_from_pacer: at least twice the pacer's
+    p75 on that link, at most half of B x T); the next flow sends trains of
+    at most that, and stop() gives the lab's cap back."""
+    from hpccd.tcp_side import trains
+    set_marking(chain, False)
+    h1 = chain.netns("h1")
+    lab_segs = trains.gso_max_segs("eth0", h1)
+    mss = 1448
+    side = hpcc_side(chain, 1, hpcc_t_ns(chain), gso_max_segs=2, gso_dev="eth0",
+                     trains_from_pacer=True)
+    decided, stop = [], threading.Event()
+
+    def poll():
+        while not stop.wait(0.2):
+            side.retrain()
+            if side.train_decision:
+                decided.append(dict(side.train_decision))
+
+    t = threading.Thread(target=poll)
+    try:
+        assert trains.gso_max_segs("eth0", h1) == 2
+        t.start()
+        first = run_iperf(chain, "hpcc", seconds=2, side=side)
+        stop.set()
+        t.join()
+        assert decided, "no decision while the flow ran: " + str(side.pacer_lateness().summary())
+        d = decided[-1]
+        assert d["bottleneck_bps"] == 1e9 and d["expiries"] >= trains.RETRAIN_EXPIRIES, d
+        assert d["wanted"] == trains.segs_for(1e9, d["T_us"] * 1e3,
+                                              pacer_late_ns=d["pacer_late_us"] * 1e3), d
+        assert d["segs"] == min(d["wanted"], lab_segs), d
+        assert trains.gso_max_segs("eth0", h1) == side.trains.segs == d["segs"]
+        t0 = tx_counts(chain)
+        second = run_iperf(chain, "hpcc", seconds=2, side=side)
+        t1 = tx_counts(chain)
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        side.stop()
+    assert trains.gso_max_segs("eth0", h1) == lab_segs              # given back
+    skb = (t1[0] - t0[0]) / (t1[1] - t0[1])
+    print(f"[trains from the pacer] decision {d}; first flow {fmt(first)}; the next, mean "
+          f"skb {skb:.0f} B: {fmt(second)}")
+    assert skb <= d["segs"] * (mss + 66), (skb, d)
+    if d["segs"] >= 4:                   # a late pacer (this VM's): the trains grew
+        assert skb > 2 * (mss + 66), (skb, d)
+
+
 def test_train_cap_refuses_what_it_cannot_do(chain):
     """Bad values and a missing interface: clear errors, the interface untouched."""
     from hpccd.tcp_side import trains

@@ -481,7 +481,7 @@ def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
                      "probe_gap_rtt = 0\ncwnd_rtt_gain = 0.5\nstale_ms = 250\n"
                      "gso_max_segs = 2\nhost_cap_t = 4\npath_rate_gain = 1.5\n"
                      "solo_rate_gain = 1.5\npath_rate_shared = false\n"
-                     "pace_gain_max = 1.5\n")
+                     "pace_gain_max = 1.5\ntrains_from_pacer = true\n")
     assert c.tcp_side_opts.kwargs() == {"t_from_rtt": False, "t_rtt_factor": 2.0,
                                         "probe_gap_rtt": 0.0, "cwnd_rtt_gain": 0.5,
                                         "stale_ns": 250_000_000, "gso_max_segs": 2,
@@ -490,7 +490,8 @@ def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
                                         "path_rate_shared": False,
                                         "path_rate_work_conserving": False,
                                         "app_limited_hold": False,
-                                        "pace_gain_max": 1.5}
+                                        "pace_gain_max": 1.5,
+                                        "trains_from_pacer": True}
     c = config.loads(BASE + "[tcp_side]\npath_rate_work_conserving = true\n")
     assert c.tcp_side_opts.kwargs()["path_rate_work_conserving"] is True
     c = config.loads(BASE + "[tcp_side]\napp_limited_hold = true\n")
@@ -501,7 +502,7 @@ def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
                 "path_rate_gain = 5", "solo_rate_gain = 0.05", "solo_rate_gain = 4.5",
                 "path_rate_shared = 1",
                 "path_rate_work_conserving = 1", "app_limited_hold = 1",
-                "pace_gain_max = 0.9", "pace_gain_max = 4.5"):
+                "pace_gain_max = 0.9", "pace_gain_max = 4.5", "trains_from_pacer = 1"):
         e = _err(BASE + "[tcp_side]\n" + bad + "\n")
         assert e.key == "tcp_side." + bad.split()[0] and e.line == 4, (bad, e)
     e = _err(BASE + "[tcp_side]\npath_rate_shared = false\npath_rate_work_conserving = true\n")

@@ -116,3 +116,49 @@ def test_gso_max_segs_read_and_set_with_their_errors(monkeypatch):
     with pytest.raises(trains.TrainCapError, match=r"^eth0: setting gso_max_segs 8: \[Errno 1\] "
                                                    r"Operation not permitted$"):
         trains.set_gso_max_segs("eth0", 8)
+
+
+def test_segs_from_pacer_waits_for_expiries_and_takes_the_slowest_path():
+    from hpccd.tcp_side.pacer import BUCKETS, EMPTY, Lateness
+    b = [0] * BUCKETS
+    b[20] = trains.RETRAIN_EXPIRIES                   # all 20-21 us late: p75 21 us
+    late = Lateness(trains.RETRAIN_EXPIRIES, 0, tuple(b))
+    few = Lateness(trains.RETRAIN_EXPIRIES - 1, 0, tuple(b))
+    # 21 us at 1 Gbit/s wants 5,250 B: 4 segments; T 125 us allows 5
+    assert trains.segs_from_pacer(late, [(1e9, 125_000)]) == 4
+    # the slowest link and the least T of the flows: at 10 Gbit/s alone it
+    # would be 37 segments (52,500 B), with a 1 Gbit/s path among them 4; the least T
+    # (60 us: B x T 7,500 B, half 2 segments) caps it
+    assert trains.segs_from_pacer(late, [(10e9, 125_000)]) == 37
+    assert trains.segs_from_pacer(late, [(10e9, 125_000), (1e9, 125_000)]) == 4
+    assert trains.segs_from_pacer(late, [(1e9, 125_000), (1e9, 60_000)]) == 2
+    # no decision before RETRAIN_EXPIRIES, nor without a known path
+    assert trains.segs_from_pacer(few, [(1e9, 125_000)]) is None
+    assert trains.segs_from_pacer(EMPTY, [(1e9, 125_000)]) is None
+    assert trains.segs_from_pacer(late, []) is None
+    assert trains.segs_from_pacer(late, [(0, 125_000), (1e9, 0)]) is None
+
+
+def test_retarget_moves_the_cap_within_the_value_found(monkeypatch):
+    ipr = FakeIPRoute(segs=8)
+    monkeypatch.setattr(trains, "_ipr", lambda: ipr)
+    cap = trains.TrainCap("eth0", 2)
+    cap.apply()
+    assert ipr.segs == 2 and cap.found == 8
+    assert cap.retarget(4) == 4 and ipr.segs == 4          # raised for later flows
+    assert cap.retarget(3) == 3 and ipr.segs == 3          # and lowered
+    assert cap.retarget(20) == 8 and ipr.segs == 8         # never above what was found
+    ipr.segs = 6                                           # someone else set it: left alone
+    assert cap.retarget(2) == 8 and ipr.segs == 6
+    cap.restore()
+    assert ipr.segs == 6 and not cap.active                # theirs, kept
+    # not capped yet (gso_max_segs 0): the first decision caps
+    ipr.segs = 8
+    cap = trains.TrainCap("eth0", 0)
+    cap.apply()
+    assert not cap.active and ipr.segs == 8
+    assert cap.retarget(4) == 4 and cap.active and cap.found == 8
+    cap.restore()
+    assert ipr.segs == 8
+    with pytest.raises(ValueError):
+        cap.retarget(0)

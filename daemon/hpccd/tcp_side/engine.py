@@ -87,7 +87,7 @@ from ..bpf.abi import check_format
 from ..core import cc
 from .._tcpside import ffi as _tffi, lib as _tlib
 from .pacer import Lateness, PacerError, PacerMeter
-from .trains import TrainCap, TrainCapError
+from .trains import PACER_LATE_Q, TrainCap, TrainCapError, segs_from_pacer
 
 __all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_packet",
            "HPCC_COUNTERS", "DCTCP_COUNTERS", "LOCK_FILE", "CC_NAMES", "WIN_FMT", "CFG_FMT",
@@ -625,6 +625,10 @@ class TcpSide:
     largest GSO train of the flows leaving by ``gso_dev`` (in ``netns``),
     set from start() to stop() (hpccd.tcp_side.trains: the CC cannot
     lower it, and trains as large as the lab's make the INT's U swing).
+    ``trains_from_pacer`` (needs ``gso_dev``): the cap set again from the
+    kernel pacer's measured lateness and the flows' slowest link and T
+    (retrain(), at each publish: trains.segs_from_pacer), for the flows that
+    connect after it; ``gso_max_segs`` is the cap until the first decision.
     ``host_cap_t``: the hosts' share of a flow's RTT counts in its cwnd at
     most this x its T (engine.c, cwnd_for).  ``path_rate_gain``: the pacing
     rate R at most this x the slowest link of the path (engine.c, pace_bps).
@@ -665,7 +669,8 @@ class TcpSide:
                  path_rate_shared: bool = True,
                  path_rate_work_conserving: bool = False,
                  app_limited_hold: bool = False,
-                 pace_gain_max: float = PACE_GAIN_MAX_DEFAULT):
+                 pace_gain_max: float = PACE_GAIN_MAX_DEFAULT,
+                 trains_from_pacer: bool = False):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -711,6 +716,12 @@ class TcpSide:
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
         self.trains = TrainCap(gso_dev, gso_max_segs, netns)
+        if trains_from_pacer and not gso_dev:
+            raise ValueError("trains_from_pacer needs the interface the flows leave by "
+                             "(gso_dev)")
+        self.trains_from_pacer = bool(trains_from_pacer)
+        self._train_from: Lateness | None = None     # the pacer's reading at the last decision
+        self.train_decision: dict[str, Any] = {}     # the last one, for status()
         # how late the kernel's pacing timers fire (hpccd.tcp_side.pacer):
         # what a kernel flow's trains must cover; None where it cannot be
         # measured (said once in the log)
@@ -870,6 +881,46 @@ class TcpSide:
 
     # ---- observability ----
 
+    def retrain(self, flows: Iterable[Any] | None = None) -> int | None:
+        """With trains_from_pacer: the interface's train cap set again
+        (trains.segs_from_pacer) from the pacing timers' lateness since the
+        last decision and the slowest link and least T of `flows` (FlowView;
+        default: the flows now); the flows that connect later get it (the
+        socket reads the cap at connect).  Returns the new cap when it
+        changed."""
+        if not self.trains_from_pacer or self.pacer is None:
+            return None
+        now = self.pacer_lateness()
+        win = now - self._train_from if self._train_from is not None else now
+        paths = []
+        for v in (self.flows.values() if flows is None else flows):
+            codes = [cc.hop_unpack(v.hops[i:i + 8])["speed_code"]
+                     for i in range(0, len(v.hops) - 7, 8)]
+            bps = [cc.speed_mbps(c) * 1e6 for c in codes if c]
+            if bps:
+                paths.append((min(bps), float(v.T_ns)))
+        segs = segs_from_pacer(win, paths)
+        if segs is None:
+            return None
+        self._train_from = now
+        before = self.trains.segs
+        try:
+            cap = self.trains.retarget(segs)
+        except (TrainCapError, bpf.BpfError) as e:
+            log.warning("tcp_side: trains from the pacer: %s", e)
+            return None
+        self.train_decision = {"segs": cap, "wanted": segs,
+                               "pacer_late_us": win.quantile_ns(PACER_LATE_Q) / 1e3,
+                               "expiries": win.n, "bottleneck_bps": min(b for b, _ in paths),
+                               "T_us": min(t for _, t in paths) / 1e3}
+        if cap == before:
+            return None
+        log.info("tcp_side: trains of %d segments for new flows (the pacer's p%.0f %.0f us "
+                 "over %d expiries, slowest link %.0f Mbit/s, T %.0f us)", cap,
+                 PACER_LATE_Q * 100, self.train_decision["pacer_late_us"], win.n,
+                 self.train_decision["bottleneck_bps"] / 1e6, self.train_decision["T_us"])
+        return cap
+
     def pacer_lateness(self) -> Lateness | None:
         """The kernel's pacing timers' lateness since start() (every paced
         TCP flow of the host), or None where it is not measured."""
@@ -943,7 +994,10 @@ class TcpSide:
                   "parked": v.parked} for v in self.flows.values()]
         st = self.stats
         st.pop("late_hist")
-        return {"flows": flows, **st}
+        out = {"flows": flows, **st}
+        if self.trains_from_pacer:
+            out["trains"] = dict(self.train_decision, cap=self.trains.segs)
+        return out
 
 
 # ---- daemon component (hpccd.agent.component) ------------------------------------------
@@ -1003,6 +1057,7 @@ if _Component is not None:
             self._idle = idle_backoff(getattr(self, "_idle", None), self.poll_interval,
                                       bool(live or ids))
             side.publish_int(live.values())
+            side.retrain(live.values())
             for raw, fs in live.items():
                 fid = ids.get(raw)
                 if fid is None:

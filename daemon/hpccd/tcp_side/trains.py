@@ -85,6 +85,24 @@ def segs_for(bottleneck_bps: float, T_ns: float, mss: int = 1448,
     return min(max(segs, TRAIN_MIN_SEGS), 65535)
 
 
+# A decision from the pacer's lateness waits for at least this many expiries
+# of the pacing timers since the last one (about 0.1 s of one flow's).
+RETRAIN_EXPIRIES = 2000
+
+
+def segs_from_pacer(late, paths: list[tuple[float, float]], mss: int = 1448) -> int | None:
+    """segs_for from the pacing timers' lateness `late` (a
+    hpccd.tcp_side.pacer.Lateness window) for flows whose paths are
+    (slowest link's bits/s, T ns) `paths`: the slowest link of them and the
+    least T (a train is at most half of B x T for every flow); None with
+    fewer than RETRAIN_EXPIRIES expiries or no path known."""
+    paths = [(b, t) for b, t in paths if b > 0 and t > 0]
+    if late.n < RETRAIN_EXPIRIES or not paths:
+        return None
+    return segs_for(min(b for b, _ in paths), min(t for _, t in paths), mss,
+                    pacer_late_ns=late.quantile_ns(PACER_LATE_Q))
+
+
 class TrainCapError(RuntimeError):
     """The interface's gso_max_segs could not be read or set."""
 
@@ -147,6 +165,24 @@ class TrainCap:
         if cur > self.segs:
             set_gso_max_segs(self.ifname, self.segs, self.netns)
             self.found = cur
+
+    def retarget(self, segs: int) -> int:
+        """Cap at `segs` from now on (flows that connect later get it): lowered
+        or raised, never above the value found before the cap; nothing is
+        written while someone else has changed the interface's value since
+        this cap set it (restore() leaves such a value alone too).  Returns
+        the cap in force."""
+        if not 1 <= segs <= 65535:
+            raise ValueError(f"gso_max_segs must be within [1, 65535], got {segs}")
+        if not self.active:
+            self.segs = int(segs)
+            self.apply()
+            return gso_max_segs(self.ifname, self.netns)
+        want = min(int(segs), self.found)
+        if want != self.segs and gso_max_segs(self.ifname, self.netns) == self.segs:
+            set_gso_max_segs(self.ifname, want, self.netns)
+            self.segs = want
+        return self.segs
 
     def restore(self) -> None:
         if self.found is None:

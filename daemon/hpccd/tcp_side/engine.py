@@ -87,7 +87,8 @@ from ..bpf.abi import check_format
 from ..core import cc
 from .._tcpside import ffi as _tffi, lib as _tlib
 from .pacer import Lateness, PacerError, PacerMeter
-from .trains import PACER_LATE_Q, TrainCap, TrainCapError, segs_from_pacer
+from .trains import (PACER_LATE_Q, RETRAIN_EXPIRIES, TrainCap, TrainCapError,
+                     segs_from_pacer)
 
 __all__ = ["TcpCc", "TcpSide", "TcpSideError", "FlowKey", "flow_key", "probe_packet",
            "HPCC_COUNTERS", "DCTCP_COUNTERS", "LOCK_FILE", "CC_NAMES", "WIN_FMT", "CFG_FMT",
@@ -888,10 +889,14 @@ class TcpSide:
         default: the flows now); the flows that connect later get it (the
         socket reads the cap at connect).  Returns the new cap when it
         changed."""
-        if not self.trains_from_pacer or self.pacer is None:
+        if not self.trains_from_pacer:
             return None
         now = self.pacer_lateness()
+        if now is None:                      # not measured here, or stopped
+            return None
         win = now - self._train_from if self._train_from is not None else now
+        if win.n < RETRAIN_EXPIRIES:         # the flows' paths read only when it may decide
+            return None
         paths = []
         for v in (self.flows.values() if flows is None else flows):
             codes = [cc.hop_unpack(v.hops[i:i + 8])["speed_code"]

@@ -131,6 +131,8 @@ class PacerMeter:
 
     def read(self) -> Lateness:
         """Every expiry since the meter opened, summed over the CPUs."""
+        if self._obj is None:
+            raise PacerError("the pacer's lateness: the meter is closed")
         n = s = 0
         b = [0] * BUCKETS
         for raw in self._map.lookup(0) or []:

@@ -367,9 +367,9 @@ def test_hpcc_applies_the_hosts_share_only_while_fresh(tcp_cc, conns):
     info = tcp_info(c.c)
     assert info["snd_cwnd"] == 31 and info["pacing_rate"] == rate, info
     assert "w_only" not in delta(c0, hcount(tcp_cc))
-    # 200 ms old: beyond 4 srtt of a namespace pair (even at the 5-50 ms an
-    # srtt reaches on a loaded host; 20 ms failed once beside other
-    # benchmarks), far within stale_ns
+    # 200 ms old: beyond 4 srtt of a namespace pair, even at the 6-13 ms an
+    # srtt reached on a loaded lab host (docs/tcp-side.md; 20 ms failed
+    # once beside other benchmarks), far within stale_ns
     set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
     set_win(tcp_cc, c.key, w, rate, time.monotonic_ns() - 200_000_000, cwnd=cwnd)
     c1 = hcount(tcp_cc)

@@ -193,6 +193,10 @@ const volatile __u16 hpccd_cfg_udp_port = HPCCD_UDP_PORT_DEFAULT;
 #endif
 /* Queue sampler interval per port, ns; 0 turns the sampler off. */
 const volatile __u64 hpccd_cfg_sample_ns = 100000;
+/* The switch's network namespace (its inode number): the dequeue
+ * tracepoint fires for every qdisc of the machine and a lab loads one
+ * object per switch, so each takes only its own; 0: every namespace. */
+const volatile __u32 hpccd_cfg_netns_ino = 0;
 
 /* Per-port sampler state (kernel-only): the lock makes "at most one sample
  * per interval" hold across CPUs without cmpxchg (not in clang's default

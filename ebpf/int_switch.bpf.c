@@ -559,8 +559,9 @@ static __always_inline void depart_expect(struct __sk_buff *skb, __u64 word, __u
  * linked by skb->next (`packets` of them): the k-th of the chain leaves
  * the bytes of the ones after it behind too, and had not yet sent them.
  * Only packets with an entry (stamped by this switch on this port) are
- * written; every other dequeue on the machine costs a failed lookup per
- * packet. */
+ * written; a dequeue in another network namespace costs one compare
+ * (hpccd_cfg_netns_ino), every other one of the switch's a failed lookup
+ * per packet. */
 SEC("tp_btf/qdisc_dequeue")
 int BPF_PROG(hpccd_int_deq, struct Qdisc *q, const struct netdev_queue *txq, int packets,
 	     struct sk_buff *skb)
@@ -574,6 +575,10 @@ int BPF_PROG(hpccd_int_deq, struct Qdisc *q, const struct netdev_queue *txq, int
 	int i, n = 0;
 
 	if (!skb)
+		return 0;
+	/* another namespace's dequeue (another switch's, a host's): no
+	 * lookup; each switch's own program takes it (hpccd_cfg_netns_ino) */
+	if (hpccd_cfg_netns_ino && q->dev_queue->dev->nd_net.net->ns.inum != hpccd_cfg_netns_ino)
 		return 0;
 	now = bpf_ktime_get_ns();
 	ifindex = q->dev_queue->dev->ifindex;

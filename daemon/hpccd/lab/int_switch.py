@@ -217,8 +217,11 @@ class IntSwitch:
         self.lab = sp.lab
         obj = self.objs.get(sp.switch.name)
         if obj is None:
+            # the switch's namespace, this thread's now: its dequeues only
+            ns_ino = os.stat("/proc/thread-self/ns/net").st_ino
             obj = bpf.BpfObject.open(bpf.object_path(OBJECT),
-                                     rodata={"hpccd_cfg_sample_ns": self.sample_ns})
+                                     rodata={"hpccd_cfg_sample_ns": self.sample_ns,
+                                             "hpccd_cfg_netns_ino": ns_ino})
             self.objs[sp.switch.name] = obj
             obj.load()
             link = obj.attach_program(DEQ_PROG)

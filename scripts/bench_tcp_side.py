@@ -504,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line())
     from hpccd.tcp_side import pacer as pc
     try:
-        meter = pc.PacerMeter()
+        meter = pc.acquire()        # the process's meter: the TcpSides share it
     except pc.PacerError as e:
         print(f"the pacer's lateness is not measured: {e}")
         meter = None
@@ -728,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cc_obj.stop()
         if meter:
-            meter.close()
+            pc.release(meter)
     return 0
 
 

@@ -11,7 +11,9 @@ Invariants protected:
   the host add (nothing at all is asserted there: the host's own flows may
   fire the timer);
 - closing the meter detaches the program: no program of its name is left
-  in the kernel (once the kernel's grace period has passed).
+  in the kernel (once the kernel's grace period has passed); the process's
+  shared meter (acquire / release) is one program whatever its users, and
+  goes with the last.
 """
 from __future__ import annotations
 
@@ -108,6 +110,31 @@ def test_the_meter_leaves_nothing_attached():
     while programs_named(pacer.PROG) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not programs_named(pacer.PROG), "the meter's program outlived close() by 10 s"
+
+
+def test_one_meter_per_process_whatever_its_users():
+    """acquire() / release(): the TcpSides of a lab's hosts share the
+    process's meter (one program on the tracepoint, not one per host); the
+    last release closes it."""
+    a = pacer.acquire()
+    b = pacer.acquire()
+    try:
+        assert a is b
+        assert len(programs_named(pacer.PROG)) == 1
+        with pytest.raises(ValueError):
+            pacer.release(pacer.PacerMeter.__new__(pacer.PacerMeter))
+        pacer.release(b)
+        assert a.read().n >= 0                   # still open for the other user
+    finally:
+        pacer.release(a)
+    with pytest.raises(pacer.PacerError, match="closed"):
+        a.read()
+    with pytest.raises(ValueError):
+        pacer.release(a)
+    deadline = time.monotonic() + 10
+    while programs_named(pacer.PROG) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not programs_named(pacer.PROG)
 
 
 def test_an_unknown_symbol_is_refused_by_name(tmp_path):

@@ -86,6 +86,7 @@ from ..bpf import loader as bpf
 from ..bpf.abi import check_format
 from ..core import cc
 from .._tcpside import ffi as _tffi, lib as _tlib
+from . import pacer as _pacer
 from .pacer import Lateness, PacerError, PacerMeter
 from .trains import (PACER_LATE_Q, RETRAIN_EXPIRIES, TrainCap, TrainCapError,
                      segs_from_pacer)
@@ -727,6 +728,7 @@ class TcpSide:
         # what a kernel flow's trains must cover; None where it cannot be
         # measured (said once in the log)
         self.pacer: PacerMeter | None = None
+        self._pacer_from: Lateness | None = None     # its reading at start()
         # on_int(path_id, hop index, 8-byte hop record, the same hop's record
         # of hops_prev or None): called by publish_int() for each flow
         # updated since (the daemon's hpccd_int_hop_* metrics)
@@ -782,7 +784,8 @@ class TcpSide:
                 self._sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
             self._sock.setblocking(False)
             try:
-                self.pacer = PacerMeter()
+                self.pacer = _pacer.acquire()        # the process's, shared
+                self._pacer_from = self.pacer.read()
             except PacerError as e:
                 log.warning("tcp_side: the kernel pacer's lateness is not measured: %s", e)
             try:
@@ -831,7 +834,7 @@ class TcpSide:
             with contextlib.suppress(bpf.BpfError):
                 self.trains.restore()
             if self.pacer is not None:
-                self.pacer.close()
+                _pacer.release(self.pacer)
                 self.pacer = None
             if self._own_cc and self.tcp_cc is not None:
                 self.tcp_cc.stop()
@@ -930,7 +933,9 @@ class TcpSide:
         """The kernel's pacing timers' lateness since start() (every paced
         TCP flow of the host), or None where it is not measured."""
         with self._lock:
-            return self.pacer.read() if self.pacer is not None else None
+            if self.pacer is None:
+                return None
+            return self.pacer.read() - self._pacer_from
 
     @property
     def stats(self) -> dict[str, int]:

@@ -14,11 +14,17 @@ is what hpccd.tcp_side.trains sizes a flow's trains from.
         ...                                  # paced flows run
         late = m.read() - before             # the expiries in between
         late.quantile_ns(0.75), late.mean_ns
+
+The timers are the host's, whatever namespace a flow is in: one meter per
+process serves every user (acquire() / release(): a lab's experiment runs a
+TcpSide per sending host, and each program on the tracepoint costs every
+hrtimer expiry of the machine a call).
 """
 from __future__ import annotations
 
 import dataclasses
 import struct
+import threading
 
 from .._bpf import lib as _abi
 from ..bpf import loader as bpf
@@ -153,3 +159,31 @@ class PacerMeter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_shared: PacerMeter | None = None
+_users = 0
+_shared_lock = threading.Lock()
+
+
+def acquire() -> PacerMeter:
+    """The process's meter, opened by its first user; PacerError as
+    PacerMeter().  Each acquire() needs its release()."""
+    global _shared, _users
+    with _shared_lock:
+        if _shared is None:
+            _shared = PacerMeter()
+        _users += 1
+        return _shared
+
+
+def release(m: PacerMeter) -> None:
+    """One user less of acquire()'s meter `m`; the last one closes it."""
+    global _shared, _users
+    with _shared_lock:
+        if m is not _shared or _users <= 0:
+            raise ValueError("release() of a meter acquire() did not give")
+        _users -= 1
+        if not _users:
+            _shared.close()
+            _shared = None

@@ -29,11 +29,19 @@ the engines:
   of them on CPU 0;
 - caller-nocsum / caller-nosg / caller-nofrags: the caller row without TX
   metadata, without XDP_USE_SG, with xdp_host built without xdp.frags (what a
-  DATA frame's sendto() costs).  --rows picks and repeats rows.
+  DATA frame's sendto() costs);
+- request-busy / caller-busy: the request and caller rows busy polling
+  (Transport(drive="caller", busy_poll=True): the caller polls the rings
+  while it waits, its engine's thread sleeps), the server's engine thread
+  busy polling; the caller on CPU 0, the server engine on CPU 1 -- two
+  cores at 100 % while requests are outstanding;
+- udp-busy / xsk-busy: kernel UDP and the bare AF_XDP sockets polling
+  (MSG_DONTWAIT / the rings) with the same placement, for comparison.
+--rows picks and repeats rows.
 
 Kernel UDP: scripts/udp_pingpong.c, one datagram of --size bytes echoed,
-timed around send/recv.  Prints p50, p99 and their ratios to UDP's, and the
-machine's busy share.
+timed around send/recv, each side waiting in recv(2).  Prints p50, p99 and
+their ratios to it (the issue's baseline), and the machine's busy share.
 
     sudo .venv/bin/python scripts/bench_latency.py --count 2000
 """
@@ -156,30 +164,48 @@ def run_transport(pair, size: int, count: int, busy: bool, coalesce_ns: int,
         srv.close()
 
 
-def run_udp(pair, exe: str, size: int, count: int) -> list[int]:
-    srv = pair.popen("b", [exe, "server", pair.ip_b, "18999", str(count + 50)],
+def _placed(argv: list[str], cpu: int | None) -> list[str]:
+    """argv run on `cpu` (taskset), or where the scheduler puts it."""
+    return argv if cpu is None else ["taskset", "-c", str(cpu % (os.cpu_count() or 1)), *argv]
+
+
+def run_udp(pair, exe: str, size: int, count: int, busy: bool = False) -> list[int]:
+    """Kernel UDP ping-pong (scripts/udp_pingpong.c): each side waits in
+    recv(2); busy: each polls its socket on a CPU of its own (client 0,
+    server 1), as the transport's busy rows are placed."""
+    mode, cpus = (["busy"], (0, 1)) if busy else ([], (None, None))
+    srv = pair.popen("b", _placed([exe, "server", pair.ip_b, "18999", str(count + 50), *mode],
+                                  cpus[1]),
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.2)
-    out = subprocess.run(["ip", "netns", "exec", pair.a, exe, "client", pair.ip_b, "18999",
-                          str(count + 50), str(size)], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
-    srv.wait(timeout=10)
+    try:
+        time.sleep(0.2)
+        out = subprocess.run(["ip", "netns", "exec", pair.a,
+                              *_placed([exe, "client", pair.ip_b, "18999", str(count + 50),
+                                        str(size), *mode], cpus[0])],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+        srv.wait(timeout=10)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
     return [int(x) for x in out.split()][50:]
 
 
 def run_xsk(pair, exe: str, size: int, count: int, busy: bool) -> list[int]:
     """The floor of AF_XDP itself: scripts/xsk_pingpong.c, one frame of
-    `size` bytes back and forth between two bare AF_XDP sockets."""
+    `size` bytes back and forth between two bare AF_XDP sockets; busy: each
+    polls its rings on a CPU of its own (client 0, server 1)."""
     mac = subprocess.run(["ip", "netns", "exec", pair.b, "cat",
                           f"/sys/class/net/{pair.vb}/address"],
                          capture_output=True, text=True, check=True).stdout.strip()
-    mode = ["busy"] if busy else []
-    srv = pair.popen("b", [exe, "server", pair.vb, str(count + 50), *mode],
+    mode, cpus = (["busy"], (0, 1)) if busy else ([], (None, None))
+    srv = pair.popen("b", _placed([exe, "server", pair.vb, str(count + 50), *mode], cpus[1]),
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)              # its socket bound and its XDP program attached
-        out = subprocess.run(["ip", "netns", "exec", pair.a, exe, "client", pair.va,
-                              str(count + 50), str(size), mac, *mode],
+        out = subprocess.run(["ip", "netns", "exec", pair.a,
+                              *_placed([exe, "client", pair.va, str(count + 50), str(size),
+                                        mac, *mode], cpus[0])],
                              capture_output=True, text=True, timeout=120)
         if out.returncode:
             raise RuntimeError(f"xsk_pingpong client: {out.stderr.strip()[-300:]}")
@@ -208,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--size", type=int, default=1024)
-    ap.add_argument("--rows", default="udp,xsk,default,nomod,busy,caller",
+    ap.add_argument("--rows", default="udp,xsk,default,nomod,busy,caller,request,"
+                                      "udp-busy,xsk-busy,request-busy",
                     help="which rows, in order (kernel UDP is always measured first: the "
                          "ratios are to it); a row named twice is measured twice")
     args = ap.parse_args(argv)
@@ -231,6 +258,18 @@ def main(argv: list[str] | None = None) -> int:
                 "udp": ("kernel UDP", lambda: run_udp(pair, exe, args.size, args.count)),
                 "xsk": ("bare AF_XDP sockets, interrupt",
                         lambda: run_xsk(pair, xsk, args.size + 42, args.count, False)),
+                # busy polling, each side on a CPU of its own (client 0,
+                # server 1): kernel UDP, the bare sockets, the transport
+                "udp-busy": ("kernel UDP, busy polling",
+                             lambda: run_udp(pair, exe, args.size, args.count, True)),
+                "xsk-busy": ("bare AF_XDP sockets, busy polling",
+                             lambda: run_xsk(pair, xsk, args.size + 42, args.count, True)),
+                "request-busy": ("request(), caller and server engine busy polling",
+                                 lambda: run_transport(pair, args.size, args.count, True, 0,
+                                                       "request", pin=(0, 1))),
+                "caller-busy": ("caller drives, caller and server engine busy polling",
+                                lambda: run_transport(pair, args.size, args.count, True, 0,
+                                                      "caller", pin=(0, 1))),
                 "default": ("transport, interrupt (default)",
                             lambda: run_transport(pair, args.size, args.count, False, 20000)),
                 "nomod": ("transport, interrupt, no moderation",

@@ -2,10 +2,14 @@
 /*
  * Kernel UDP request/response on one socket each side, the baseline of
  * scripts/bench_latency.py:
- *   udp_pingpong server ADDR PORT COUNT          echo COUNT datagrams back
- *   udp_pingpong client ADDR PORT COUNT SIZE     send, wait for the echo,
- *                                                print each RTT in ns
+ *   udp_pingpong server ADDR PORT COUNT [busy]        echo COUNT datagrams back
+ *   udp_pingpong client ADDR PORT COUNT SIZE [busy]   send, wait for the echo,
+ *                                                     print each RTT in ns
+ * Each side waits in recv(2) (interrupt-driven); with `busy` it polls the
+ * socket with MSG_DONTWAIT instead of sleeping (one core at 100 % each),
+ * the baseline of the transport's busy-polling row.
  */
+#include <errno.h>
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +32,11 @@ int main(int argc, char **argv)
 	socklen_t plen = sizeof(peer);
 	static char buf[65536];
 	long count, i, size;
-	int s;
+	int s, busy, flags;
 
 	if (argc < 5 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
-		fprintf(stderr, "usage: udp_pingpong server|client ADDR PORT COUNT [SIZE]\n");
+		fprintf(stderr, "usage: udp_pingpong server ADDR PORT COUNT [busy]\n"
+				"       udp_pingpong client ADDR PORT COUNT SIZE [busy]\n");
 		return 2;
 	}
 	a.sin_port = htons((unsigned short)atoi(argv[3]));
@@ -40,6 +45,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	count = atol(argv[4]);
+	busy = !strcmp(argv[argc - 1], "busy") && argc > (strcmp(argv[1], "server") ? 6 : 5);
+	flags = busy ? MSG_DONTWAIT : 0;
 	s = socket(AF_INET, SOCK_DGRAM, 0);
 	if (s < 0) {
 		perror("udp_pingpong: socket");
@@ -51,7 +58,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		for (i = 0; i < count; i++) {
-			ssize_t n = recvfrom(s, buf, sizeof(buf), 0, (struct sockaddr *)&peer, &plen);
+			ssize_t n;
+
+			do
+				n = recvfrom(s, buf, sizeof(buf), flags, (struct sockaddr *)&peer, &plen);
+			while (n < 0 && errno == EAGAIN);
 
 			if (n < 0 || sendto(s, buf, (size_t)n, 0, (struct sockaddr *)&peer, plen) < 0) {
 				perror("udp_pingpong: server");
@@ -72,8 +83,17 @@ int main(int argc, char **argv)
 	for (i = 0; i < count; i++) {
 		unsigned long long t0 = now_ns();
 
-		if (send(s, buf, (size_t)size, 0) < 0 || recv(s, buf, sizeof(buf), 0) < 0) {
-			perror("udp_pingpong: client");
+		ssize_t n;
+
+		if (send(s, buf, (size_t)size, 0) < 0) {
+			perror("udp_pingpong: client send");
+			return 1;
+		}
+		do
+			n = recv(s, buf, sizeof(buf), flags);
+		while (n < 0 && errno == EAGAIN);
+		if (n < 0) {
+			perror("udp_pingpong: client recv");
 			return 1;
 		}
 		printf("%llu\n", now_ns() - t0);

@@ -271,9 +271,13 @@ void *tp__main(void *arg)
 		now = now_ns();
 		if (more)
 			continue;            /* the scheduler stopped at its per-loop cap */
-		if (t->cfg.flags & HPCCD_TP_F_BUSY_POLL) {
+		if ((t->cfg.flags & HPCCD_TP_F_BUSY_POLL) &&
+		    !(t->cfg.flags & HPCCD_TP_F_RUN_IN_CALLER)) {
 			/* busy polling: look at the rings again at once; a few
-			 * pauses let API callers take the lock in between */
+			 * pauses let API callers take the lock in between.  With
+			 * run to completion it is the caller that polls (run.c)
+			 * and the thread waits as otherwise: one core spins, not
+			 * two */
 			int k;
 
 			for (k = 0; k < 16; k++)

@@ -6,7 +6,8 @@
  * event loop.  A request then leaves from the thread that opened it
  * (hpccd_tp__flow_open runs one pass) and its reply wakes that thread,
  * which sleeps in ppoll() on the socket: two wake-ups per round trip, no
- * hand-off to the engine's thread.
+ * hand-off to the engine's thread.  With HPCCD_TP_F_BUSY_POLL the caller
+ * polls the rings instead of sleeping, and nothing is woken at all.
  *
  * The engine's thread stays, for everything no caller is there for: it
  * waits in epoll on the socket, its eventfd and a timerfd.  While a caller
@@ -239,6 +240,17 @@ static int run_loop(struct hpccd_tp *t, const uint32_t *flow_id, uint64_t *rx_do
 			break;
 		if (more || got)
 			continue;            /* work done; more may be waiting */
+		if (t->cfg.flags & HPCCD_TP_F_BUSY_POLL) {
+			/* busy polling: look at the rings again at once, no
+			 * sleep and no wake-up between the request and its
+			 * answer (this core at 100 % while the caller waits;
+			 * the engine's thread sleeps meanwhile, see tp__main) */
+			int k;
+
+			for (k = 0; k < 16; k++)
+				cpu_relax();
+			continue;
+		}
 		if (t->starved && (dl == NO_DEADLINE || dl < now + STARVED_SLEEP_NS))
 			dl = now + STARVED_SLEEP_NS;
 		if (dl <= now)

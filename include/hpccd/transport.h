@@ -80,7 +80,9 @@ enum {
 	HPCCD_TP_F_ECHO = 4096,         /* receiver: answer each completed flow with
 					 * as many bytes (hpccd_tp__set_echo) */
 	HPCCD_TP_F_BUSY_POLL = 8192,    /* the thread never sleeps: it polls the rings
-					 * (lowest latency; one core at 100 %) */
+					 * (lowest latency; one core at 100 %); with
+					 * HPCCD_TP_F_RUN_IN_CALLER the caller polls
+					 * while it waits and the thread sleeps */
 	HPCCD_TP_F_NO_SG = 16384,       /* do not bind with XDP_USE_SG: no packet
 					 * larger than one frame (multi-buffer is
 					 * tried, and left when the driver refuses) */

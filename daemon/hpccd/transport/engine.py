@@ -353,6 +353,10 @@ class Transport:
     benchmark's server).  busy_poll: the thread polls the rings without
     sleeping (lowest latency, one core busy); by default it sleeps in
     ppoll() between deadlines, with interrupt moderation (coalesce_ns).
+    With drive="caller" it is the caller that polls, while it waits in
+    run(), request() and the waits, and the thread sleeps as it does
+    otherwise: one core spins while a request is outstanding, none
+    between requests (docs/transport.md "Latency").
     sg: bind with XDP_USE_SG where the kernel and driver allow it, so that
     flows may have an MTU larger than a frame (multi-buffer packets of up
     to 16 frames); False keeps every packet in one frame.
@@ -362,8 +366,8 @@ class Transport:
     open_flow() sends the flow's first packets from the calling thread,
     and Flow.wait(), wait_rx(), wait_rx_flow() and run() run the loop in
     the calling thread (the GIL released) and sleep in ppoll() on the
-    socket themselves, so a request/response takes two wake-ups, not
-    four; the engine's thread serves whatever no caller is waiting for
+    socket themselves (or poll it, with busy_poll), so a request/response
+    takes two wake-ups, not four; the engine's thread serves whatever no caller is waiting for
     (it takes the socket back when the caller leaves, and its timer holds
     every deadline).  One thread drives at a time: a second waits as in
     "thread" mode.
@@ -395,9 +399,6 @@ class Transport:
             _check(-errno.EINVAL, f"{self.where}: mode {mode!r}, one of {sorted(MODES)}")
         if drive not in DRIVES:
             _check(-errno.EINVAL, f"{self.where}: drive {drive!r}, one of {list(DRIVES)}")
-        if drive == "caller" and busy_poll:
-            _check(-errno.EINVAL, f"{self.where}: drive=\"caller\" with busy_poll: the "
-                                  f"caller waits in ppoll(); busy polling is the thread's")
         self.drive = drive
         if len(tag_key) != TAG_KEY_BYTES:
             _check(-errno.EINVAL, f"{self.where}: tag key of {len(tag_key)} bytes, "

@@ -10,8 +10,12 @@
 # The engines' own work is timed apart from the simulated kernel's (the
 # harness's copies of each frame into the receiver's UMEM and off the
 # sender's TX frame, which a real engine does not run: "kernel" below).
-# Median of REPS runs per N, printed with its ratio to one flow.  The
-# machine's other load shows in the spread: run it idle.
+# REPS rounds, each of which runs every N once, back to back (which N goes
+# first alternates); per N the median and least of its runs and their
+# ratios to one flow, and the median of the ratios taken within a round
+# (scripts/bench_engine_flows_time.py): the VM's speed drifts from minute
+# to minute by more than the 10 %, and within a round the drift cancels.
+# The machine's other load shows in the spread: run it idle.
 #
 # With CACHEGRIND=1 it prints, instead of times, what the machine's other
 # load cannot change: instructions and simulated cache misses per data
@@ -57,8 +61,8 @@ if [[ -n ${BASE:-} ]]; then
 	[[ ${CACHEGRIND:-0} == 1 ]] && { echo "BASE= is for the times (callgrind's counts need no A/B)" >&2; exit 2; }
 	[[ -f $BASE/tests/unit/engine/harness.c ]] || { echo "BASE=$BASE: no tests/unit/engine/harness.c there" >&2; exit 2; }
 	build_harness "$BASE" "$(dirname "$EXE")/base"
-	python3 "$ROOT/scripts/bench_engine_flows_ab.py" "$REPS" "${TICK:-1}" \
-		"$(dirname "$EXE")/base" "$EXE" $FLOWS
+	python3 "$ROOT/scripts/bench_engine_flows_time.py" "$REPS" "${TICK:-1}" "$EXE" \
+		"$(dirname "$EXE")/base" -- $FLOWS
 	exit 0
 fi
 if [[ ${CACHEGRIND:-0} == 1 ]]; then
@@ -97,32 +101,4 @@ PY
 	done
 	exit 0
 fi
-echo "engine CPU per data packet (both engines: sender and receiver), 20 ms simulated, tick ${TICK:-1} us, $REPS runs each"
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-base=""
-for n in $FLOWS; do
-	vals=()
-	kvals=()
-	for r in $(seq "$REPS"); do
-		out=$("$EXE" scale "$r" flows="$n" ms=20 rx_peer_max=0 tick_us="${TICK:-1}")
-		vals+=("$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ns_per_pkt"])' "$out")")
-		kvals+=("$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kernel_ns_per_pkt"])' "$out")")
-	done
-	med=$(printf '%s\n' "${vals[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')
-	kmed=$(printf '%s\n' "${kvals[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}')
-	lo=$(printf '%s\n' "${vals[@]}" | sort -n | head -1)
-	hi=$(printf '%s\n' "${vals[@]}" | sort -n | tail -1)
-	if [[ -z $base ]]; then
-		python3 - "$out" <<'PY'
-import json, sys
-o = json.loads(sys.argv[1])
-print(f"state a packet's flow touches: {o['hot_bytes_per_flow']} B a flow (of sender "
-      f"{o['sender_bytes']} B + receiver {o['receiver_bytes']} B), "
-      f"{o['hot_bytes_per_flow'] * 10000 / 1e6:.1f} MB at 10,000 flows")
-PY
-	fi
-	base=${base:-$med}
-	printf '%6s flows: %7.0f ns per packet (min %.0f, max %.0f), %.2fx one flow; simulated kernel %.0f ns\n' \
-		"$n" "$med" "$lo" "$hi" "$(python3 -c "print($med / $base)")" "$kmed"
-done
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 "$ROOT/scripts/bench_engine_flows_time.py" "$REPS" "${TICK:-1}" "$EXE" -- $FLOWS

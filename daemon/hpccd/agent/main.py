@@ -281,6 +281,8 @@ class Daemon:
             addrs = _ipv4_addresses(ifindex)
             _set_addrs(xdp, addrs)
             bpf.xdp_attach(ifindex, xdp.program(XDP_PROG), mode=mode)
+            if mode == "native" and (why := bpf.native_xdp_drops(ifindex)):
+                log.warning("%s", why)
             att = AttachedInterface(itf.name, ifindex, mode, xdp, None, addrs, itf.queues,
                                     itf.cpus)
             # Registered before tc so that a failure below detaches the XDP program too.

@@ -836,6 +836,33 @@ def xdp_attach(iface: str | int, prog: Program, mode: str = "native", replace: b
     _xdp_swap(ifindex, prog.fd, flag, cur, where)
 
 
+def native_xdp_drops(iface: str | int) -> str | None:
+    """What goes wrong with native XDP on `iface`, or None.  A veth sends
+    into its peer's XDP ring when the peer runs native XDP; when that ring
+    is full, a veth with a qdisc stops its queue and the sender waits
+    (AF_XDP's sendto() says EAGAIN and keeps the descriptor), a veth whose
+    root qdisc is noqueue (veth's default) drops the frame, counted only
+    in its TX "dropped" -- a transport flow's retransmissions are the only
+    other trace.  Native XDP on a veth is what both ends of a transport
+    pair run, so `iface`'s own qdisc is checked (docs/transport.md "Native
+    XDP on a veth needs a qdisc").  Current namespace."""
+    from pyroute2 import IPRoute
+
+    ifindex = _ifindex(iface)
+    with IPRoute() as ipr:
+        info = ipr.get_links(ifindex)[0].get_attr("IFLA_LINKINFO")
+        if not info or info.get_attr("IFLA_INFO_KIND") != "veth":
+            return None
+        roots = [q.get_attr("TCA_KIND") for q in ipr.get_qdiscs(index=ifindex)
+                 if q.get("parent") == 0xFFFFFFFF]               # TC_H_ROOT
+    if roots and roots[0] != "noqueue":
+        return None
+    return (f"{_ifdesc(ifindex)} is a veth without a qdisc (noqueue): with native XDP at "
+            f"its peer it drops what the peer's ring cannot take at once, and flows "
+            f"retransmit it; give both ends one (tc qdisc replace dev IFACE root pfifo), "
+            f"or use skb mode")
+
+
 def xdp_detach(iface: str | int, mode: str | None = None,
                only_prefix: str | None = None) -> list[int]:
     """Remove the XDP program(s) from `iface` in `mode`, or in every mode;

@@ -13,6 +13,7 @@ import signal
 import subprocess
 from typing import Iterator
 
+from .queues import add_fifo_root
 from .names import NETNS_DIR, LabError
 
 
@@ -197,7 +198,10 @@ def veth_pair(a: str, b: str, va: str, vb: str, ip_a: str, ip_b: str, prefixlen:
               queues: int = 1) -> Iterator[VethPair]:
     """Create namespaces `a` and `b` joined by a veth (`va` in a, `vb` in b;
     `queues` TX and RX queues each end), `ip_a`/`ip_b` on its ends, both
-    ends and loopback up.  On exit, whatever happened (also when the set-up
+    ends and loopback up, each end with a pfifo root of 1,000 packets
+    instead of veth's noqueue (lab.queues.add_fifo_root: a NIC's driver queue;
+    without it a veth drops what its peer's native XDP ring cannot take
+    at once, instead of making the sender wait).  On exit, whatever happened (also when the set-up
     failed half-way): stop the pair's processes, remove the namespaces made,
     and check that they are gone and that no process still holds them;
     LabError after all of it was attempted if anything is left."""
@@ -217,6 +221,7 @@ def veth_pair(a: str, b: str, va: str, vb: str, ip_a: str, ip_b: str, prefixlen:
                 idx = lookup(ns, ifname, name)
                 mac = ns.get_links(idx)[0].get_attr("IFLA_ADDRESS")
                 ns.addr("add", index=idx, address=ip, prefixlen=prefixlen)
+                add_fifo_root(ns, idx)
                 ns.link("set", index=idx, state="up")
                 ns.link("set", index=lookup(ns, "lo", name), state="up")
                 if name == a:

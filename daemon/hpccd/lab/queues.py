@@ -10,6 +10,7 @@ from .topology import ETH_HLEN
 HTB_HANDLE = 0x10000          # 1:
 HTB_CLASS = 0x10001           # 1:1
 FIFO_HANDLE = 0x100000        # 10:
+FIFO_ROOT_HANDLE = 0x10000     # 1: (add_fifo_root: a bare veth pair's ends)
 # HTB's bucket, in microseconds at the link rate (12 500 bytes at 1 Gbit/s).
 # A real port releases one frame at a time; the emulated one needs slack
 # because HTB's timer fires late on a busy two-core machine, and tokens
@@ -43,6 +44,17 @@ def add_queue(ns, idx: int, rate_mbps: int, buffer_bytes: int, mtu: int) -> None
     ns.tc("add-class", "htb", idx, handle=HTB_CLASS, parent=HTB_HANDLE, rate=rate,
           ceil=rate, burst=burst, cburst=burst, quantum=mtu + ETH_HLEN, mtu=mtu + ETH_HLEN)
     ns.tc("add", "bfifo", idx, handle=FIFO_HANDLE, parent=HTB_CLASS, limit=buffer_bytes)
+
+
+def add_fifo_root(ns, idx: int, packets: int = 1000) -> None:
+    """A pfifo root of `packets` (a real NIC's driver queue, txqueuelen's
+    1,000 by default) in place of veth's noqueue.  A veth whose peer runs
+    native XDP hands frames to the peer's ring; with a qdisc it stops its
+    queue when that ring is full and the sender's frame waits (AF_XDP's
+    sendto() says EAGAIN and the descriptor stays), with noqueue it drops
+    the frame (counted in its TX "dropped" only): docs/transport.md
+    "Native XDP on a veth needs a qdisc"."""
+    ns.tc("add", "pfifo", idx, handle=FIFO_ROOT_HANDLE, limit=packets)
 
 
 def qdisc_stats(msg) -> dict[str, int]:

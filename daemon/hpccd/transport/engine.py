@@ -33,6 +33,7 @@ import random
 import socket
 import threading
 import time
+import warnings
 from typing import Any, Mapping
 
 from .._bpf import lib as abi         # the kernel/user ABI (include/hpccd/kern_user.h)
@@ -478,6 +479,8 @@ class Transport:
         self._obj.map("hpccd_xsks").update(self.queue_id, self.fd)
         bpf.xdp_attach(self.ifname, self._obj.program("hpccd_xdp_host"), mode=self.xdp_mode)
         self._attached = True
+        if self.xdp_mode in ("native", "drv") and (why := bpf.native_xdp_drops(self.ifindex)):
+            warnings.warn(f"{self.where}: {why}", RuntimeWarning, stacklevel=3)
 
     def _live(self):
         if self._t == ffi.NULL:

@@ -13,8 +13,8 @@ import signal
 import subprocess
 from typing import Iterator
 
-from .queues import add_fifo_root
 from .names import NETNS_DIR, LabError
+from .queues import add_fifo_root
 
 
 def lookup(ipr, ifname: str, where: str) -> int:
@@ -199,12 +199,13 @@ def veth_pair(a: str, b: str, va: str, vb: str, ip_a: str, ip_b: str, prefixlen:
     """Create namespaces `a` and `b` joined by a veth (`va` in a, `vb` in b;
     `queues` TX and RX queues each end), `ip_a`/`ip_b` on its ends, both
     ends and loopback up, each end with a pfifo root of 1,000 packets
-    instead of veth's noqueue (lab.queues.add_fifo_root: a NIC's driver queue;
-    without it a veth drops what its peer's native XDP ring cannot take
-    at once, instead of making the sender wait).  On exit, whatever happened (also when the set-up
-    failed half-way): stop the pair's processes, remove the namespaces made,
-    and check that they are gone and that no process still holds them;
-    LabError after all of it was attempted if anything is left."""
+    instead of veth's noqueue (queues.add_fifo_root: a NIC's driver queue;
+    without it a veth drops what its peer's native XDP ring cannot take at
+    once, instead of making the sender wait).  On exit, whatever happened
+    (also when the set-up failed half-way): stop the pair's processes,
+    remove the namespaces made, and check that they are gone and that no
+    process still holds them; LabError after all of it was attempted if
+    anything is left."""
     from pyroute2 import NetNS, netns
 
     p = VethPair(a=a, b=b, va=va, vb=vb, ip_a=ip_a, ip_b=ip_b, prefixlen=prefixlen)

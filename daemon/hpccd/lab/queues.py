@@ -10,7 +10,7 @@ from .topology import ETH_HLEN
 HTB_HANDLE = 0x10000          # 1:
 HTB_CLASS = 0x10001           # 1:1
 FIFO_HANDLE = 0x100000        # 10:
-FIFO_ROOT_HANDLE = 0x10000     # 1: (add_fifo_root: a bare veth pair's ends)
+FIFO_ROOT_HANDLE = 0x10000    # 1: (add_fifo_root: a bare veth pair's ends)
 # HTB's bucket, in microseconds at the link rate (12 500 bytes at 1 Gbit/s).
 # A real port releases one frame at a time; the emulated one needs slack
 # because HTB's timer fires late on a busy two-core machine, and tokens

@@ -368,9 +368,9 @@ class Transport:
     and Flow.wait(), wait_rx(), wait_rx_flow() and run() run the loop in
     the calling thread (the GIL released) and sleep in ppoll() on the
     socket themselves (or poll it, with busy_poll), so a request/response
-    takes two wake-ups, not four; the engine's thread serves whatever no caller is waiting for
-    (it takes the socket back when the caller leaves, and its timer holds
-    every deadline).  One thread drives at a time: a second waits as in
+    takes two wake-ups, not four; the engine's thread serves whatever no
+    caller is waiting for (it takes the socket back when the caller
+    leaves, and its timer holds every deadline).  One thread drives at a time: a second waits as in
     "thread" mode.
     csum_offload: DATA leave with the UDP checksum for the device to
     complete (AF_XDP TX metadata, Linux 6.8+, copy mode;

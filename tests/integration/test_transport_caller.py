@@ -7,7 +7,10 @@ engine's echo responder; every request and reply is checked by its CRC-32.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -20,6 +23,7 @@ tp = pytest.importorskip("hpccd.transport.engine", reason="hpccd._transport not 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and AF_XDP need root")
 
 FLOW = {"algo": "dctcp", "int_mode": "none", "line_rate_bps": 10_000_000_000}
+CLI = [sys.executable, "-m", "hpccd.cli.main"]
 
 
 def _reply(cli, f, size: int, n: int, timeout: float = 5.0) -> tuple[object, int]:
@@ -258,3 +262,49 @@ def test_a_busy_caller_polls_while_it_waits_and_the_thread_sleeps(netns_pair):
         assert s1["run_loops"] - s0["run_loops"] >= 400
         ss = srv.stats()
         assert ss["rx_done"] >= 200 and ss["echo_failed"] == 0, ss
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["interrupt", "busy"])
+def test_hpccctl_measures_request_response(netns_pair, busy):
+    """The command line's request/response (how a user measures latency):
+    `hpccctl recv --echo` answers, `hpccctl send --requests` sends one
+    request at a time, checks each answer byte for byte and prints the
+    round trips' percentiles; with --busy-poll (and --cpu) both poll.  100
+    requests after 10 of warm-up, all answered and acknowledged."""
+    extra = (["--busy-poll"], ["--cpu", "1"], ["--cpu", "0"]) if busy else ([], [], [])
+    srv = netns_pair.popen("b", [*CLI, "recv", "--iface", netns_pair.vb, "--echo", "--count",
+                                 "110", "--json", "--timeout", "60", *extra[0], *extra[1]],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)                          # xdp_host attached, the responder up
+        sent = subprocess.run(["ip", "netns", "exec", netns_pair.a, *CLI, "send",
+                               netns_pair.ip_b, "--iface", netns_pair.va, "--bytes", "1K",
+                               "--requests", "100", "--algo", "hpcc", "--json", *extra[0],
+                               *extra[2]], capture_output=True, text=True, timeout=120)
+        out, err = srv.communicate(timeout=30)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.communicate()
+    assert sent.returncode == 0, sent.stderr
+    assert srv.returncode == 0, err
+    s, r = json.loads(sent.stdout.splitlines()[-1]), json.loads(out.splitlines()[-1])
+    assert s["requests"] == 100 and s["warmup"] == 10 and s["bytes"] == 1000
+    assert s["wait"] == r["wait"] == ("busy polling" if busy else "interrupt")
+    rtt = s["rtt_us"]
+    assert 0 < rtt["min"] <= rtt["p50"] <= rtt["p99"] <= rtt["max"], rtt
+    assert s["app_rtt_us"]["p50"] >= rtt["min"], s
+    assert r["answered"] == 110 and r["echo_failed"] == 0, r
+
+
+def test_hpccctl_request_response_refusals():
+    """--requests with a file or a buffer, --requests 0, and recv --echo with
+    --out or --verify none: refused with the reason, exit status 2, before
+    anything is made."""
+    for argv, why in ((["send", "10.0.0.2", "--bytes", "1K", "--requests", "0"], "--requests N"),
+                      (["send", "10.0.0.2", "--file", "/etc/hostname", "--requests", "5"],
+                       "--requests N"),
+                      (["recv", "--echo", "--verify", "none"], "--echo answers"),
+                      (["recv", "--echo", "--out", "/tmp/x"], "--echo answers")):
+        r = subprocess.run([*CLI, *argv], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, (argv, r)

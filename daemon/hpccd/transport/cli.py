@@ -70,6 +70,12 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "software RTT under load, docs/transport.md)")
     p.add_argument("--key", type=_key, default=None, help="tag key of ACK, NACK and PROBE_RESP, 32 hex digits")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
+    p.add_argument("--busy-poll", action="store_true",
+                   help="poll the rings instead of sleeping between packets (the lowest "
+                        "latency; a core at 100 %% while waiting: docs/transport.md "
+                        "\"Latency\")")
+    p.add_argument("--cpu", type=int, default=None,
+                   help="run the engine (and, for send --requests, this command) on this CPU")
     p.add_argument("--json", action="store_true", help="one JSON object per flow")
 
 
@@ -109,6 +115,13 @@ def add_parsers(sub) -> None:
                         "\"Throughput against kernel TCP\")")
     s.add_argument("--buffer-bytes", type=parse_bytes, default=128 * 1024,
                    help="--data buffer: the buffer's size (default 128Ki, iperf3's TCP block)")
+    s.add_argument("--requests", type=int, default=None, metavar="N",
+                   help="request/response: N requests of --bytes, one at a time, each "
+                        "answered with as many bytes by PEER's 'hpccctl recv --echo'; "
+                        "prints the round trips' percentiles (docs/transport.md \"Latency\")")
+    s.add_argument("--warmup", type=int, default=10, metavar="N",
+                   help="--requests: the first N are sent and checked but not counted "
+                        "(default 10)")
     _common(s)
     s.set_defaults(func=cmd_send)
 
@@ -127,6 +140,12 @@ def add_parsers(sub) -> None:
                         "lab's two cores, docs/transport.md)")
     r.add_argument("--line-rate-mbps", type=int, default=1000,
                    help="B_NIC of the Rx-HPCC window (default 1000)")
+    r.add_argument("--echo", action="store_true",
+                   help="answer every complete flow with as many bytes (the server of 'send "
+                        "--requests'); --count flows answered, then exit")
+    r.add_argument("--algo", "--cc", choices=algorithms.NAMES, default="dctcp",
+                   help="--echo: the answers' algorithm (default dctcp; INT on every packet "
+                        "for the algorithms that read it)")
     _common(r)
     r.set_defaults(func=cmd_recv)
 
@@ -233,14 +252,20 @@ def cmd_send(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     line = args.line_rate_mbps * 1_000_000
+    if args.requests is not None:
+        if args.requests < 1 or args.warmup < 0 or not args.bytes or args.data != "pattern":
+            print("hpccctl send: --requests N (N >= 1, --warmup >= 0) sends --bytes of the "
+                  "generated stream (not --file or --data buffer)", file=sys.stderr)
+            return 2
+        return _cmd_requests(args, transport, int_mode, line)
     repeat = None
     if args.data == "buffer" and args.bytes:
         repeat = transport.pattern_bytes(random.getrandbits(63), 0,
                                          min(args.buffer_bytes, args.bytes))
     try:
         with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
-                                 tag_key=args.key or bytes(16),
-                                 config={"frame_size": args.frame_bytes}) as tp:
+                                 tag_key=args.key or bytes(16), busy_poll=args.busy_poll,
+                                 cpu=args.cpu, config={"frame_size": args.frame_bytes}) as tp:
             cpu0 = transport.engine_cpu_s()
             flow = tp.open_flow(args.peer, args.bytes, file=args.file, repeat=repeat,
                                 algo=args.algo,
@@ -278,6 +303,127 @@ def cmd_send(args: argparse.Namespace) -> int:
     return 0
 
 
+def _percentiles_us(ns: list[int]) -> dict[str, float]:
+    v = sorted(ns)
+    pick = lambda q: v[min(len(v) - 1, int(q / 100 * len(v)))] / 1e3   # noqa: E731
+    return {"p50": pick(50), "p99": pick(99), "min": v[0] / 1e3, "max": v[-1] / 1e3,
+            "mean": sum(v) / len(v) / 1e3}
+
+
+def _cmd_requests(args: argparse.Namespace, transport, int_mode, line: int) -> int:
+    """send --requests: one request of --bytes at a time, this thread running
+    the engine's loop until its answer is in (Transport.request, drive
+    "caller"; polling with --busy-poll); each answer checked byte for byte
+    (the responder's stream is seeded with the request's flow id); the round
+    trip on the engine's clock, from the request's open to the answer's last
+    byte, as scripts/bench_latency.py takes it."""
+    size, total = args.bytes, args.warmup + args.requests
+    wait = min(args.timeout, 5.0)
+    try:
+        with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
+                                 tag_key=args.key or bytes(16), drive="caller",
+                                 busy_poll=args.busy_poll, cpu=args.cpu,
+                                 config={"frame_size": args.frame_bytes}) as tp:
+            if args.cpu is not None:
+                os.sched_setaffinity(0, {args.cpu})      # the thread that runs the loop
+            kw = {"algo": args.algo, "int_mode": int_mode, "mtu": args.mtu,
+                  "line_rate_bps": line, "recovery": args.recovery,
+                  "hpcc": {"T_ns": args.t_us * 1000}, "dmac": tp.next_hop_mac(args.peer)}
+            n = tp.stats()["rx_done"]
+            rtts, app, retx = [], [], 0
+            for i in range(total):
+                t0 = time.perf_counter_ns()
+                f, m = tp.request(args.peer, size, rx_done=n, timeout=wait, **kw)
+                t1 = time.perf_counter_ns()
+                try:
+                    if m <= n:
+                        print(f"hpccctl send: request {i + 1} of {total}: no answer from "
+                              f"{args.peer} in {wait:g} s (is 'hpccctl recv --echo' running "
+                              f"there?)", file=sys.stderr)
+                        return 1
+                    n = m
+                    want = transport.pattern_crc32(f.flow_id, size)
+                    got = [r for r in tp.rx_flows() if r.done]
+                    if len(got) != 1 or got[0].bytes != size or got[0].crc32 != want:
+                        print(f"hpccctl send: request {i + 1}: answers "
+                              f"{[(r.bytes, hex(r.crc32)) for r in got]}, expected {size} "
+                              f"bytes with crc32 {want:08x}", file=sys.stderr)
+                        return 1
+                    res = f.wait(wait)
+                    st = f.stats().stats
+                    retx += st["retx_pkts"]
+                    if not res.done:
+                        print(f"hpccctl send: request {i + 1} answered but not acknowledged "
+                              f"in {wait:g} s", file=sys.stderr)
+                        return 1
+                    if i >= args.warmup:
+                        rtts.append(got[0].stats["last_ns"] - st["start_ns"])
+                        app.append(t1 - t0)
+                finally:
+                    f.close()
+                    tp.rx_reap()
+    except OSError as e:
+        print(_os_error("send", e, args), file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"hpccctl send: {e}", file=sys.stderr)
+        return 1
+    eng, seen = _percentiles_us(rtts), _percentiles_us(app)
+    out = {"peer": args.peer, "algo": args.algo, "bytes": size, "requests": args.requests,
+           "warmup": args.warmup, "wait": "busy polling" if args.busy_poll else "interrupt",
+           "rtt_us": eng, "app_rtt_us": seen, "retx_packets": retx}
+    _print(out, args.json,
+           f"{args.requests} requests of {size} bytes to {args.peer} ({args.algo}, "
+           f"{out['wait']}), answered byte-exact: round trip p50 {eng['p50']:.1f} us, "
+           f"p99 {eng['p99']:.1f} us, mean {eng['mean']:.1f} us, min {eng['min']:.1f} us "
+           f"(the engine's clock, request open -> answer delivered; as this command saw "
+           f"it p50 {seen['p50']:.1f} us, p99 {seen['p99']:.1f} us), {retx} packets "
+           f"retransmitted")
+    return 0
+
+
+def _cmd_echo(args: argparse.Namespace, transport) -> int:
+    """recv --echo: the engine's echo responder answers --count flows."""
+    row = algorithms.ALGORITHMS[args.algo]
+    try:
+        with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
+                                 sink="verify", ack_every=args.ack_every, responder=True,
+                                 tag_key=args.key or bytes(16), busy_poll=args.busy_poll,
+                                 cpu=args.cpu, config={"frame_size": args.frame_bytes}) as tp:
+            tp.set_echo(algo=args.algo, int_mode="every" if row.int_feedback else "none",
+                        line_rate_bps=args.line_rate_mbps * 1_000_000,
+                        hpcc={"T_ns": args.t_us * 1000})
+            st0 = tp.stats()
+            print(f"answering on {args.iface} ({tp.local_addr}) port {tp.udp_port}",
+                  file=sys.stderr, flush=True)
+            deadline = time.monotonic() + args.timeout
+            while True:
+                st = tp.stats()
+                done = st["rx_done"] - st0["rx_done"]
+                if done >= args.count:
+                    break
+                if time.monotonic() >= deadline:
+                    print(f"hpccctl recv: {done} of {args.count} flows answered after "
+                          f"{args.timeout} s", file=sys.stderr)
+                    return 1
+                tp.rx_reap()
+                time.sleep(0.01)
+            time.sleep(0.2)                       # the last answer's ACKs
+            st = tp.stats()
+    except OSError as e:
+        print(_os_error("recv", e, args), file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"hpccctl recv: {e}", file=sys.stderr)
+        return 1
+    failed = st["echo_failed"] - st0["echo_failed"]
+    out = {"answered": st["rx_done"] - st0["rx_done"], "echo_failed": failed,
+           "algo": args.algo, "wait": "busy polling" if args.busy_poll else "interrupt"}
+    _print(out, args.json, f"answered {out['answered']} flows ({args.algo}, {out['wait']})"
+                           + (f", {failed} answers failed" if failed else ""))
+    return 1 if failed else 0
+
+
 def cmd_recv(args: argparse.Namespace) -> int:
     from . import engine as transport
 
@@ -288,12 +434,19 @@ def cmd_recv(args: argparse.Namespace) -> int:
         print("hpccctl recv: --out writes the bytes and checks their CRC-32; --verify none "
               "goes without it", file=sys.stderr)
         return 2
+    if args.echo:
+        if args.out or args.verify == "none":
+            print("hpccctl recv: --echo answers the flows and checks each; --out and "
+                  "--verify none go without it", file=sys.stderr)
+            return 2
+        return _cmd_echo(args, transport)
     sink = args.out or ("verify" if args.verify == "crc" else "count")
     rx_hpcc = {"T_ns": args.t_us * 1000, "line_rate_bps": args.line_rate_mbps * 1_000_000}
     try:
         with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
                                  sink=sink, ack_every=args.ack_every,
                                  tag_key=args.key or bytes(16), rx_hpcc=rx_hpcc,
+                                 busy_poll=args.busy_poll, cpu=args.cpu,
                                  config={"frame_size": args.frame_bytes}) as tp:
             cpu0, st0 = transport.engine_cpu_s(), tp.stats()
             print(f"receiving on {args.iface} ({tp.local_addr}) port {tp.udp_port}",

@@ -44,6 +44,7 @@ import contextlib
 import itertools
 import os
 import secrets
+import sys
 import time
 import warnings
 from typing import Iterator
@@ -212,6 +213,34 @@ def set_mtu(pair: NetnsPair, mtu: int) -> None:
     for ns, dev in ((pair.a, pair.va), (pair.b, pair.vb)):
         subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", dev, "mtu", str(mtu)],
                        check=True)
+
+
+HPCCCTL_MODULE = [sys.executable, "-m", "hpccd.cli.main"]
+
+
+def hpccctl_pair(pair: NetnsPair, server: list[str], client: list[str], settle: float = 1.0):
+    """`hpccctl SERVER...` in namespace b (its XDP program and engine up
+    after `settle` seconds), then `hpccctl CLIENT...` in a to completion;
+    the server is waited for (30 s) and killed if it is still there.  Both
+    must exit 0 (their stderr in the failure); returns their last stdout
+    lines as JSON: (client's, server's)."""
+    import json
+    import subprocess
+
+    srv = pair.popen("b", [*HPCCCTL_MODULE, *server], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(settle)
+        sent = subprocess.run(["ip", "netns", "exec", pair.a, *HPCCCTL_MODULE, *client],
+                              capture_output=True, text=True, timeout=120)
+        out, err = srv.communicate(timeout=30)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.communicate()
+    assert sent.returncode == 0, sent.stderr
+    assert srv.returncode == 0, err
+    return json.loads(sent.stdout.splitlines()[-1]), json.loads(out.strip().splitlines()[-1])
 
 
 def transfer(tx, rx, peer: str, nbytes: int, verify: bool = True, **kw):

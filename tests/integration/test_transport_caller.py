@@ -7,23 +7,20 @@ engine's echo responder; every request and reply is checked by its CRC-32.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import transport_engines
+from conftest import HPCCCTL_MODULE as CLI, hpccctl_pair, transport_engines
 
 tp = pytest.importorskip("hpccd.transport.engine", reason="hpccd._transport not built")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and AF_XDP need root")
 
 FLOW = {"algo": "dctcp", "int_mode": "none", "line_rate_bps": 10_000_000_000}
-CLI = [sys.executable, "-m", "hpccd.cli.main"]
 
 
 def _reply(cli, f, size: int, n: int, timeout: float = 5.0) -> tuple[object, int]:
@@ -200,6 +197,21 @@ def test_drive_setting_refused_when_wrong(netns_pair):
             make("a", drive="app")
 
 
+def _requests(cli, peer: str, mac: bytes, n: int, count: int) -> int:
+    """`count` requests of 1, 1,024 and 5,000 bytes in turn through
+    Transport.request, each answered byte-exact and acknowledged; the
+    engine's completed-flow count after them."""
+    for i in range(count):
+        size = (1, 1024, 5000)[i % 3]
+        f, m = cli.request(peer, size, rx_done=n, timeout=5.0, dmac=mac, **FLOW)
+        assert m == n + 1, (i, n, m)
+        _, n = _reply(cli, f, size, m - 1)
+        assert f.wait(5).done
+        f.close()
+        cli.rx_reap()
+    return n
+
+
 def test_request_opens_and_waits_in_one_call(netns_pair):
     """Transport.request(): the socket is the caller's before the request
     leaves, so its reply never wakes the engine's thread (which wakes only
@@ -216,14 +228,7 @@ def test_request_opens_and_waits_in_one_call(netns_pair):
             cli.request(netns_pair.ip_b, 100, rx_done=n, dmac=mac, mtu=100_000, **FLOW)
         assert e.value.errno == errno.EINVAL
         s0 = cli.stats()
-        for i in range(100):
-            size = (1, 1024, 5000)[i % 3]
-            f, m = cli.request(netns_pair.ip_b, size, rx_done=n, timeout=5.0, dmac=mac, **FLOW)
-            assert m == n + 1, (i, n, m)
-            r, n = _reply(cli, f, size, m - 1)
-            assert f.wait(5).done
-            f.close()
-            cli.rx_reap()
+        n = _requests(cli, netns_pair.ip_b, mac, n, 100)
         s1 = cli.stats()
         assert s1["wakeups"] == s0["wakeups"] == 0
         assert s1["polls"] - s0["polls"] < 50, (s0["polls"], s1["polls"])
@@ -245,14 +250,7 @@ def test_a_busy_caller_polls_while_it_waits_and_the_thread_sleeps(netns_pair):
         n = cli.stats()["rx_done"]
         s0 = cli.stats()
         t0 = time.monotonic()
-        for i in range(200):
-            size = (1, 1024, 5000)[i % 3]
-            f, m = cli.request(netns_pair.ip_b, size, rx_done=n, timeout=5.0, dmac=mac, **FLOW)
-            assert m == n + 1, (i, n, m)
-            r, n = _reply(cli, f, size, m - 1)
-            assert f.wait(5).done
-            f.close()
-            cli.rx_reap()
+        n = _requests(cli, netns_pair.ip_b, mac, n, 200)
         took = time.monotonic() - t0
         s1 = cli.stats()
         assert s1["run_polls"] == s0["run_polls"], (s0["run_polls"], s1["run_polls"])
@@ -272,23 +270,10 @@ def test_hpccctl_measures_request_response(netns_pair, busy):
     round trips' percentiles; with --busy-poll (and --cpu) both poll.  100
     requests after 10 of warm-up, all answered and acknowledged."""
     extra = (["--busy-poll"], ["--cpu", "1"], ["--cpu", "0"]) if busy else ([], [], [])
-    srv = netns_pair.popen("b", [*CLI, "recv", "--iface", netns_pair.vb, "--echo", "--count",
-                                 "110", "--json", "--timeout", "60", *extra[0], *extra[1]],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.0)                          # xdp_host attached, the responder up
-        sent = subprocess.run(["ip", "netns", "exec", netns_pair.a, *CLI, "send",
-                               netns_pair.ip_b, "--iface", netns_pair.va, "--bytes", "1K",
-                               "--requests", "100", "--algo", "hpcc", "--json", *extra[0],
-                               *extra[2]], capture_output=True, text=True, timeout=120)
-        out, err = srv.communicate(timeout=30)
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-            srv.communicate()
-    assert sent.returncode == 0, sent.stderr
-    assert srv.returncode == 0, err
-    s, r = json.loads(sent.stdout.splitlines()[-1]), json.loads(out.splitlines()[-1])
+    s, r = hpccctl_pair(netns_pair, ["recv", "--iface", netns_pair.vb, "--echo", "--count", "110",
+                                     "--json", "--timeout", "60", *extra[0], *extra[1]],
+                        ["send", netns_pair.ip_b, "--iface", netns_pair.va, "--bytes", "1K",
+                         "--requests", "100", "--algo", "hpcc", "--json", *extra[0], *extra[2]])
     assert s["requests"] == 100 and s["warmup"] == 10 and s["bytes"] == 1000
     assert s["wait"] == r["wait"] == ("busy polling" if busy else "interrupt")
     rtt = s["rtt_us"]

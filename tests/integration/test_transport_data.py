@@ -11,21 +11,18 @@ the receiver computes it.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
-import time
 
 import pytest
 
-from conftest import netns_pair_ctx, set_mtu, transfer, transport_engines
+from conftest import HPCCCTL_MODULE as CLI, hpccctl_pair, netns_pair_ctx, set_mtu, transfer, \
+    transport_engines
 
 tp = pytest.importorskip("hpccd.transport.engine", reason="hpccd._transport not built")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and AF_XDP need root")
 
-CLI = [sys.executable, "-m", "hpccd.cli.main"]
 
 
 @pytest.mark.parametrize("mtu", [1500, 9000])
@@ -75,24 +72,11 @@ def test_counting_receiver_delivers_without_a_crc(netns_pair):
 
 
 def _cli_pair(pair, recv_args: list[str], send_args: list[str]):
-    recv = pair.popen("b", [*CLI, "recv", "--iface", pair.vb, "--count", "1", "--json",
-                            "--timeout", "30", *recv_args],
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.0)                         # xdp_host attached, engine up
-        sent = subprocess.run(["ip", "netns", "exec", pair.a, *CLI, "send", pair.ip_b,
-                               "--iface", pair.va, "--algo", "dctcp", "--int", "none",
-                               "--line-rate-mbps", "5000", "--json", "--timeout", "30",
-                               *send_args],
-                              capture_output=True, text=True, timeout=60)
-        out, err = recv.communicate(timeout=30)
-    finally:
-        if recv.poll() is None:
-            recv.kill()
-            recv.communicate()
-    assert sent.returncode == 0, sent.stderr
-    assert recv.returncode == 0, err
-    return json.loads(sent.stdout.splitlines()[-1]), json.loads(out.strip().splitlines()[-1])
+    return hpccctl_pair(pair, ["recv", "--iface", pair.vb, "--count", "1", "--json",
+                               "--timeout", "30", *recv_args],
+                        ["send", pair.ip_b, "--iface", pair.va, "--algo", "dctcp", "--int",
+                         "none", "--line-rate-mbps", "5000", "--json", "--timeout", "30",
+                         *send_args])
 
 
 def test_cli_buffer_and_no_verify(netns_pair):

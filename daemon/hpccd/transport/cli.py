@@ -164,6 +164,21 @@ def _os_error(cmd: str, e: OSError, args: argparse.Namespace) -> str:
     return msg
 
 
+def _fail(cmd: str, e: OSError | ValueError, args: argparse.Namespace) -> int:
+    """hpccctl send/recv's error line for what the engine raised; exit status 1."""
+    print(_os_error(cmd, e, args) if isinstance(e, OSError) else f"hpccctl {cmd}: {e}",
+          file=sys.stderr)
+    return 1
+
+
+def _engine(args: argparse.Namespace, transport, **kw):
+    """The command's engine: interface, queue, XDP mode, tag key, wait and
+    CPU from its options (_common), `kw` the rest."""
+    return transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
+                               tag_key=args.key or bytes(16), busy_poll=args.busy_poll,
+                               cpu=args.cpu, config={"frame_size": args.frame_bytes}, **kw)
+
+
 def _peer_first(args: argparse.Namespace) -> str | None:
     """PEER, also when written after a bare --daemon ('send --daemon 10.0.0.2
     --bytes 1M': argparse gives the address to --daemon); None when missing."""
@@ -263,9 +278,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         repeat = transport.pattern_bytes(random.getrandbits(63), 0,
                                          min(args.buffer_bytes, args.bytes))
     try:
-        with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
-                                 tag_key=args.key or bytes(16), busy_poll=args.busy_poll,
-                                 cpu=args.cpu, config={"frame_size": args.frame_bytes}) as tp:
+        with _engine(args, transport) as tp:
             cpu0 = transport.engine_cpu_s()
             flow = tp.open_flow(args.peer, args.bytes, file=args.file, repeat=repeat,
                                 algo=args.algo,
@@ -283,12 +296,8 @@ def cmd_send(args: argparse.Namespace) -> int:
                 crc = transport.repeat_crc32(repeat, r.bytes)
             else:
                 crc = transport.pattern_crc32(flow.seed, r.bytes)
-    except OSError as e:
-        print(_os_error("send", e, args), file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"hpccctl send: {e}", file=sys.stderr)
-        return 1
+    except (OSError, ValueError) as e:
+        return _fail("send", e, args)
     out = {"peer": args.peer, "algo": args.algo, "flow_id": r.flow_id, "bytes": r.bytes,
            "fct_s": r.fct_s, "goodput_bps": r.goodput_bps, "crc32": crc,
            "wire_bytes": st["wire_bytes"], "packets": st["pkts"],
@@ -320,10 +329,7 @@ def _cmd_requests(args: argparse.Namespace, transport, int_mode, line: int) -> i
     size, total = args.bytes, args.warmup + args.requests
     wait = min(args.timeout, 5.0)
     try:
-        with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
-                                 tag_key=args.key or bytes(16), drive="caller",
-                                 busy_poll=args.busy_poll, cpu=args.cpu,
-                                 config={"frame_size": args.frame_bytes}) as tp:
+        with _engine(args, transport, drive="caller") as tp:
             if args.cpu is not None:
                 os.sched_setaffinity(0, {args.cpu})      # the thread that runs the loop
             kw = {"algo": args.algo, "int_mode": int_mode, "mtu": args.mtu,
@@ -362,12 +368,8 @@ def _cmd_requests(args: argparse.Namespace, transport, int_mode, line: int) -> i
                 finally:
                     f.close()
                     tp.rx_reap()
-    except OSError as e:
-        print(_os_error("send", e, args), file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"hpccctl send: {e}", file=sys.stderr)
-        return 1
+    except (OSError, ValueError) as e:
+        return _fail("send", e, args)
     eng, seen = _percentiles_us(rtts), _percentiles_us(app)
     out = {"peer": args.peer, "algo": args.algo, "bytes": size, "requests": args.requests,
            "warmup": args.warmup, "wait": "busy polling" if args.busy_poll else "interrupt",
@@ -386,10 +388,8 @@ def _cmd_echo(args: argparse.Namespace, transport) -> int:
     """recv --echo: the engine's echo responder answers --count flows."""
     row = algorithms.ALGORITHMS[args.algo]
     try:
-        with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
-                                 sink="verify", ack_every=args.ack_every, responder=True,
-                                 tag_key=args.key or bytes(16), busy_poll=args.busy_poll,
-                                 cpu=args.cpu, config={"frame_size": args.frame_bytes}) as tp:
+        with _engine(args, transport, sink="verify", ack_every=args.ack_every,
+                     responder=True) as tp:
             tp.set_echo(algo=args.algo, int_mode="every" if row.int_feedback else "none",
                         line_rate_bps=args.line_rate_mbps * 1_000_000,
                         hpcc={"T_ns": args.t_us * 1000})
@@ -410,12 +410,8 @@ def _cmd_echo(args: argparse.Namespace, transport) -> int:
                 time.sleep(0.01)
             time.sleep(0.2)                       # the last answer's ACKs
             st = tp.stats()
-    except OSError as e:
-        print(_os_error("recv", e, args), file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"hpccctl recv: {e}", file=sys.stderr)
-        return 1
+    except (OSError, ValueError) as e:
+        return _fail("recv", e, args)
     failed = st["echo_failed"] - st0["echo_failed"]
     out = {"answered": st["rx_done"] - st0["rx_done"], "echo_failed": failed,
            "algo": args.algo, "wait": "busy polling" if args.busy_poll else "interrupt"}
@@ -443,11 +439,8 @@ def cmd_recv(args: argparse.Namespace) -> int:
     sink = args.out or ("verify" if args.verify == "crc" else "count")
     rx_hpcc = {"T_ns": args.t_us * 1000, "line_rate_bps": args.line_rate_mbps * 1_000_000}
     try:
-        with transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
-                                 sink=sink, ack_every=args.ack_every,
-                                 tag_key=args.key or bytes(16), rx_hpcc=rx_hpcc,
-                                 busy_poll=args.busy_poll, cpu=args.cpu,
-                                 config={"frame_size": args.frame_bytes}) as tp:
+        with _engine(args, transport, sink=sink, ack_every=args.ack_every,
+                     rx_hpcc=rx_hpcc) as tp:
             cpu0, st0 = transport.engine_cpu_s(), tp.stats()
             print(f"receiving on {args.iface} ({tp.local_addr}) port {tp.udp_port}",
                   file=sys.stderr, flush=True)
@@ -478,10 +471,6 @@ def cmd_recv(args: argparse.Namespace) -> int:
                           f"after {args.timeout} s", file=sys.stderr)
                     return 1
                 time.sleep(0.01)
-    except OSError as e:
-        print(_os_error("recv", e, args), file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"hpccctl recv: {e}", file=sys.stderr)
-        return 1
+    except (OSError, ValueError) as e:
+        return _fail("recv", e, args)
     return 0

@@ -914,6 +914,24 @@ int hpccd_tp__rx_reap(struct hpccd_tp *t)
 	return n;
 }
 
+int hpccd_tp__rx_reset(struct hpccd_tp *t)
+{
+	uint32_t i;
+	int n = 0;
+
+	if (!t)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	for (i = t->n_rx_used; i-- > 0; ) {      /* rx_unuse moves the last to i */
+		struct tp_rx *r = &t->rxt[t->rx_used[i]];
+
+		n += !r->done;
+		rx_forget(t, r);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 /* The receiver's Rx-HPCC parameters for the receiver flows that start
  * from now on (rx_lookup copies them into each new flow), checked as
  * create checks them. */

@@ -221,15 +221,11 @@ static struct tp_rx *rx_admit(struct hpccd_tp *t, uint32_t saddr, uint32_t flow_
 			t->st.rx_probe_full++;
 		return NULL;
 	}
-	if (done_victim) {
+	if (done_victim)
 		t->st.rx_recycled++;
-	} else {
+	else
 		t->st.rx_expired++;
-		rx_live_add(t, victim->saddr, -1);
-		rxw_leave(t, victim);
-	}
-	rx_release(t, victim);
-	rx_unuse(t, victim);     /* a tombstone within the run: the insert below
+	rx_forget(t, victim);    /* a tombstone within the run: the insert below
 				  * takes it (or a free slot before it) */
 	r = rx_lookup(t, saddr, flow_id, 1);
 	/* it fails only for the peer: the victim was saddr's last flow, its
@@ -564,6 +560,20 @@ void rx_unuse(struct hpccd_tp *t, struct tp_rx *r)
 	t->rx_used[at] = last;
 	t->rxt[last].used_at = at;
 	r->used = 2;
+}
+
+/* Forget receiver flow r, done or not: an unfinished one no longer counts
+ * as its source's, its last hop's (Rx-HPCC's N) or in the receive
+ * window's share (rx_live); what it holds is freed; its slot becomes a
+ * tombstone. */
+void rx_forget(struct hpccd_tp *t, struct tp_rx *r)
+{
+	if (!r->done) {
+		rx_live_add(t, r->saddr, -1);
+		rxw_leave(t, r);
+	}
+	rx_release(t, r);
+	rx_unuse(t, r);
 }
 
 /* Forget what r holds (the flow is done, recycled or reaped). */

@@ -704,6 +704,7 @@ int on_data(struct hpccd_tp *t, uint8_t *f, uint32_t len, const struct hpccd_wir
 	    uint64_t now);
 void rx_release(struct hpccd_tp *t, struct tp_rx *r);
 void rx_unuse(struct hpccd_tp *t, struct tp_rx *r);
+void rx_forget(struct hpccd_tp *t, struct tp_rx *r);
 uint32_t put_fb_trailer(struct hpccd_tp *t, struct tp_rx *r, uint8_t *f, uint32_t off,
 			uint32_t fb_flags);
 /* rx_hpcc.c */

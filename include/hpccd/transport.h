@@ -429,6 +429,12 @@ int hpccd_tp__set_echo(struct hpccd_tp *t, const struct hpccd_tp_flow_cfg *c);
 int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32_t max);
 /* Forget the receiver flows that are done. Returns how many. */
 int hpccd_tp__rx_reap(struct hpccd_tp *t);
+/* Forget every receiver flow, done or not: an unfinished one as if it had
+ * expired (rx_idle_ns), so that it no longer takes a share of the receive
+ * window or counts in Rx-HPCC's N -- between the runs of an experiment
+ * whose senders closed their flows mid-stream.  A packet of such a flow
+ * that comes later starts it again.  Returns how many were unfinished. */
+int hpccd_tp__rx_reset(struct hpccd_tp *t);
 /* The receiver's Rx-HPCC parameters (hpccd_tp_config's rx_hpcc, checked
  * as hpccd_tp__create checks them) for the receiver flows that start from
  * now on; the running ones keep theirs (the daemon's reload of [hpcc]). */

@@ -106,3 +106,40 @@ def test_cli_refuses_verify_none_with_out(tmp_path):
     r = subprocess.run([*CLI, "send", "10.199.0.2", "--file", str(f), "--data", "buffer"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--data buffer" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_rx_reset_forgets_flows_closed_mid_stream(netns_pair):
+    """Transport.rx_reset (the experiments' engines between their
+    calibration and their runs, native.Engines.retune): three flows closed
+    by their sender mid-stream stay unfinished at the receiver (rx_live 3,
+    each taking a third of the receive window, for rx_idle_ns = 30 s);
+    rx_reset forgets them (returns 3; nothing live, no slot used, none
+    listed) and the engine's next flow is delivered byte-exact, its only
+    live flow while it runs."""
+    import time
+
+    with transport_engines(netns_pair) as make:
+        rx, tx = make("b"), make("a")
+        flows = [tx.open_flow(netns_pair.ip_b, 1 << 30, algo="dctcp", int_mode="none",
+                              line_rate_bps=200_000_000) for _ in range(3)]
+        time.sleep(0.2)
+        assert rx.stats()["rx_live"] == 3, rx.stats()
+        for f in flows:
+            f.close()
+        time.sleep(0.05)                       # what they had in flight, delivered
+        st = rx.stats()
+        assert st["rx_live"] == 3 and st["rx_expired"] == 0, st
+        assert rx.rx_reset() == 3
+        st = rx.stats()
+        assert st["rx_live"] == 0 and st["rx_used"] == 0 and not rx.rx_flows(), st
+        assert rx.rx_reset() == 0
+        big = tx.open_flow(netns_pair.ip_b, 20_000_000, algo="dctcp", int_mode="none",
+                           line_rate_bps=5_000_000_000)
+        time.sleep(0.005)
+        live = rx.stats()["rx_live"]
+        res = big.wait(30)
+        got = rx.wait_rx_flow(big.flow_id, timeout=10)
+        big.close()
+        assert res.done and got.bytes == 20_000_000, (res, got)
+        assert got.crc32 == tp.pattern_crc32(big.seed, 20_000_000)
+        assert live <= 1, live

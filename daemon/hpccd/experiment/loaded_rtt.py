@@ -14,8 +14,10 @@ RTT (RFC 6298 from the echoed clock) every ``POLL_S`` for ``SECONDS``
 after ``WARMUP_S``, and the bottleneck queue over the same time (which
 must stay near empty: it is reported).  The network's RTT is the largest
 over the flows of each flow's median, and T = ``MARGIN`` x that, rounded
-up to 10 us.  ``Engines.set_T`` then makes the engines again with that T
-(Rx-HPCC receivers take T at creation).
+up to 10 us.  ``Engines.set_T`` then gives the engines that T (their
+Rx-HPCC receivers through set_rx_hpcc) and has them forget the
+calibration's receiver flows, which their senders closed mid-stream
+(Engines.retune).
 """
 from __future__ import annotations
 

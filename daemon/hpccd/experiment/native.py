@@ -38,6 +38,11 @@ T_NS = 300_000          # provisional T, until the experiment measured its own
 ACK_EVERY = 4
 POLL_S = 0.002
 STREAM_BYTES = 1 << 40
+# Engines.retune: what flows closed mid-stream still have in flight is
+# delivered within DRAIN_S (the lab's deepest port buffer drains in a few
+# ms at its rate); the receivers are then reset up to RESET_TRIES times.
+DRAIN_S = 0.05
+RESET_TRIES = 5
 
 
 # HPCC parameters given on the command line (cli.py: --eta, --max-stage,
@@ -237,16 +242,39 @@ class Engines:
 
     def set_T(self, T_ns: int, line_bps: int | None = None) -> float | None:
         """HPCC's T for the flows opened from now on, and for the Rx-HPCC
-        receivers: the engines made so far are closed (a receiver takes T
-        at creation), later get()s make new ones.  With the bottleneck's
-        `line_bps`, W_AI's floor at a small B x T (bxt_w_ai); returns the
-        rule of thumb's W_AI it replaced, or None."""
-        self.release()
+        receivers of the engines made so far (retune) and later.  With the
+        bottleneck's `line_bps`, W_AI's floor at a small B x T (bxt_w_ai);
+        returns the rule of thumb's W_AI it replaced, or None."""
         self.hpcc = hpcc_params(self.n, T_ns)
-        if not line_bps:
-            return None
-        self.hpcc, replaced = bxt_w_ai(self.hpcc, line_bps)
+        replaced = None
+        if line_bps:
+            self.hpcc, replaced = bxt_w_ai(self.hpcc, line_bps)
+        self.retune()
         return replaced
+
+    def retune(self) -> None:
+        """The engines made so far take self.hpcc for their Rx-HPCC
+        receivers (set_rx_hpcc: the flows that start from now on), and
+        forget the receiver flows they have (rx_reset): the calibration's
+        (loaded_rtt.py), closed mid-stream by their senders, would stay
+        unfinished for rx_idle_ns, each taking a share of its receiver's
+        window and counting in Rx-HPCC's N.  First DRAIN_S for what those
+        senders had in flight; a straggler after the reset starts a flow
+        again, so the reset is repeated until none is left.  Before
+        session 16 the engines were closed and made again instead, which
+        loaded xdp_host and the hook a second time (docs/lab.md "Where the
+        lab's CPU goes")."""
+        if not self.tps:
+            return
+        time.sleep(DRAIN_S)
+        for host, tp in self.tps.items():
+            tp.set_rx_hpcc({**self.hpcc, "line_rate_bps": self.link_bps(host)})
+        for _ in range(RESET_TRIES):
+            if not sum(tp.rx_reset() for tp in self.tps.values()):
+                return
+            time.sleep(DRAIN_S / 5)
+        raise RuntimeError(f"native engines: receiver flows still starting after {RESET_TRIES} "
+                           f"resets (a sender still sending?)")
 
     def link_bps(self, host: str) -> int:
         return self.lab.topology.links[self.lab.topology.hosts[host].link].rate_bps

@@ -820,6 +820,15 @@ class Transport:
     def rx_reap(self) -> int:
         return self._call(lib.hpccd_tp__rx_reap)
 
+    def rx_reset(self) -> int:
+        """Forget every receiver flow, done or not (hpccd_tp__rx_reset): an
+        unfinished one as if it had expired, so that it takes no share of
+        the receive window (rx_window is divided among the unfinished
+        flows) and does not count in Rx-HPCC's N.  For a receiver whose
+        senders closed their flows mid-stream, before it serves others (an
+        experiment's calibration flows).  Returns how many were unfinished."""
+        return self._call(lib.hpccd_tp__rx_reset)
+
     def set_rx_hpcc(self, rx_hpcc: Mapping[str, Any]) -> None:
         """The receiver's Rx-HPCC parameters, as the constructor's `rx_hpcc`
         (the fields given, the core's defaults for the others), for the

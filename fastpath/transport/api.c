@@ -894,7 +894,11 @@ int hpccd_tp__rx_flows(struct hpccd_tp *t, struct hpccd_tp_rx_stats *out, uint32
 	return (int)n;
 }
 
-int hpccd_tp__rx_reap(struct hpccd_tp *t)
+/* Forget the receiver flows that are done (rx_reap), or every one, an
+ * unfinished one as if it had expired (rx_reset); how many went of the
+ * kind asked for: done ones, or unfinished ones.  A done flow holds
+ * nothing (released when it completed), so rx_forget only frees its slot. */
+static int rx_sweep(struct hpccd_tp *t, int unfinished)
 {
 	uint32_t i;
 	int n = 0;
@@ -905,31 +909,23 @@ int hpccd_tp__rx_reap(struct hpccd_tp *t)
 	for (i = t->n_rx_used; i-- > 0; ) {      /* rx_unuse moves the last to i */
 		struct tp_rx *r = &t->rxt[t->rx_used[i]];
 
-		if (r->done) {
-			rx_unuse(t, r);
-			n++;
-		}
+		if (!r->done && !unfinished)
+			continue;
+		n += unfinished ? !r->done : 1;
+		rx_forget(t, r);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
 
+int hpccd_tp__rx_reap(struct hpccd_tp *t)
+{
+	return rx_sweep(t, 0);
+}
+
 int hpccd_tp__rx_reset(struct hpccd_tp *t)
 {
-	uint32_t i;
-	int n = 0;
-
-	if (!t)
-		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
-	for (i = t->n_rx_used; i-- > 0; ) {      /* rx_unuse moves the last to i */
-		struct tp_rx *r = &t->rxt[t->rx_used[i]];
-
-		n += !r->done;
-		rx_forget(t, r);
-	}
-	pthread_mutex_unlock(&t->lock);
-	return n;
+	return rx_sweep(t, 1);
 }
 
 /* The receiver's Rx-HPCC parameters for the receiver flows that start

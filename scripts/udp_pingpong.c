@@ -9,12 +9,13 @@
  * socket with MSG_DONTWAIT instead of sleeping (one core at 100 % each),
  * the baseline of the transport's busy-polling row.
  */
-#include <errno.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ int main(int argc, char **argv)
 	socklen_t plen = sizeof(peer);
 	static char buf[65536];
 	long count, i, size;
+	const struct timeval give_up = { .tv_sec = 5 };
+	unsigned long long deadline;
 	int s, busy, flags;
 
 	if (argc < 5 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
@@ -52,6 +55,11 @@ int main(int argc, char **argv)
 		perror("udp_pingpong: socket");
 		return 1;
 	}
+	/* a datagram lost: fail after 5 s either way, not wait or spin for ever */
+	if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &give_up, sizeof(give_up))) {
+		perror("udp_pingpong: SO_RCVTIMEO");
+		return 1;
+	}
 	if (!strcmp(argv[1], "server")) {
 		if (bind(s, (struct sockaddr *)&a, sizeof(a))) {
 			perror("udp_pingpong: bind");
@@ -60,9 +68,10 @@ int main(int argc, char **argv)
 		for (i = 0; i < count; i++) {
 			ssize_t n;
 
+			deadline = now_ns() + 5000000000ull;
 			do
 				n = recvfrom(s, buf, sizeof(buf), flags, (struct sockaddr *)&peer, &plen);
-			while (n < 0 && errno == EAGAIN);
+			while (n < 0 && errno == EAGAIN && busy && now_ns() < deadline);
 
 			if (n < 0 || sendto(s, buf, (size_t)n, 0, (struct sockaddr *)&peer, plen) < 0) {
 				perror("udp_pingpong: server");
@@ -89,9 +98,10 @@ int main(int argc, char **argv)
 			perror("udp_pingpong: client send");
 			return 1;
 		}
+		deadline = now_ns() + 5000000000ull;
 		do
 			n = recv(s, buf, sizeof(buf), flags);
-		while (n < 0 && errno == EAGAIN);
+		while (n < 0 && errno == EAGAIN && busy && now_ns() < deadline);
 		if (n < 0) {
 			perror("udp_pingpong: client recv");
 			return 1;

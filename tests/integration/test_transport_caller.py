@@ -7,7 +7,9 @@ engine's echo responder; every request and reply is checked by its CRC-32.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -280,6 +282,43 @@ def test_hpccctl_measures_request_response(netns_pair, busy):
     assert 0 < rtt["min"] <= rtt["p50"] <= rtt["p99"] <= rtt["max"], rtt
     assert s["app_rtt_us"]["p50"] >= rtt["min"], s
     assert r["answered"] == 110 and r["echo_failed"] == 0, r
+
+
+@pytest.mark.parametrize("signum,how", [(signal.SIGTERM, "SIGTERM"),
+                                        (signal.SIGINT, "interrupted")], ids=["term", "int"])
+def test_hpccctl_echo_server_answers_until_stopped(netns_pair, signum, how):
+    """`hpccctl recv --echo` without --count is a server (as iperf3 -s): it
+    answers the requests of several `send --requests` runs one after the
+    other, and on SIGTERM or Ctrl-C (SIGINT) prints its summary (every
+    request and warm-up answered, nothing failed, how it stopped), exits 0
+    and leaves no XDP program on its interface."""
+    pair = netns_pair
+    srv = pair.popen("b", [*CLI, "recv", "--iface", pair.vb, "--echo", "--json"],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        for _ in range(2):
+            sent = subprocess.run(["ip", "netns", "exec", pair.a, *CLI, "send", pair.ip_b,
+                                   "--iface", pair.va, "--bytes", "1K", "--requests", "20",
+                                   "--warmup", "5", "--json"],
+                                  capture_output=True, text=True, timeout=120)
+            assert sent.returncode == 0, sent.stderr
+            assert json.loads(sent.stdout.splitlines()[-1])["requests"] == 20
+        assert srv.poll() is None, srv.communicate()   # still serving
+        srv.send_signal(signum)
+        out, err = srv.communicate(timeout=30)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.communicate()
+    assert srv.returncode == 0, err
+    assert "Traceback" not in err, err
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r == {"answered": 50, "echo_failed": 0, "algo": "dctcp", "wait": "interrupt",
+                 "stopped": how}, r
+    link = subprocess.run(["ip", "netns", "exec", pair.b, "ip", "-d", "link", "show", pair.vb],
+                          capture_output=True, text=True, check=True).stdout
+    assert "xdp" not in link.split("\n", 1)[0] and "prog/xdp" not in link, link
 
 
 def test_hpccctl_request_response_refusals():

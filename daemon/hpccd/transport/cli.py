@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import signal
 import sys
 import time
 
@@ -129,7 +130,9 @@ def add_parsers(sub) -> None:
                        description="Run a receiver until --count flows are complete; print "
                                    "per flow the bytes delivered in order and their "
                                    "CRC-32. Needs root.")
-    r.add_argument("--count", type=int, default=1, help="flows to wait for (default 1)")
+    r.add_argument("--count", type=int, default=None,
+                   help="flows to wait for (default 1; with --echo: answer until stopped "
+                        "by Ctrl-C or SIGTERM)")
     r.add_argument("--out", metavar="FILE", help="write the received bytes to FILE")
     r.add_argument("--verify", choices=("crc", "none"), default="crc",
                    help="'crc' (default): the CRC-32 of every flow's bytes; 'none': count "
@@ -142,7 +145,8 @@ def add_parsers(sub) -> None:
                    help="B_NIC of the Rx-HPCC window (default 1000)")
     r.add_argument("--echo", action="store_true",
                    help="answer every complete flow with as many bytes (the server of 'send "
-                        "--requests'); --count flows answered, then exit")
+                        "--requests'); until Ctrl-C or SIGTERM, or --count flows "
+                        "(the sender's --requests plus its --warmup)")
     r.add_argument("--algo", "--cc", choices=algorithms.NAMES, default="dctcp",
                    help="--echo: the answers' algorithm (default dctcp; INT on every packet "
                         "for the algorithms that read it)")
@@ -384,46 +388,62 @@ def _cmd_requests(args: argparse.Namespace, transport, int_mode, line: int) -> i
     return 0
 
 
+_SIGNAL_NAMES = {signal.SIGINT: "interrupted", signal.SIGTERM: "SIGTERM"}
+
+
 def _cmd_echo(args: argparse.Namespace, transport) -> int:
-    """recv --echo: the engine's echo responder answers --count flows."""
+    """recv --echo: the engine's echo responder answers --count flows, or
+    without --count every flow until Ctrl-C or SIGTERM (a server that many
+    `send --requests` runs use, as iperf3's); then the summary, exit 0."""
     row = algorithms.ALGORITHMS[args.algo]
+    forever = args.count is None
+    stopped: list[str] = []
+    before = {n: signal.getsignal(n) for n in _SIGNAL_NAMES} if forever else {}
+    for signum in before:       # noted by the loop, so that nothing interrupts the engine's close
+        signal.signal(signum, lambda n, _f: stopped.append(_SIGNAL_NAMES[n]))
     try:
         with _engine(args, transport, sink="verify", ack_every=args.ack_every,
                      responder=True) as tp:
             tp.set_echo(algo=args.algo, int_mode="every" if row.int_feedback else "none",
                         line_rate_bps=args.line_rate_mbps * 1_000_000,
                         hpcc={"T_ns": args.t_us * 1000})
-            st0 = tp.stats()
-            print(f"answering on {args.iface} ({tp.local_addr}) port {tp.udp_port}",
-                  file=sys.stderr, flush=True)
+            st0 = st = tp.stats()
+            print(f"answering on {args.iface} ({tp.local_addr}) port {tp.udp_port}"
+                  + (" until Ctrl-C or SIGTERM" if forever else ""), file=sys.stderr, flush=True)
             deadline = time.monotonic() + args.timeout
-            while True:
+            while not stopped:
                 st = tp.stats()
                 done = st["rx_done"] - st0["rx_done"]
-                if done >= args.count:
+                if not forever and done >= args.count:
+                    time.sleep(0.2)               # the last answer's ACKs
                     break
-                if time.monotonic() >= deadline:
+                if not forever and time.monotonic() >= deadline:
                     print(f"hpccctl recv: {done} of {args.count} flows answered after "
                           f"{args.timeout} s", file=sys.stderr)
                     return 1
                 tp.rx_reap()
                 time.sleep(0.01)
-            time.sleep(0.2)                       # the last answer's ACKs
             st = tp.stats()
     except (OSError, ValueError) as e:
         return _fail("recv", e, args)
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
     failed = st["echo_failed"] - st0["echo_failed"]
     out = {"answered": st["rx_done"] - st0["rx_done"], "echo_failed": failed,
            "algo": args.algo, "wait": "busy polling" if args.busy_poll else "interrupt"}
+    if stopped:
+        out["stopped"] = stopped[0]
     _print(out, args.json, f"answered {out['answered']} flows ({args.algo}, {out['wait']})"
-                           + (f", {failed} answers failed" if failed else ""))
+                           + (f", {failed} answers failed" if failed else "")
+                           + (f"; stopped ({stopped[0]})" if stopped else ""))
     return 1 if failed else 0
 
 
 def cmd_recv(args: argparse.Namespace) -> int:
     from . import engine as transport
 
-    if args.count < 1 or args.ack_every < 1:
+    if (args.count is not None and args.count < 1) or args.ack_every < 1:
         print("hpccctl recv: --count and --ack-every must be at least 1", file=sys.stderr)
         return 2
     if args.verify == "none" and args.out:
@@ -436,6 +456,8 @@ def cmd_recv(args: argparse.Namespace) -> int:
                   "--verify none go without it", file=sys.stderr)
             return 2
         return _cmd_echo(args, transport)
+    if args.count is None:
+        args.count = 1
     sink = args.out or ("verify" if args.verify == "crc" else "count")
     rx_hpcc = {"T_ns": args.t_us * 1000, "line_rate_bps": args.line_rate_mbps * 1_000_000}
     try:

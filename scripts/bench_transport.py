@@ -89,6 +89,7 @@ def rx_drops(st0: dict, st1: dict) -> int:
 
 
 BUFFER_BYTES = 128 * 1024          # iperf3's TCP block: the like-iperf3 row's buffer
+API_T_NS = 100_000                 # HPCC's T of every row's flow, the commands' too (--T-us)
 
 
 def run_transport(tx, rx, peer: str, nbytes: int, algo: str, like_iperf3: bool = False) -> dict:
@@ -104,7 +105,7 @@ def run_transport(tx, rx, peer: str, nbytes: int, algo: str, like_iperf3: bool =
     src = {"repeat": pattern_bytes(secrets.randbits(63), 0, BUFFER_BYTES)} if like_iperf3 else {}
     c0, m0 = engine_cpu_s(), machine_cpu()
     flow = tx.open_flow(peer, nbytes, algo=algo, line_rate_bps=100_000_000_000,
-                        int_mode="none", hpcc={"T_ns": 100_000}, timeout_s=30, **src)
+                        int_mode="none", hpcc={"T_ns": API_T_NS}, timeout_s=30, **src)
     try:
         res = flow.wait(120)
         got = rx.wait_rx_flow(flow.flow_id, timeout=10.0)
@@ -135,7 +136,8 @@ def run_cli(pair, nbytes: int, algo: str, settings: dict, xdp_mode: str) -> dict
     send = subprocess.run(
         ["ip", "netns", "exec", pair.a, *HPCCCTL, "send", pair.ip_b, "--iface", pair.va,
          "--bytes", str(nbytes), "--algo", algo, "--int", "none", "--line-rate-mbps",
-         "100000", "--frame-bytes", str(settings["config"]["frame_size"]),
+         "100000", "--T-us", str(API_T_NS / 1000),
+         "--frame-bytes", str(settings["config"]["frame_size"]),
          "--xdp-mode", xdp_mode, "--json"],
         capture_output=True, text=True, timeout=180,
         env={**os.environ, "PYTHONPATH": str(ROOT / "daemon")})

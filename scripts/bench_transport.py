@@ -77,11 +77,11 @@ def daemon_defaults() -> dict:
     """The engine settings a daemon with an otherwise empty configuration
     uses (hpccd.agent.config's defaults, as hpccd.transport.component applies them)."""
     from hpccd.agent import config
+    from hpccd.transport.engine import umem_frames
     cfg = config.loads('[[interfaces]]\nname = "eth0"\n')
-    frames = cfg.umem_bytes // cfg.frame_bytes
     return {"ack_every": cfg.ack_every, "csum_offload": cfg.tx_csum_offload,
-            "config": {"frame_size": cfg.frame_bytes, "rx_frames": frames // 2,
-                       "tx_frames": frames - frames // 2}}
+            "config": {"frame_size": cfg.frame_bytes,
+                       **umem_frames(cfg.umem_bytes, cfg.frame_bytes)}}
 
 
 def rx_drops(st0: dict, st1: dict) -> int:

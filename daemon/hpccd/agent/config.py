@@ -77,6 +77,7 @@ _DAEMON = ("log_level", "control_socket", "metrics_address", "bpf_dir", "compone
 _IFACE = ("name", "xdp_mode", "queues", "cpus", "tc_tracker")
 _TRANSPORT = ("udp_port", "probe_dscp", "integrity_key_file", "frame_bytes", "ack_every",
               "rx_notify", "tx_csum_offload")
+UMEM_BYTES_DEFAULT = 16 << 20       # limits.umem_bytes: an engine's UMEM per queue
 ENGINE_FRAMES_MIN = 256             # 64 RX + 128 TX frames at least (transport.c), halved
 _PROBES = ("mode", "inband_every", "timeout_us", "tcp_side", "reflect", "reflect_rate",
            "reflect_burst")
@@ -475,7 +476,7 @@ class _Validator(Validator):
                       "path rate a flow leaves unused)")
         lim = self.keys(doc.get("limits", {}), ("limits",), _LIMITS)
         max_flows = self.int_(lim, ("limits",), "max_flows", 4096, lo=1, hi=1 << 20)
-        umem = self.int_(lim, ("limits",), "umem_bytes", 16 << 20, lo=2 * frame, hi=1 << 34)
+        umem = self.int_(lim, ("limits",), "umem_bytes", UMEM_BYTES_DEFAULT, lo=2 * frame, hi=1 << 34)
         if umem % frame:
             self.fail(("limits", "umem_bytes"), f"{umem} is not a multiple of "
                                                 f"transport.frame_bytes ({frame})")

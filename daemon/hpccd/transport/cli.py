@@ -32,7 +32,7 @@ import sys
 import time
 
 from ..cli.errors import permission_denied, privilege_hint
-from ..agent.config import DEFAULT_CONTROL_SOCKET
+from ..agent.config import DEFAULT_CONTROL_SOCKET, UMEM_BYTES_DEFAULT
 from ..core import algorithms
 
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
@@ -66,6 +66,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frame-bytes", type=int, choices=(2048, 4096), default=4096,
                    help="UMEM frame size (default 4096: flows up to MTU 3824, "
                         "docs/transport.md \"Frame size\")")
+    p.add_argument("--umem-bytes", type=parse_bytes, default=UMEM_BYTES_DEFAULT, metavar="BYTES",
+                   help="the engine's UMEM, half RX and half TX frames, as the daemon's "
+                        "limits.umem_bytes (default 16Mi, the daemon's)")
     p.add_argument("--T-us", type=float, default=300.0, dest="t_us",
                    help="HPCC base RTT T in microseconds (default 300: the lab's "
                         "software RTT under load, docs/transport.md)")
@@ -180,7 +183,10 @@ def _engine(args: argparse.Namespace, transport, **kw):
     CPU from its options (_common), `kw` the rest."""
     return transport.Transport(args.iface, args.queue, xdp_mode=args.xdp_mode,
                                tag_key=args.key or bytes(16), busy_poll=args.busy_poll,
-                               cpu=args.cpu, config={"frame_size": args.frame_bytes}, **kw)
+                               cpu=args.cpu,
+                               config={"frame_size": args.frame_bytes,
+                                       **transport.umem_frames(args.umem_bytes, args.frame_bytes)},
+                               **kw)
 
 
 def _peer_first(args: argparse.Namespace) -> str | None:

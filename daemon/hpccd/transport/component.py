@@ -121,7 +121,6 @@ class TransportComponent(Component):
 
     def start(self) -> None:
         cfg = self.ctx.config
-        frames = cfg.umem_bytes // cfg.frame_bytes
         # flow slots of each engine: limits.max_flows, rounded up to the power
         # of two the engine's tables take (include/hpccd/transport.h)
         slots = min(max(1 << (cfg.max_flows - 1).bit_length(), tp_mod.lib.HPCCD_TP_FLOWS_MIN),
@@ -134,15 +133,16 @@ class TransportComponent(Component):
                     cpu=att.cpus[k] if att.cpus else None,
                     tag_key=self._key or bytes(16), notify=cfg.rx_notify, rx_hpcc=rx_hpcc,
                     csum_offload=cfg.tx_csum_offload,
-                    config={"frame_size": cfg.frame_bytes, "rx_frames": frames // 2,
-                            "tx_frames": frames - frames // 2, "udp_port": cfg.udp_port,
+                    config={"frame_size": cfg.frame_bytes,
+                            **tp_mod.umem_frames(cfg.umem_bytes, cfg.frame_bytes),
+                            "udp_port": cfg.udp_port,
                             "max_flows": slots, "rx_flows": slots,
                             "probe_dscp": cfg.probe_dscp})
                 e = _Engine(att.name, att.ifindex, q, t)
                 self.engines.append(e)          # before the map: stop() undoes both
                 att.xdp_map("hpccd_xsks").update(q, t.fd)
                 self.log.info("engine on %s queue %d: %d UMEM frames of %d bytes", att.name,
-                              q, frames, cfg.frame_bytes)
+                              q, cfg.umem_bytes // cfg.frame_bytes, cfg.frame_bytes)
         if not self.engines:
             raise ComponentError("transport: no interface has queues")
 

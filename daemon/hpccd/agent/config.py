@@ -476,7 +476,8 @@ class _Validator(Validator):
                       "path rate a flow leaves unused)")
         lim = self.keys(doc.get("limits", {}), ("limits",), _LIMITS)
         max_flows = self.int_(lim, ("limits",), "max_flows", 4096, lo=1, hi=1 << 20)
-        umem = self.int_(lim, ("limits",), "umem_bytes", UMEM_BYTES_DEFAULT, lo=2 * frame, hi=1 << 34)
+        umem = self.int_(lim, ("limits",), "umem_bytes", UMEM_BYTES_DEFAULT, lo=2 * frame,
+                         hi=1 << 34)
         if umem % frame:
             self.fail(("limits", "umem_bytes"), f"{umem} is not a multiple of "
                                                 f"transport.frame_bytes ({frame})")

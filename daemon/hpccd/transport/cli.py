@@ -66,7 +66,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frame-bytes", type=int, choices=(2048, 4096), default=4096,
                    help="UMEM frame size (default 4096: flows up to MTU 3824, "
                         "docs/transport.md \"Frame size\")")
-    p.add_argument("--umem-bytes", type=parse_bytes, default=UMEM_BYTES_DEFAULT, metavar="BYTES",
+    p.add_argument("--umem-bytes", type=parse_bytes, default=UMEM_BYTES_DEFAULT,
+                   metavar="BYTES",
                    help="the engine's UMEM, half RX and half TX frames, as the daemon's "
                         "limits.umem_bytes (default 16Mi, the daemon's)")
     p.add_argument("--T-us", type=float, default=300.0, dest="t_us",

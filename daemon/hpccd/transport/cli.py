@@ -324,10 +324,11 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def _percentiles_us(ns: list[int]) -> dict[str, float]:
-    v = sorted(ns)
-    pick = lambda q: v[min(len(v) - 1, int(q / 100 * len(v)))] / 1e3   # noqa: E731
-    return {"p50": pick(50), "p99": pick(99), "min": v[0] / 1e3, "max": v[-1] / 1e3,
-            "mean": sum(v) / len(v) / 1e3}
+    """Round trips in ns -> their percentiles in us, as scripts/bench_latency.py
+    takes them (hpccd.experiment.measure.percentile)."""
+    from ..experiment.measure import percentile
+    return {"p50": percentile(ns, 50) / 1e3, "p99": percentile(ns, 99) / 1e3,
+            "min": min(ns) / 1e3, "max": max(ns) / 1e3, "mean": sum(ns) / len(ns) / 1e3}
 
 
 def _cmd_requests(args: argparse.Namespace, transport, int_mode, line: int) -> int:

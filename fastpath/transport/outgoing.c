@@ -281,12 +281,21 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 	 * banked credit ([HPCC] section 4.2: credit-based pacing) */
 	{
 		uint64_t base = fl->next_send_ns;
+		uint64_t gap = (uint64_t)((double)len * 8e9 / fl->rate_bps);
 
 		if (base + fl->hc.burst_ns < now) {
-			fl->st.pace_lost_ns += now - fl->hc.burst_ns - base;
-			base = now - fl->hc.burst_ns;
+			/* the engine came later than the credit covers: the
+			 * whole packet times beyond it are lost, the rest of
+			 * one kept, so that the flow keeps its phase (flows
+			 * rebased to one "now" would go on sending together,
+			 * in bursts of all of them) */
+			uint64_t lost = now - fl->hc.burst_ns - base;
+
+			lost = gap ? lost / gap * gap : lost;
+			fl->st.pace_lost_ns += lost;
+			base += lost;
 		}
-		fl->next_send_ns = base + (uint64_t)((double)len * 8e9 / fl->rate_bps);
+		fl->next_send_ns = base + gap;
 	}
 	return 0;
 }

@@ -170,6 +170,24 @@ def test_receiver_finds_ten_thousand_flows_of_one_sender_at_their_home_slot(harn
     assert res["pkts"] > 10_000 and res["retx"] == 0, res
 
 
+def test_paced_flows_keep_their_phases_when_the_engine_comes_late(harness):
+    """50 flows at 20 Mbit/s each (1 Gbit/s in all), their send times spread
+    over a flow's packet time (606 us), the sender's turns coming at random
+    gaps of mean 100 us (up to 200: more than the 40 us of pacing credit).
+    A flow that comes late loses only whole packet times and keeps its phase
+    (outgoing.c): 50 distinct phases at the end, no pacing time lost, at
+    most the ~17 packets that a 200 us gap holds in one turn, and as many
+    packets as with a turn every microsecond.  Rebased to the late turn's
+    "now", as before, the flows merged into one phase and sent all 50 in
+    one turn, losing 276 ms of pacing time and 5.5 % of the packets."""
+    on_time = run(harness, "phases", 1, flows=50, rate_gbps=1, ms=100)
+    late = run(harness, "phases", 1, flows=50, rate_gbps=1, ms=100, late_us=100)
+    assert on_time["phases"] == 50 and on_time["most_per_turn"] == 1, on_time
+    assert late["running"] == 50 and late["phases"] == 50, late
+    assert late["pace_lost_ns"] == 0 and late["most_per_turn"] <= 25, late
+    assert late["pkts"] >= 0.99 * on_time["pkts"], (late, on_time)
+
+
 @pytest.mark.parametrize("reap", [0, 1])
 def test_receiver_table_bounds_a_hostile_peers_run_and_serves_the_others(harness, reap):
     """TP_RX_PROBE_MAX (fastpath/transport/tp.h; docs/security.md "Limits"):

@@ -849,6 +849,93 @@ static void scale(uint32_t nflows, uint64_t ms)
 	       (unsigned long long)rx_used, (unsigned long long)rx_probes);
 }
 
+/* phases: `flows` DCTCP flows, each paced at rate_gbps / flows and started
+ * one packet time of the aggregate after the one before (their send times
+ * spread evenly over a flow's packet time), run for `ms` with A's turns
+ * coming late (late_us: random gaps of mean L, as a software timer wakes a
+ * thread) and B taking a turn every tick.  A flow that comes later than its
+ * pacing credit (burst_ns) loses whole packet times and keeps its phase:
+ * flows rebased to the same late "now" would send together for ever after,
+ * the engine's aggregate in bursts of all of them.  Prints how many
+ * distinct send phases (the next send time modulo the flow's packet time,
+ * to the microsecond) the flows keep at the end, the most data frames one
+ * turn of A sent in the second half, and the pacing time lost. */
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int phases(uint32_t nflows, uint64_t ms)
+{
+	uint64_t end, half, most = 0, period = 0, lost = 0, pkts = 0, *ph;
+	uint32_t i, running = 0, nphase;
+
+	ph = calloc(nflows, sizeof(*ph));
+	if (!ph)
+		return 3;
+	for (i = 0; i < nflows; i++) {
+		struct hpccd_tp_flow_cfg c;
+		struct tp_flow *fl;
+		uint64_t pkt;
+		uint32_t id;
+
+		hpccd_tp_flow_cfg_default(&c);
+		c.algo = HPCCD_ALGO_DCTCP;
+		c.bytes = 1ull << 40;
+		c.seed = i;
+		c.saddr = ADDR_A;
+		c.daddr = ADDR_B;
+		c.sport = (uint16_t)(1024 + i);
+		c.dport = A->cfg.udp_port;
+		c.int_mode = HPCCD_TP_INT_NONE;
+		c.line_rate_bps = line_rate_bps / nflows;
+		if (hpccd_tp__flow_open(A, &c, &id)) {
+			fprintf(stderr, "harness: flow_open %u: %s\n", i, hpccd_tp__error(A));
+			return 3;
+		}
+		fl = &A->flows[id & A->slot_mask];
+		pkt = (uint64_t)((double)(fl->hdr_max + fl->mss) * 8e9 / (double)line_rate_bps);
+		period = pkt * nflows;          /* a flow's packet time */
+		fl->start_ns = fl->last_progress_ns = fl->next_send_ns = sim_now + i * pkt;
+		sched_wake(A, fl, sim_now);
+	}
+	end = sim_now + ms * 1000000ull;
+	half = sim_now + ms * 500000ull;
+	while (sim_now < end) {
+		link_deliver(&ab, &ring_b);
+		link_deliver(&ba, &ring_a);
+		if (turn_due(&next_turn_a)) {
+			uint64_t f0 = A->st.tx_frames;
+
+			engine_turn(A, &ring_a, UINT32_MAX);
+			if (sim_now >= half && A->st.tx_frames - f0 > most)
+				most = A->st.tx_frames - f0;
+		}
+		engine_turn(B, &ring_b, UINT32_MAX);
+		sim_now += tick_ns;
+	}
+	for (i = 0; i < A->cfg.max_flows; i++) {
+		const struct tp_flow *fl = &A->flows[i];
+
+		if (fl->state != HPCCD_TP_RUNNING)
+			continue;
+		ph[running++] = fl->next_send_ns % period / 1000;
+		lost += fl->st.pace_lost_ns;
+		pkts += TP_HS(fl, pkts);
+	}
+	qsort(ph, running, sizeof(*ph), cmp_u64);
+	for (i = 1, nphase = running ? 1 : 0; i < running; i++)
+		nphase += ph[i] != ph[i - 1];
+	printf("{\"flows\": %u, \"running\": %u, \"period_ns\": %llu, \"phases\": %u, "
+	       "\"most_per_turn\": %llu, \"pace_lost_ns\": %llu, \"pkts\": %llu}\n",
+	       nflows, running, (unsigned long long)period, nphase,
+	       (unsigned long long)most, (unsigned long long)lost, (unsigned long long)pkts);
+	free(ph);
+	return 0;
+}
+
 /* rxtable: the receiver's flow table (receiver.c) under honest senders and
  * a hostile one, B alone: DATA frames made here as a sender makes them
  * (outgoing.c's headers, frame.c's lengths and checksums) go through B's
@@ -1609,6 +1696,8 @@ int main(int argc, char **argv)
 		scale(nflows, strtoull(arg(argc, argv, "ms", "20"), NULL, 0));
 		return 0;
 	}
+	if (!strcmp(scenario, "phases"))
+		return phases(nflows, strtoull(arg(argc, argv, "ms", "20"), NULL, 0));
 	if (!strcmp(scenario, "bneck"))
 		return bneck(nflows, bytes, algo_of(arg(argc, argv, "algo", "hpcc")),
 			     (uint32_t)strtoul(arg(argc, argv, "flows2", "0"), NULL, 0),

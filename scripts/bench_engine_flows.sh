@@ -27,6 +27,11 @@
 # (on the project's VM callgrind took a 256 MB direct-mapped LL).
 # Callgrind does not model prefetches: their effect shows in the times only.
 #
+# RATE=G (default 10): the flows' aggregate rate in Gbit/s (an integer; the
+# simulated time 200 / G ms, at least 20: as many packets).  At 10 Gbit/s
+# each of 10,000 flows sends every 12 ms, within the pacing wheel's near
+# slots (16.8 ms); RATE=1 (120 ms) files them in its far level first.
+#
 # TICK=N (default 1): the engines take a turn every N us of simulated time
 # (20: an engine that sleeps its default coalesce_ns between batches, so
 # that a batch holds ~16 packets).
@@ -67,14 +72,15 @@ if [[ -n ${BASE:-} ]]; then
 fi
 if [[ ${CACHEGRIND:-0} == 1 ]]; then
 	command -v valgrind >/dev/null || { echo "CACHEGRIND=1 needs valgrind (apt install valgrind)" >&2; exit 2; }
-	echo "per data packet, both engines, 20 ms simulated, tick ${TICK:-1} us; callgrind's simulated caches (D1 32 KB, L2 512 KB)"
+	MS=$(( 200 / ${RATE:-10} > 20 ? 200 / ${RATE:-10} : 20 ))
+	echo "per data packet, both engines, $MS ms simulated, ${RATE:-10} Gbit/s in all, tick ${TICK:-1} us; callgrind's simulated caches (D1 32 KB, L2 512 KB)"
 	D=$(dirname "$EXE")
 	for n in $FLOWS; do
 		valgrind --tool=callgrind --cache-sim=yes --D1=32768,8,64 --LL=524288,8,64 \
 			--toggle-collect=timed_turns \
 			--toggle-collect=kernel_in --toggle-collect=kernel_out \
-			--callgrind-out-file="$D/cg.out" "$EXE" scale 1 flows="$n" ms=20 rx_peer_max=0 \
-			tick_us="${TICK:-1}" >"$D/out.json" 2>/dev/null
+			--callgrind-out-file="$D/cg.out" "$EXE" scale 1 flows="$n" ms="$MS" rx_peer_max=0 \
+			tick_us="${TICK:-1}" rate_gbps="${RATE:-10}" >"$D/out.json" 2>/dev/null
 		callgrind_annotate --inclusive=yes --threshold=100 "$D/cg.out" >"$D/cg.txt"
 		python3 - "$D" "$n" <<'PY'
 import json, re, sys

@@ -22,10 +22,17 @@ import subprocess
 import sys
 
 
+# RATE (scripts/bench_engine_flows.sh): the flows' aggregate rate, Gbit/s; the
+# simulated time grows as it falls, so that a run holds as many packets
+RATE = int(os.environ.get("RATE", "10"))
+MS = max(20, 200 // RATE)
+
+
 def one_run(exe: str, rep: int, flows: int, tick_us: str) -> dict:
     """One run of `scale`: its JSON (ns_per_pkt, kernel_ns_per_pkt, ...)."""
-    out = subprocess.run([exe, "scale", str(rep), f"flows={flows}", "ms=20", "rx_peer_max=0",
-                          f"tick_us={tick_us}"], capture_output=True, text=True)
+    out = subprocess.run([exe, "scale", str(rep), f"flows={flows}", f"ms={MS}",
+                          "rx_peer_max=0", f"tick_us={tick_us}", f"rate_gbps={RATE}"],
+                         capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"bench_engine_flows: {exe} scale flows={flows} failed "
                  f"(exit {out.returncode}): {out.stderr.strip()}")
@@ -44,8 +51,8 @@ def main() -> None:
     builds = {"this": head[2]} | ({"base": head[3]} if len(head) == 4 else {})
     runs = {b: {n: [] for n in flows} for b in builds}
     how = ", this tree and base alternated" if len(builds) == 2 else ""
-    print(f"engine CPU per data packet (both engines: sender and receiver), 20 ms simulated, "
-          f"tick {tick_us} us, {reps} rounds of every count{how}")
+    print(f"engine CPU per data packet (both engines: sender and receiver), {MS} ms simulated, "
+          f"{RATE} Gbit/s in all, tick {tick_us} us, {reps} rounds of every count{how}")
     print(f"machine: {os.cpu_count()} cores, load average "
           f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
     for rep in range(1, reps + 1):

@@ -188,8 +188,10 @@ int tp__state_init(struct hpccd_tp *t)
 	    !t->rx_used ||
 	    !t->free_slot || !t->peers ||
 	    !t->snode ||
-	    wheel_init(&t->pace, PACE_SHIFT, PACE_SLOTS, &t->snode[0].pace, sizeof(*t->snode)) ||
-	    wheel_init(&t->timer, TIMER_SHIFT, TIMER_SLOTS, &t->snode[0].timer, sizeof(*t->snode)))
+	    wheel_init(&t->pace, PACE_SHIFT, PACE_SLOTS, PACE_FAR_SHIFT, PACE_FAR_SLOTS,
+		       &t->snode[0].pace, sizeof(*t->snode)) ||
+	    wheel_init(&t->timer, TIMER_SHIFT, TIMER_SLOTS, 0, 0, &t->snode[0].timer,
+		       sizeof(*t->snode)))
 		return -ENOMEM;
 	list_init(&t->ready, &t->snode[0].ready, sizeof(*t->snode));
 	wheel_start(&t->pace, now_ns());

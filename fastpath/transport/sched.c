@@ -137,7 +137,10 @@ uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 	 * is filed in the pacing wheel until the chain is walked) */
 	for (i = wheel_take(&t->pace, due); i >= 0; i = t->snode[i].pace.next) {
 		if (t->snode[i].pace.at > due + (1ull << PACE_SHIFT)) {
-			t->refile[nre++] = i;    /* filed past the horizon or later in the slot */
+			/* later than its slot: only a wheel without a far
+			 * level files a time past its horizon in its last
+			 * slot (the far level keeps them: wheel.c) */
+			t->refile[nre++] = i;
 		} else {
 			tp_flow_prefetch(t, i);  /* served below: its lines on their way */
 			list_push(&t->ready, i);

@@ -117,6 +117,10 @@
 #define PACE_SHIFT 10             /* pacing wheel: 1.024 us slots ... */
 #define PACE_SLOTS 16384          /* ... 16.8 ms ahead: 10,000 flows sharing 10 Gbit/s
 				   * send every 12 ms without being filed again */
+#define PACE_FAR_SHIFT 20         /* its far level: 1.05 ms slots ... */
+#define PACE_FAR_SLOTS 4096       /* ... 4.4 s ahead: 10,000 flows sharing 250 Mbit/s
+				   * (a packet a flow every 480 ms) filed twice a
+				   * packet, not once every 16.8 ms */
 #define TIMER_SHIFT 16            /* timer wheel: 65.5 us slots ... */
 #define TIMER_SLOTS 4096          /* ... 268 ms ahead */
 #define NO_DEADLINE UINT64_MAX
@@ -401,10 +405,11 @@ struct tp_hold {
 };
 
 /* Timing wheels and the ready list (wheel.c): nodes are flow slots. */
+enum { WHEEL_NEAR = 1, WHEEL_FAR = 2 };
 struct tp_wnode {
 	int32_t next, prev;
 	uint32_t slot;
-	uint32_t on;
+	uint32_t on;                     /* 0: not filed; WHEEL_NEAR or WHEEL_FAR */
 	uint64_t at;                     /* the time it was filed for */
 };
 
@@ -426,11 +431,19 @@ _Static_assert(sizeof(struct tp_snode) == 64, "struct tp_snode: one cache line")
 struct tp_wheel {
 	uint32_t shift, nslots;          /* slot width 2^shift ns; nslots a power of two */
 	uint64_t cur;                    /* the slot (in ticks) the wheel is at */
-	uint32_t count;
+	uint32_t count;                  /* filed in the near level (the slots above) */
 	int32_t *head;                   /* [nslots] */
 	uint64_t *bits;                  /* [nslots / 64] non-empty slots */
 	char *node0;                     /* flow 0's node; flow i's stride bytes further */
 	size_t stride;
+	/* the far level (fnslots 0: none): deadlines past the near level's
+	 * horizon, in slots of 2^fshift ns (at most the near horizon), each
+	 * moved into the near level once, when the near horizon covers it */
+	uint32_t fshift, fnslots;
+	uint64_t fcur;                   /* far ticks before it are moved (empty) */
+	uint32_t fcount;
+	int32_t *fhead;                  /* [fnslots] */
+	uint64_t *fbits;                 /* [fnslots / 64] */
 };
 
 struct tp_list {                         /* FIFO with O(1) removal */
@@ -732,7 +745,8 @@ uint64_t next_wake(struct hpccd_tp *t);
 void note_wake(struct hpccd_tp *t, uint64_t want, uint64_t now);
 
 /* wheel.c */
-int wheel_init(struct tp_wheel *w, uint32_t shift, uint32_t nslots, void *node0, size_t stride);
+int wheel_init(struct tp_wheel *w, uint32_t shift, uint32_t nslots, uint32_t fshift,
+	       uint32_t fnslots, void *node0, size_t stride);
 void wheel_free(struct tp_wheel *w);
 void wheel_start(struct tp_wheel *w, uint64_t now);
 void wheel_add(struct tp_wheel *w, int32_t i, uint64_t at);

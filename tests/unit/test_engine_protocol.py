@@ -188,6 +188,26 @@ def test_paced_flows_keep_their_phases_when_the_engine_comes_late(harness):
     assert late["pkts"] >= 0.99 * on_time["pkts"], (late, on_time)
 
 
+@pytest.mark.parametrize("seed,span_ms,step_us", [(1, 10_000, 2_000), (2, 20_000, 20_000),
+                                                 (3, 3_000, 100)])
+def test_pacing_wheel_takes_every_flow_at_its_slot_on_both_levels(harness, seed, span_ms,
+                                                                  step_us):
+    """The pacing wheel's two levels (wheel.c) against their definition:
+    2,000 nodes filed up to 3-20 s ahead (the near slots reach 16.8 ms, the
+    far ones 4.4 s), the clock moved in random steps of up to 0.1-20 ms
+    (past the near horizon), nodes taken out and filed elsewhere meanwhile.
+    Each node is taken once, at the first take whose slot reaches its time,
+    wheel_next() is never later than the earliest time filed, and no node
+    comes out before its time to be filed again by the caller: the far
+    level moves each into the near slots itself (without it, every flow past
+    16.8 ms came out every 16.8 ms to be filed again)."""
+    res = run(harness, "wheel", seed, flows=2000, span_ms=span_ms, step_us=step_us)
+    assert res["taken"] + res["removed"] == 2000 and res["removed"] > 0, res
+    assert res["moved"] > 0 and res["steps"] > 1000, res
+    assert (res["early"], res["late"], res["twice"], res["next_late"]) == (0, 0, 0, 0), res
+    assert res["refiled"] == 0 and (res["count"], res["fcount"]) == (0, 0), res
+
+
 @pytest.mark.parametrize("reap", [0, 1])
 def test_receiver_table_bounds_a_hostile_peers_run_and_serves_the_others(harness, reap):
     """TP_RX_PROBE_MAX (fastpath/transport/tp.h; docs/security.md "Limits"):

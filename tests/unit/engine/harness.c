@@ -936,6 +936,98 @@ static int phases(uint32_t nflows, uint64_t ms)
 	return 0;
 }
 
+/* wheel: the pacing wheel (wheel.c, both levels) against its definition.
+ * `flows` nodes filed at random times up to span_ms ahead (past the far
+ * level's 4.4 s too), the clock moved on in random steps of up to step_us,
+ * each step's due flows taken as schedule() takes them (a node filed for
+ * later than its slot is filed again, as schedule() does), now and then a
+ * node taken out (wheel_del) or filed at another time.  Every node must be
+ * taken once, at the first take whose slot reaches its time (never before
+ * it, never a take late), and wheel_next() never later than the earliest
+ * time filed.  Prints the counts of what broke that (all 0 when right) and
+ * how many times nodes were filed again. */
+static int wheel_check(uint32_t nflows, uint64_t span_ms, uint64_t step_us)
+{
+	struct tp_wheel w;
+	struct tp_wnode *nd = calloc(nflows, sizeof(*nd));
+	uint64_t *at = calloc(nflows, sizeof(*at)), prev, slot_ns = 1ull << PACE_SHIFT;
+	uint8_t *st = calloc(nflows, 1);       /* 0 filed, 1 taken, 2 taken out */
+	uint64_t taken = 0, early = 0, late = 0, twice = 0, next_late = 0, refiled = 0;
+	uint64_t removed = 0, moved = 0, steps = 0;
+	uint32_t i, left = nflows;
+
+	if (!nd || !at || !st || wheel_init(&w, PACE_SHIFT, PACE_SLOTS, PACE_FAR_SHIFT,
+					   PACE_FAR_SLOTS, nd, sizeof(*nd)))
+		return 3;
+	wheel_start(&w, sim_now);
+	for (i = 0; i < nflows; i++) {
+		at[i] = sim_now + (uint64_t)(rnd() * (double)span_ms * 1e6);
+		wheel_add(&w, (int32_t)i, at[i]);
+	}
+	prev = sim_now;
+	while (left) {
+		uint64_t first = NO_DEADLINE, nx;
+		int32_t k, next;
+
+		for (i = 0; i < nflows; i++)
+			if (!st[i] && at[i] < first)
+				first = at[i];
+		nx = wheel_next(&w);
+		next_late += nx > first;
+		/* the engine sleeps until wheel_next (or less): never past it */
+		sim_now += 1 + (uint64_t)(rnd() * (double)step_us * 1000.0);
+		if (nx > prev && sim_now > nx + slot_ns && rnd() < 0.5)
+			sim_now = nx;
+		steps++;
+		if (rnd() < 0.05) {             /* one node out, or filed elsewhere */
+			i = (uint32_t)(rnd() * nflows);
+			if (!st[i] && rnd() < 0.5) {
+				wheel_del(&w, (int32_t)i);
+				st[i] = 2;
+				left--;
+				removed++;
+			} else if (!st[i]) {
+				at[i] = sim_now + (uint64_t)(rnd() * (double)span_ms * 1e6);
+				wheel_add(&w, (int32_t)i, at[i]);
+				moved++;
+			}
+		}
+		for (k = wheel_take(&w, sim_now); k >= 0; k = next) {
+			next = nd[k].next;
+			if (st[k]) {
+				twice++;
+				continue;
+			}
+			if (nd[k].at > sim_now + slot_ns) {   /* later in the slot or past a horizon */
+				refiled++;
+				wheel_add(&w, k, nd[k].at);
+				continue;
+			}
+			early += at[k] >> PACE_SHIFT > sim_now >> PACE_SHIFT;
+			late += at[k] >> PACE_SHIFT <= prev >> PACE_SHIFT;
+			st[k] = 1;
+			taken++;
+			left--;
+		}
+		prev = sim_now;
+	}
+	for (i = 0; i < nflows; i++)
+		if (nd[i].on)
+			twice++;                /* still filed after it was taken or taken out */
+	printf("{\"flows\": %u, \"taken\": %llu, \"removed\": %llu, \"moved\": %llu, "
+	       "\"steps\": %llu, \"early\": %llu, \"late\": %llu, \"twice\": %llu, "
+	       "\"next_late\": %llu, \"refiled\": %llu, \"count\": %u, \"fcount\": %u}\n",
+	       nflows, (unsigned long long)taken, (unsigned long long)removed,
+	       (unsigned long long)moved, (unsigned long long)steps, (unsigned long long)early,
+	       (unsigned long long)late, (unsigned long long)twice,
+	       (unsigned long long)next_late, (unsigned long long)refiled, w.count, w.fcount);
+	wheel_free(&w);
+	free(nd);
+	free(at);
+	free(st);
+	return 0;
+}
+
 /* rxtable: the receiver's flow table (receiver.c) under honest senders and
  * a hostile one, B alone: DATA frames made here as a sender makes them
  * (outgoing.c's headers, frame.c's lengths and checksums) go through B's
@@ -1696,6 +1788,9 @@ int main(int argc, char **argv)
 		scale(nflows, strtoull(arg(argc, argv, "ms", "20"), NULL, 0));
 		return 0;
 	}
+	if (!strcmp(scenario, "wheel"))
+		return wheel_check(nflows, strtoull(arg(argc, argv, "span_ms", "10000"), NULL, 0),
+				   strtoull(arg(argc, argv, "step_us", "2000"), NULL, 0));
 	if (!strcmp(scenario, "phases"))
 		return phases(nflows, strtoull(arg(argc, argv, "ms", "20"), NULL, 0));
 	if (!strcmp(scenario, "bneck"))

@@ -145,6 +145,8 @@ void wheel_add(struct tp_wheel *w, int32_t i, uint64_t at)
 		 * past the horizon too, so it is at or after fcur) */
 		uint64_t ft = at >> w->fshift;
 
+		if (!w->fcount)                 /* empty: fcur may be behind the horizon */
+			w->fcur = wheel_horizon(w) >> w->fshift;
 		if (ft >= w->fcur + w->fnslots)
 			ft = w->fcur + w->fnslots - 1;   /* past the far horizon: filed again */
 		slot_push(w, w->fhead, w->fbits, (uint32_t)(ft & (w->fnslots - 1)), i, n);

@@ -944,8 +944,9 @@ static int phases(uint32_t nflows, uint64_t ms)
  * node taken out (wheel_del) or filed at another time.  Every node must be
  * taken once, at the first take whose slot reaches its time (never before
  * it, never a take late), and wheel_next() never later than the earliest
- * time filed.  Prints the counts of what broke that (all 0 when right) and
- * how many times nodes were filed again. */
+ * time filed; then the wheel stays empty for 10 s and it all runs again
+ * with every node filed anew.  Prints the counts of what broke that (all 0
+ * when right) and how many times nodes were filed again. */
 static int wheel_check(uint32_t nflows, uint64_t span_ms, uint64_t step_us)
 {
 	struct tp_wheel w;
@@ -954,7 +955,7 @@ static int wheel_check(uint32_t nflows, uint64_t span_ms, uint64_t step_us)
 	uint8_t *st = calloc(nflows, 1);       /* 0 filed, 1 taken, 2 taken out */
 	uint64_t taken = 0, early = 0, late = 0, twice = 0, next_late = 0, refiled = 0;
 	uint64_t removed = 0, moved = 0, steps = 0;
-	uint32_t i, left = nflows;
+	uint32_t i, left = nflows, rounds = 0;
 
 	if (!nd || !at || !st || wheel_init(&w, PACE_SHIFT, PACE_SLOTS, PACE_FAR_SHIFT,
 					   PACE_FAR_SLOTS, nd, sizeof(*nd)))
@@ -965,6 +966,7 @@ static int wheel_check(uint32_t nflows, uint64_t span_ms, uint64_t step_us)
 		wheel_add(&w, (int32_t)i, at[i]);
 	}
 	prev = sim_now;
+again:
 	while (left) {
 		uint64_t first = NO_DEADLINE, nx;
 		int32_t k, next;
@@ -1010,6 +1012,19 @@ static int wheel_check(uint32_t nflows, uint64_t span_ms, uint64_t step_us)
 			left--;
 		}
 		prev = sim_now;
+	}
+	if (!rounds++) {
+		/* the wheel empty for 10 s (past the far level's 4.4 s), then
+		 * every node filed again from there */
+		sim_now += 10000000000ull;
+		for (i = 0; i < nflows; i++) {
+			at[i] = sim_now + (uint64_t)(rnd() * (double)span_ms * 1e6);
+			st[i] = 0;
+			wheel_add(&w, (int32_t)i, at[i]);
+		}
+		left = nflows;
+		prev = sim_now;
+		goto again;
 	}
 	for (i = 0; i < nflows; i++)
 		if (nd[i].on)

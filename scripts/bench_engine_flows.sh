@@ -47,6 +47,7 @@
 #   BASE=/work/wt/base TICK=20 bash scripts/bench_engine_flows.sh 15
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+[[ ${RATE:-10} =~ ^[1-9][0-9]*$ ]] || { echo "RATE=$RATE: whole Gbit/s, 1 or more" >&2; exit 2; }
 REPS=${1:-5}
 shift || true
 FLOWS=${*:-1 100 1000 10000}

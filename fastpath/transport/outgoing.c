@@ -284,14 +284,18 @@ int send_data(struct hpccd_tp *t, struct tp_flow *fl, uint64_t seq, uint32_t roo
 		uint64_t gap = (uint64_t)((double)len * 8e9 / fl->rate_bps);
 
 		if (base + fl->hc.burst_ns < now) {
-			/* the engine came later than the credit covers: the
-			 * whole packet times beyond it are lost, the rest of
-			 * one kept, so that the flow keeps its phase (flows
-			 * rebased to one "now" would go on sending together,
-			 * in bursts of all of them) */
+			/* the engine came later than the credit covers.  A
+			 * flow whose packet time is longer than the credit
+			 * loses the whole packet times beyond it and keeps the
+			 * rest of one, so that it keeps its phase: slow flows
+			 * rebased to one late "now" went on sending together,
+			 * in bursts of all of them.  A faster one (its credit
+			 * holds several packets anyway) starts again from the
+			 * credit, at most burst_ns of it. */
 			uint64_t lost = now - fl->hc.burst_ns - base;
 
-			lost = gap ? lost / gap * gap : lost;
+			if (gap > fl->hc.burst_ns)
+				lost = lost / gap * gap;
 			fl->st.pace_lost_ns += lost;
 			base += lost;
 		}

@@ -211,8 +211,9 @@ struct hpccd_tp_flow_cfg {
 	uint32_t int_room;              /* hop records reserved (probe mode: in
 					 * the probes); default 5 */
 	uint64_t line_rate_bps;         /* the NIC's rate: ceiling of every pacing rate */
-	uint64_t burst_ns;              /* pacing credit kept at most (plus under a
-					 * packet time: a late flow keeps its phase);
+	uint64_t burst_ns;              /* pacing credit kept at most (a flow with
+					 * a longer packet time: plus under one, so
+					 * that a late one keeps its phase);
 					 * default 40000 */
 	uint64_t rto_min_ns;            /* default 5 ms (lab RTTs are software: scheduling stalls) */
 	uint64_t rto_max_ns;            /* default 200 ms */
@@ -273,9 +274,8 @@ struct hpccd_tp_flow_stats {
 	uint64_t probe_srtt_ns, probe_min_rtt_ns, probe_rtt_sum_ns; /* of answered probes */
 	/* where the sending time went (as TCP_INFO's busy/rwnd_limited): time
 	 * the pacing allowed a packet but the window W did not; pacing time
-	 * lost, in whole packet times, because the engine came later than
-	 * burst_ns after a packet's send time (the CPU, not the algorithm,
-	 * held the flow back) */
+	 * lost because the engine came later than burst_ns after a packet's
+	 * send time (the CPU, not the algorithm, held the flow back) */
 	uint64_t wnd_limited_ns, pace_lost_ns;
 	double window_bytes;            /* W (wire bytes; DCTCP/LDCP: cwnd converted) */
 	double rate_bps;                /* pacing rate now */

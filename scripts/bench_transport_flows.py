@@ -94,8 +94,9 @@ def run_n(pair, settings: dict, n: int, rate_bps: int, warmup: float, seconds: f
         for i in range(n):
             while time.monotonic() < t_open + i * gap:
                 pass
-            opened.append(tx.open_flow(pair.ip_b, nbytes, dmac=mac, algo="dctcp", int_mode="none",
-                         line_rate_bps=per_flow, timeout_s=120))
+            opened.append(tx.open_flow(pair.ip_b, nbytes, dmac=mac, algo="dctcp",
+                                       int_mode="none", line_rate_bps=per_flow,
+                                       timeout_s=120))
         t_open = time.monotonic() - t_open
         deadline = time.monotonic() + 60
         while rx.stats()["rx_live"] < n:

@@ -51,26 +51,9 @@ from bench_report import busy_share, machine_cpu, machine_line  # noqa: E402
 from bench_transport import daemon_defaults, rx_drops, set_mtu  # noqa: E402
 
 
-def sched_ns() -> int:
-    """CPU nanoseconds of this process's engine threads (hpccd-tp) so far, from
-    /proc/self/task/*/schedstat (the scheduler's own count: finer than the
-    clock ticks of engine_cpu, which split it into user and system)."""
-    total = 0
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() != "hpccd-tp":
-                    continue
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass                            # a thread that just ended
-    return total
-
-
 def run_n(pair, settings: dict, n: int, rate_bps: int, warmup: float, seconds: float,
           xdp_mode: str) -> dict:
-    from hpccd.transport.engine import Transport, engine_cpu
+    from hpccd.transport.engine import Transport, engine_cpu, engine_cpu_ns
 
     # receiver: every flow of the one sender admitted (rx_peer_max 0: no
     # per-source bound; the daemon's 1/4 of the table is a defence, not the
@@ -107,9 +90,9 @@ def run_n(pair, settings: dict, n: int, rate_bps: int, warmup: float, seconds: f
         time.sleep(warmup)
         s0_rx, s0_tx = rx.stats(), tx.stats()
         u0, k0 = engine_cpu()
-        c0, m0 = sched_ns(), machine_cpu()
+        c0, m0 = engine_cpu_ns(), machine_cpu()
         time.sleep(seconds)
-        c1, m1 = sched_ns(), machine_cpu()
+        c1, m1 = engine_cpu_ns(), machine_cpu()
         u1, k1 = engine_cpu()
         s1_rx, s1_tx = rx.stats(), tx.stats()
         fin = [f.stats().stats for f in opened]      # the whole run's, warm-up too

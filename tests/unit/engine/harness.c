@@ -677,6 +677,43 @@ static void run(uint64_t limit_ns, uint32_t budget_b, int (*hook)(void))
 	}
 }
 
+/* Flow i of `nflows` DCTCP flows A -> B that share rate_gbps (each paced
+ * at line_rate_bps / nflows; rto_min_ns 0: the default), started on the
+ * simulated clock, as open_flow() does (opening 10,000 flows takes real
+ * time, much more under valgrind: flows stamped with the real clock
+ * started at times that varied from run to run), one packet time of the
+ * aggregate rate after flow i - 1: the packets of the N flows come evenly
+ * spaced, as with one flow, not in bursts of N.  Exits on a refusal. */
+static struct tp_flow *open_share(uint32_t i, uint32_t nflows, uint64_t rto_min_ns)
+{
+	struct hpccd_tp_flow_cfg c;
+	struct tp_flow *fl;
+	uint32_t id;
+
+	hpccd_tp_flow_cfg_default(&c);
+	c.algo = HPCCD_ALGO_DCTCP;
+	c.bytes = 1ull << 40;
+	c.seed = i;
+	c.saddr = ADDR_A;
+	c.daddr = ADDR_B;
+	c.sport = (uint16_t)(1024 + i);
+	c.dport = A->cfg.udp_port;
+	c.int_mode = HPCCD_TP_INT_NONE;
+	c.line_rate_bps = line_rate_bps / nflows;
+	if (rto_min_ns)
+		c.rto_min_ns = rto_min_ns;
+	if (hpccd_tp__flow_open(A, &c, &id)) {
+		fprintf(stderr, "harness: flow_open %u: %s\n", i, hpccd_tp__error(A));
+		exit(3);
+	}
+	fl = &A->flows[id & A->slot_mask];
+	fl->start_ns = fl->last_progress_ns = fl->next_send_ns =
+		sim_now + (uint64_t)((double)i * (fl->hdr_max + fl->mss) * 8e9 /
+				     (double)line_rate_bps);
+	sched_wake(A, fl, sim_now);
+	return fl;
+}
+
 /* scale: the engines' CPU time per data packet with `flows` flows open at
  * once, each paced at rate_gbps / flows (the aggregate stays the same),
  * for `ms` of simulated time: the cost of the scheduler and the timers as
@@ -740,40 +777,8 @@ static void scale(uint32_t nflows, uint64_t ms)
 	uint64_t fa0, fb0, rx_used = 0, rx_probes = 0;
 	uint32_t i;
 
-	for (i = 0; i < nflows; i++) {
-		struct hpccd_tp_flow_cfg c;
-		uint32_t id;
-
-		hpccd_tp_flow_cfg_default(&c);
-		c.algo = HPCCD_ALGO_DCTCP;
-		c.bytes = 1ull << 40;
-		c.seed = i;
-		c.saddr = ADDR_A;
-		c.daddr = ADDR_B;
-		c.sport = (uint16_t)(1024 + i);
-		c.dport = A->cfg.udp_port;
-		c.int_mode = HPCCD_TP_INT_NONE;
-		c.line_rate_bps = line_rate_bps / nflows;
-		c.rto_min_ns = 1000000;
-		if (hpccd_tp__flow_open(A, &c, &id)) {
-			fprintf(stderr, "harness: flow_open %u: %s\n", i, hpccd_tp__error(A));
-			exit(3);
-		}
-		/* on the simulated clock, as open_flow() does (opening 10,000
-		 * flows takes real time, much more under valgrind: flows stamped
-		 * with the real clock started at times that varied from run to
-		 * run), one packet time of the aggregate rate after the one
-		 * before: the packets of the N flows come evenly spaced, as
-		 * with one flow, not in bursts of N */
-		{
-			struct tp_flow *fl = &A->flows[id & A->slot_mask];
-			uint64_t at = sim_now + (uint64_t)((double)i * (fl->hdr_max + fl->mss) * 8e9 /
-							   (double)line_rate_bps);
-
-			fl->start_ns = fl->last_progress_ns = fl->next_send_ns = at;
-			sched_wake(A, fl, sim_now);
-		}
-	}
+	for (i = 0; i < nflows; i++)
+		open_share(i, nflows, 1000000);
 	/* warm-up: every flow has something acknowledged, so every
 	 * receiver flow exists (the first packets of 10,000 flows at once
 	 * overflow the receiver's ring, and come again) */
@@ -876,30 +881,11 @@ static int phases(uint32_t nflows, uint64_t ms)
 	if (!ph)
 		return 3;
 	for (i = 0; i < nflows; i++) {
-		struct hpccd_tp_flow_cfg c;
-		struct tp_flow *fl;
-		uint64_t pkt;
-		uint32_t id;
+		const struct tp_flow *fl = open_share(i, nflows, 0);
 
-		hpccd_tp_flow_cfg_default(&c);
-		c.algo = HPCCD_ALGO_DCTCP;
-		c.bytes = 1ull << 40;
-		c.seed = i;
-		c.saddr = ADDR_A;
-		c.daddr = ADDR_B;
-		c.sport = (uint16_t)(1024 + i);
-		c.dport = A->cfg.udp_port;
-		c.int_mode = HPCCD_TP_INT_NONE;
-		c.line_rate_bps = line_rate_bps / nflows;
-		if (hpccd_tp__flow_open(A, &c, &id)) {
-			fprintf(stderr, "harness: flow_open %u: %s\n", i, hpccd_tp__error(A));
-			return 3;
-		}
-		fl = &A->flows[id & A->slot_mask];
-		pkt = (uint64_t)((double)(fl->hdr_max + fl->mss) * 8e9 / (double)line_rate_bps);
-		period = pkt * nflows;          /* a flow's packet time */
-		fl->start_ns = fl->last_progress_ns = fl->next_send_ns = sim_now + i * pkt;
-		sched_wake(A, fl, sim_now);
+		/* a flow's packet time: nflows of the aggregate's */
+		period = (uint64_t)((double)(fl->hdr_max + fl->mss) * 8e9 / (double)line_rate_bps) *
+			 nflows;
 	}
 	end = sim_now + ms * 1000000ull;
 	half = sim_now + ms * 500000ull;

@@ -130,27 +130,18 @@ static void pace_prefetch_ahead(struct hpccd_tp *t)
 uint32_t schedule(struct hpccd_tp *t, uint64_t now, int *more)
 {
 	uint64_t due = now + t->wake_late_ns;
-	uint32_t sent = 0, nre = 0, k;
+	uint32_t sent = 0;
 	int32_t i;
 
 	/* the due flows at once, chained through their pace nodes (nothing
-	 * is filed in the pacing wheel until the chain is walked) */
+	 * is filed in the pacing wheel until the chain is walked); each was
+	 * filed for a time within a slot that has come (the far level keeps
+	 * the later ones), and one whose send time is later still within it
+	 * is filed again by the loop below */
 	for (i = wheel_take(&t->pace, due); i >= 0; i = t->snode[i].pace.next) {
-		if (t->snode[i].pace.at > due + (1ull << PACE_SHIFT)) {
-			/* later than its slot: only a wheel without a far
-			 * level files a time past its horizon in its last
-			 * slot (the far level keeps them: wheel.c) */
-			t->refile[nre++] = i;
-		} else {
-			tp_flow_prefetch(t, i);  /* served below: its lines on their way */
-			list_push(&t->ready, i);
-		}
+		tp_flow_prefetch(t, i);          /* served below: its lines on their way */
+		list_push(&t->ready, i);
 	}
-	/* filed again at the time they were filed for (the node's: the flow's
-	 * own line is not needed; had its send time moved, the loop below
-	 * files it at the new one when this one comes) */
-	for (k = 0; k < nre; k++)
-		wheel_add(&t->pace, t->refile[k], t->snode[t->refile[k]].pace.at);
 	*more = 0;
 	while (t->ready.n && sent < TX_PER_LOOP) {
 		struct tp_flow *fl;

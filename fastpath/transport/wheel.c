@@ -248,7 +248,9 @@ static void wheel_cascade(struct tp_wheel *w)
 /* Take one flow filed in a slot whose time has come (at or before `now`;
  * its own time may be later within the slot, or past the horizon: the
  * caller looks at node[i].at), or -1.  The wheel turns as it goes, never
- * past now's slot, skipping empty slots by their bits. */
+ * past now's slot, skipping empty slots by their bits.  For a wheel
+ * without a far level (the timer wheel's): only wheel_take moves a far
+ * level's slots into the near ones. */
 int32_t wheel_pop(struct tp_wheel *w, uint64_t now)
 {
 	uint64_t end = now >> w->shift;
@@ -270,16 +272,6 @@ int32_t wheel_pop(struct tp_wheel *w, uint64_t now)
 		w->cur += d;
 	}
 	w->cur = end;                           /* now's slot: filed for now is due */
-	if (w->fcount) {
-		int32_t i;
-
-		wheel_cascade(w);               /* a flow it moves that is due: now's slot */
-		i = w->head[end & (w->nslots - 1)];
-		if (i >= 0) {
-			wheel_unlink(w, wnode(w, i));
-			return i;
-		}
-	}
 	return -1;
 }
 

@@ -112,20 +112,23 @@ def test_churn_of_flows_memory_flat():
 
             def reap(final: bool) -> None:
                 nonlocal done, failed, total_bytes
-                rxd = {f.flow_id: f for f in rx.rx_flows() if f.done}
+                # keyed as the receiver keys them: two senders' flow ids
+                # may be equal (each sender draws its own)
+                rxd = {(x.saddr, x.flow_id): x for x in rx.rx_flows() if x.done}
                 for item in list(open_flows):
-                    f, n, _ = item
+                    f, n, tx = item
                     st = f.stats()
                     if st.state == "running":
                         continue
                     if st.state == "failed":
                         failed += 1
                         raise AssertionError(f"flow failed: {st.err} {st.stats}")
-                    r = rxd.get(f.flow_id)
+                    r = rxd.get((tx.local_addr, f.flow_id))
                     if r is None:               # the receiver's record of it is on its way
                         if not final and time.monotonic() - st.stats["end_ns"] / 1e9 < 5:
                             continue
-                        r = next((x for x in rx.rx_flows() if x.flow_id == f.flow_id), None)
+                        r = next((x for x in rx.rx_flows()
+                                  if (x.saddr, x.flow_id) == (tx.local_addr, f.flow_id)), None)
                     assert r is not None and r.done, f"receiver lost flow {f.flow_id:#x}"
                     assert r.bytes == n and r.crc32 == pattern_crc32(f.seed, n)
                     done += 1

@@ -343,6 +343,18 @@ def test_verdict_thresholds_by_hand():
         s = stages(fairness=[{"algo": "hpcc", "jain_min": jmin, "jain_median": 0.99,
                               "verdict": "v"}])
         assert by["_fairness"].judge(s).verdict.startswith(want)
+    # a miss at a B x T under the frames HPCC converges from says so first
+    def fair(frames):
+        return claims.Stages({"stages": [{"key": "fairness", "status": "done"}], "cpus": 2},
+                             {"fairness": {"results": [{"algo": "hpcc", "jain_min": 0.7,
+                                                        "jain_median": 0.8, "verdict": "v"}],
+                                           "params": {"bxt_frames": frames}}})
+    v = by["_fairness"].judge(fair(23.9)).verdict
+    assert v.startswith("missed by 0.28 (Jain min below 0.98) because B x T was 23.9 frames "
+                        "(a queued frame 0.042 of U against 1 - eta = 0.05 of headroom), under "
+                        "the 80 from which"), v
+    assert v.endswith("; hpcc: v"), v
+    assert "B x T" not in by["_fairness"].judge(fair(90.0)).verdict
     # fct: the smallest bucket with 20 flows of both, not one of a single flow
     def fct_row(algo, load, p99s, ns):
         return {"algo": algo, "workload": "websearch", "load": load, "verdict": "v",

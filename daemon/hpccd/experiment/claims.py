@@ -326,13 +326,27 @@ def _mice_dctcp(s: Stages) -> Outcome:
 
 
 def _fairness(s: Stages) -> Outcome:
+    """[HPCC] Figure 9g/9h.  A miss says the run's bottleneck verdict and,
+    when the bottleneck's B x T was under CONVERGES_FROM_FRAMES, that the
+    engine's code did not converge there without the hosts' CPUs either
+    (fairness.bxt_note)."""
+    from .native import CONVERGES_FROM_FRAMES
+
     r = s.row("fairness", "hpcc")
     x = _num(r.jain_min)
     lab = f"HPCC Jain min {_fmt(x)}, median {_fmt(_num(r.jain_median))} (10 ms bins)"
     if x >= JAIN_GOOD:
         return Outcome(lab, "met")
+    why = []
+    fr = _num((s.doc("fairness").get("params") or {}).get("bxt_frames"))
+    if 0 < fr < CONVERGES_FROM_FRAMES:
+        why.append(f"B x T was {_fmt(fr)} frames (a queued frame {1 / fr:.3f} of U against "
+                   f"1 - eta = 0.05 of headroom), under the {CONVERGES_FROM_FRAMES} from "
+                   f"which HPCC converged to Jain {JAIN_GOOD} on the engine's code without "
+                   f"the hosts' CPUs (docs/experiments.md \"Fairness and B x T\")")
+    why.append(s.why("fairness", r))
     return Outcome(lab, f"missed by {_fmt(JAIN_GOOD - x)} (Jain min below {JAIN_GOOD}) because "
-                        f"{s.why('fairness', r)}")
+                        + "; ".join(w for w in why if w))
 
 
 def _fct_rows(s: Stages, key: str, algo: str, workload: str) -> list[FctRow]:

@@ -343,17 +343,23 @@ def test_verdict_thresholds_by_hand():
         s = stages(fairness=[{"algo": "hpcc", "jain_min": jmin, "jain_median": 0.99,
                               "verdict": "v"}])
         assert by["_fairness"].judge(s).verdict.startswith(want)
-    # a miss at a B x T under the frames HPCC converges from says so first
-    def fair(frames):
+    # a miss at a B x T under the frames HPCC converges from says so first,
+    # and whether W_AI was the rule of thumb's (no convergence there without
+    # the CPUs either) or its floor (converges: the hosts held it)
+    def fair(frames, rule=None):
+        p = {"bxt_frames": frames, **({"w_ai_floor_from": rule} if rule else {})}
         return claims.Stages({"stages": [{"key": "fairness", "status": "done"}], "cpus": 2},
                              {"fairness": {"results": [{"algo": "hpcc", "jain_min": 0.7,
                                                         "jain_median": 0.8, "verdict": "v"}],
-                                           "params": {"bxt_frames": frames}}})
+                                           "params": p}})
     v = by["_fairness"].judge(fair(23.9)).verdict
     assert v.startswith("missed by 0.28 (Jain min below 0.98) because B x T was 23.9 frames "
-                        "(a queued frame 0.042 of U against 1 - eta = 0.05 of headroom), under "
-                        "the 80 from which"), v
+                        "(a queued frame 0.042 of U), under the 80 from which HPCC converged "
+                        "to Jain 0.98 with the rule of thumb's W_AI"), v
     assert v.endswith("; hpcc: v"), v
+    v = by["_fairness"].judge(fair(23.9, 18.1)).verdict
+    assert ("B x T was 23.9 frames (a queued frame 0.042 of U) and W_AI at its floor (the "
+            "rule of thumb gave 18.1 bytes)") in v and "so the hosts held it; hpcc: v" in v, v
     assert "B x T" not in by["_fairness"].judge(fair(90.0)).verdict
     # fct: the smallest bucket with 20 flows of both, not one of a single flow
     def fct_row(algo, load, p99s, ns):

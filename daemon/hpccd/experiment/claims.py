@@ -327,9 +327,10 @@ def _mice_dctcp(s: Stages) -> Outcome:
 
 def _fairness(s: Stages) -> Outcome:
     """[HPCC] Figure 9g/9h.  A miss says the run's bottleneck verdict and,
-    when the bottleneck's B x T was under CONVERGES_FROM_FRAMES, that the
-    engine's code did not converge there without the hosts' CPUs either
-    (fairness.bxt_note)."""
+    when the bottleneck's B x T was under CONVERGES_FROM_FRAMES, whether the
+    engine's code converges there without the hosts' CPUs: not with the rule
+    of thumb's W_AI, yes with W_AI at its floor (native.bxt_w_ai; the
+    summary's params say which ran)."""
     from .native import CONVERGES_FROM_FRAMES
 
     r = s.row("fairness", "hpcc")
@@ -338,12 +339,19 @@ def _fairness(s: Stages) -> Outcome:
     if x >= JAIN_GOOD:
         return Outcome(lab, "met")
     why = []
-    fr = _num((s.doc("fairness").get("params") or {}).get("bxt_frames"))
+    p = s.doc("fairness").get("params") or {}
+    fr, rule = _num(p.get("bxt_frames")), _num(p.get("w_ai_floor_from"))
     if 0 < fr < CONVERGES_FROM_FRAMES:
-        why.append(f"B x T was {_fmt(fr)} frames (a queued frame {1 / fr:.3f} of U against "
-                   f"1 - eta = 0.05 of headroom), under the {CONVERGES_FROM_FRAMES} from "
-                   f"which HPCC converged to Jain {JAIN_GOOD} on the engine's code without "
-                   f"the hosts' CPUs (docs/experiments.md \"Fairness and B x T\")")
+        share = f"B x T was {_fmt(fr)} frames (a queued frame {1 / fr:.3f} of U)"
+        if rule > 0:
+            why.append(f"{share} and W_AI at its floor (the rule of thumb gave "
+                       f"{_fmt(rule, 'bytes')}), with which the engine's code converged to "
+                       f"Jain {JAIN_GOOD} at 17-52 frames without the hosts' CPUs "
+                       f"(docs/experiments.md \"Fairness and B x T\"), so the hosts held it")
+        else:
+            why.append(f"{share}, under the {CONVERGES_FROM_FRAMES} from which HPCC converged "
+                       f"to Jain {JAIN_GOOD} with the rule of thumb's W_AI on the engine's code "
+                       f"without the hosts' CPUs (docs/experiments.md \"Fairness and B x T\")")
     why.append(s.why("fairness", r))
     return Outcome(lab, f"missed by {_fmt(JAIN_GOOD - x)} (Jain min below {JAIN_GOOD}) because "
                         + "; ".join(w for w in why if w))

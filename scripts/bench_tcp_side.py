@@ -32,8 +32,10 @@ Printed:
   cwnd, srtt and the INT's queueing delay; HPCC's N is the run's flows;
 - hpcc-w: hpcc with cwnd_rtt_gain = 0 (cwnd = W, R up to the line rate:
   the window before), interleaved with hpcc in the same run;
-- the trains: hpcc and hpcc-w run with TcpSide's gso_max_segs (--gso-segs,
-  h1's eth0 capped while they run; hpccd.tcp_side.trains), hpcc-nocap is
+- the trains: hpcc and hpcc-w run with TcpSide's gso_max_segs (--gso-segs;
+  by default hpccd.tcp_side.trains.segs_for with the idle base RTT: the
+  longest train whose queue stays within one BDP, 3 segments here; h1's
+  eth0 capped while they run), hpcc-nocap is
   hpcc with the interface left at the lab's cap (8 segments); every row
   prints the mean skb h1 sent (its eth0's tx bytes per packet: one GSO
   train per packet on veth) and the other ccs run with the lab's cap;
@@ -72,7 +74,8 @@ Printed:
   every hpcc row prints each flow's pacer ratio (bits acked over the bits
   the rate HPCC wanted allowed, from its responses after the warm-up) and
   the median gain written;
-- hpcc-s3, hpcc-s4: hpcc with trains of three and four segments (h1's
+- hpcc-s2, hpcc-s3, hpcc-s4: hpcc with trains of two, three and four
+  segments (2: the rule before the queue bound; h1's
   gso_max_segs: the kernel's internal pacing sends one skb per timer
   firing, so a train's size is what a late pacing timer can make up);
 - hpcc-auto: hpcc with trains from the rule with the pacer's lateness
@@ -118,10 +121,11 @@ KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "
              "hpcc-t1": "hpcc", "hpcc-s3": "hpcc", "hpcc-s4": "hpcc", "hpcc-p12": "hpcc",
              "hpcc-s3p12": "hpcc", "hpcc-s12": "hpcc", "hpcc-pg": "hpcc",
              "hpcc-pg2": "hpcc", "hpcc-pg115": "hpcc", "hpcc-sg15": "hpcc",
-             "hpcc-sg2": "hpcc", "hpcc-auto": "hpcc"}
+             "hpcc-sg2": "hpcc", "hpcc-auto": "hpcc", "hpcc-s2": "hpcc"}
 HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05",
              "hpcc-wc", "hpcc-al", "hpcc-t1", "hpcc-s3", "hpcc-s4", "hpcc-p12", "hpcc-s3p12",
-             "hpcc-s12", "hpcc-pg", "hpcc-pg2", "hpcc-pg115", "hpcc-sg15", "hpcc-sg2", "hpcc-auto")
+             "hpcc-s12", "hpcc-pg", "hpcc-pg2", "hpcc-pg115", "hpcc-sg15", "hpcc-sg2", "hpcc-auto",
+             "hpcc-s2")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 from bench_report import loadavg, machine_line, median, table  # noqa: E402
@@ -470,9 +474,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="path_rate_gain of every hpcc row (the flows' written rates "
                          "together at most this x the link: below 1 the host has room, "
                          "and what the flows deliver against it is the pacer's loss)")
-    ap.add_argument("--gso-segs", type=int, default=2,
+    ap.add_argument("--gso-segs", type=int, default=None,
                     help="TcpSide's gso_max_segs for the hpcc and hpcc-w rows (h1's trains; "
-                         "0: the lab's); hpcc-nocap: always the lab's")
+                         "0: the lab's; default: trains.segs_for with the idle base RTT, the "
+                         "longest train whose queue stays within one BDP); hpcc-nocap: always "
+                         "the lab's; hpcc-s2, -s3, -s4: 2, 3, 4")
     ap.add_argument("--hpcc-N", type=int, default=0,
                     help="HPCC's N (W_AI = W_init (1 - eta) / N); default: the run's flows")
     ap.add_argument("--cwnd-rtt-gain", type=float, default=None,
@@ -534,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
                 lab_segs = trains.gso_max_segs("eth0", lab.netns("h1"))
                 T = a.T_us * 1e3 or max(base * 3 // 2, 100_000)
                 bdp = tl.LINK_BPS / 8 * base / 1e9
+                gso = (trains.segs_for(tl.LINK_BPS, T, base_rtt_ns=base)
+                       if a.gso_segs is None else a.gso_segs)
                 gain = ({} if a.cwnd_rtt_gain is None
                         else {"cwnd_rtt_gain": a.cwnd_rtt_gain})
 
@@ -575,8 +583,8 @@ def main(argv: list[str] | None = None) -> int:
                         g["app_limited_hold"] = True
                     elif a.host_cap_t is not None:
                         g["host_cap_t"] = a.host_cap_t
-                    segs = {"hpcc-nocap": 0, "hpcc-t1": 1, "hpcc-s3": 3, "hpcc-s3p12": 3,
-                            "hpcc-s4": 4}.get(cc, a.gso_segs)
+                    segs = {"hpcc-nocap": 0, "hpcc-t1": 1, "hpcc-s2": 2, "hpcc-s3": 3,
+                            "hpcc-s3p12": 3, "hpcc-s4": 4}.get(cc, gso)
                     if cc == "hpcc-auto":
                         segs = auto_segs(T)
                     sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
@@ -603,7 +611,9 @@ def main(argv: list[str] | None = None) -> int:
                           f"cwnd_rtt_gain {side.cwnd_rtt_gain}, host_cap_t {side.host_cap_t}, "
                           f"path_rate_gain {side.path_rate_gain}, solo_rate_gain "
                           f"{side.solo_rate_gain}, h1's gso_max_segs: the lab's "
-                          f"{lab_segs}, hpcc's and hpcc-w's {a.gso_segs or lab_segs}")
+                          f"{lab_segs}, hpcc's and hpcc-w's {gso or lab_segs}"
+                          + (" (trains.segs_for: within one BDP)" if a.gso_segs is None
+                             else ""))
                     ccs = a.ccs.split(",")
                     nflows = [int(x) for x in a.flows.split(",")]
                     res: dict[tuple[str, int, str], list[dict]] = {}

@@ -126,6 +126,30 @@ def test_long_short_and_fairness_read_rates_off_the_switch(tmp_path):
     assert {"fairness.png", "rates_cubic.csv"} <= set(os.listdir(folder))
 
 
+def test_tcp_hpcc_rows_say_their_senders_trains(tmp_path):
+    """tcp-hpcc in an experiment: the senders' GSO trains are capped at
+    trains.segs_for of the bottleneck's B x T (an eighth, at least 2; not
+    the one-host rule within one BDP of the base RTT, docs/tcp-side.md),
+    said in the summary and its params; the long flow runs under hpccd's
+    CC, and a native row after it gets its engines back."""
+    from conftest import lab_ctx
+
+    from hpccd.experiment import longshort
+    from hpccd.tcp_side import trains
+
+    text, folder = longshort.run(lab_ctx, parse_algos("tcp-hpcc,hpcc"),
+                                 {"size": 300_000, "warmup": 0.5, "after": 0.3}, str(tmp_path))
+    doc = json.load(open(os.path.join(folder, "summary.json")))
+    k, h = doc["results"]
+    assert (k["algo"], h["algo"]) == ("tcp-hpcc", "hpcc") and not doc.get("skipped"), doc
+    t = doc["params"]["tcp_hpcc_trains"]
+    assert t["bottleneck_bps"] == k["line_bps"] and t["T_us"] == doc["params"]["T_us"], t
+    assert t["segs"] == trains.segs_for(t["bottleneck_bps"], t["T_us"] * 1e3) >= 2, t
+    assert f"tcp-hpcc: the senders' GSO trains at most {t['segs']} segments" in text
+    assert 0.2 * k["line_bps"] < k["long_before_bps"] < 1.05 * k["line_bps"], k
+    assert 0 < h["long_before_bps"] < 1.05 * h["line_bps"], h
+
+
 def test_the_main_job_lab_demo_runs_end_to_end(tmp_path):
     """README's first command (scripts/run.sh demo -> hpccctl demo): both
     tables, every algorithm measured (none skipped), the plots written."""

@@ -848,8 +848,9 @@ def test_trains_from_pacer_size_the_flows_that_come_later(chain):
     """TcpSide(trains_from_pacer=True): while an hpcc flow runs, retrain()
     (the daemon's poll) sets h1's train cap from the pacing timers'
     lateness it measured and the flow's INT (its slowest link, the 1 Gbit/s
-    bottleneck) and T (trains.segs_from_pacer: at least twice the pacer's
-    p75 on that link, at most half of B x T); the next flow sends trains of
+    bottleneck), T and least RTT (trains.segs_from_pacer: at least twice the
+    pacer's p75 on that link, at most half of B x T and one BDP of the
+    RTT); the next flow sends trains of
     at most that, and stop() gives the lab's cap back."""
     from hpccd.tcp_side import trains
     set_marking(chain, False)
@@ -876,8 +877,10 @@ def test_trains_from_pacer_size_the_flows_that_come_later(chain):
         assert decided, "no decision while the flow ran: " + str(side.pacer_lateness().summary())
         d = decided[-1]
         assert d["bottleneck_bps"] == 1e9 and d["expiries"] >= trains.RETRAIN_EXPIRIES, d
+        assert 0 < d["base_rtt_us"] < d["T_us"], d
         assert d["wanted"] == trains.segs_for(1e9, d["T_us"] * 1e3,
-                                              pacer_late_ns=d["pacer_late_us"] * 1e3), d
+                                              pacer_late_ns=d["pacer_late_us"] * 1e3,
+                                              base_rtt_ns=d["base_rtt_us"] * 1e3), d
         assert d["segs"] == min(d["wanted"], lab_segs), d
         assert trains.gso_max_segs("eth0", h1) == side.trains.segs == d["segs"]
         t0 = tx_counts(chain)

@@ -56,6 +56,53 @@ def test_segs_for_lengthens_trains_for_a_late_pacer_up_to_half_of_b_x_t():
     assert trains.segs_for(1e9, 640_000, pacer_late_ns=20_000) == 6
 
 
+def test_bdp_segs_keeps_a_whole_trains_queue_within_one_bdp():
+    # the frames behind a train's first wait: 1 + BDP // (1448 + 66)
+    # 1 Gbit/s x 26 us = 3,250 B: two frames wait, 3 segments
+    assert trains.bdp_segs(1e9, 26_000) == 3
+    # 42 us: 5,250 B, three frames: 4
+    assert trains.bdp_segs(1e9, 42_000) == 4
+    # a BDP under one frame still sends one segment at a time
+    assert trains.bdp_segs(1e9, 10_000) == 1
+    # exactly two frames of BDP: 3; a byte less: 2
+    assert trains.bdp_segs(8e9, 2 * 1514) == 3
+    assert trains.bdp_segs(8e9, 2 * 1514 - 1) == 2
+    for args in ((0, 1), (1e9, 0), (1e9, 1, 0)):
+        with pytest.raises(ValueError):
+            trains.bdp_segs(*args)
+
+
+def test_segs_for_with_the_base_rtt_takes_the_longest_train_within_one_bdp():
+    # the lab (1 Gbit/s, T 125 us, base RTT 26 us): an eighth of B x T is
+    # one segment, the queue allows 3: 3 (measured: 0.89-0.95 of the link
+    # at queue p99 0-1.3 BDP, against 0.71-0.89 in the 2 of the eighth)
+    assert trains.segs_for(1e9, 125_000, base_rtt_ns=26_000) == 3
+    # a slower base RTT allows 4; half of B x T (5) still bounds it
+    assert trains.segs_for(1e9, 125_000, base_rtt_ns=42_000) == 4
+    assert trains.segs_for(1e9, 80_000, base_rtt_ns=42_000) == 3       # half of 10 KB
+    # with the pacer's lateness measured, it asks for what it needs (20 us:
+    # 4), and the queue bound takes it back to 3
+    assert trains.segs_for(1e9, 125_000, pacer_late_ns=20_000) == 4
+    assert trains.segs_for(1e9, 125_000, pacer_late_ns=20_000, base_rtt_ns=26_000) == 3
+    # ... or keeps what it needs below the bound (10 us: 2)
+    assert trains.segs_for(1e9, 125_000, pacer_late_ns=10_000, base_rtt_ns=42_000) == 2
+    # the eighth of a large B x T is bounded too (6 -> 3) ...
+    assert trains.segs_for(1e9, 640_000, base_rtt_ns=26_000) == 3
+    # ... but never below TRAIN_MIN_SEGS
+    assert trains.segs_for(1e9, 125_000, base_rtt_ns=5_000) == trains.TRAIN_MIN_SEGS
+    # 100 Gbit/s, T 12 us, base RTT 10 us: 83 segments of BDP, half of
+    # B x T 51: 51
+    assert trains.segs_for(100e9, 12_000, base_rtt_ns=10_000) == 51
+    with pytest.raises(ValueError):
+        trains.segs_for(1e9, 125_000, base_rtt_ns=-1)
+
+
+def test_segs_from_pacer_bounds_by_the_least_base_rtt():
+    late = types.SimpleNamespace(n=trains.RETRAIN_EXPIRIES, quantile_ns=lambda q: 20_000)
+    assert trains.segs_from_pacer(late, [(1e9, 125_000)]) == 4
+    assert trains.segs_from_pacer(late, [(1e9, 125_000)], base_rtt_ns=26_000) == 3
+
+
 def test_train_cap_checks_its_arguments_before_touching_anything():
     with pytest.raises(ValueError):
         trains.TrainCap("eth0", 65536)

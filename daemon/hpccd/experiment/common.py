@@ -176,8 +176,10 @@ def run_in_lab(exp: str, lab_factory, topo, algos: list[Algo], p: dict[str, Any]
         rtt = base_rtt(lab, *pairs[0])
         progress(exp, f"lab up{lab_note}; base RTT {rtt * 1e6:.0f} us")
         loaded_rtt.setup(exp, lab, p, pairs, switch, peer, len(pairs))
-        return run_each(exp, algos, kcc, senders, receivers, lambda a: run_one(lab, a, rtt),
-                        what, done)
+        out = run_each(exp, algos, kcc, senders, receivers, lambda a: run_one(lab, a, rtt),
+                       what, done)
+        kcc.note(p)
+        return out
 
 
 def verdict_lines(rows: list, skipped: dict[str, str], key: str = "algo",

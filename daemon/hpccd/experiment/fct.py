@@ -832,4 +832,5 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
                                f"{next((b.p99 for b in r.buckets if b.n), math.nan):.2f}"))
                 rows += got
                 skipped.update(skip)
+        kcc.note(p)
     return report(res, rows, skipped, bad, cdfs, loads, p, edges, rtt), res.dir

@@ -16,7 +16,10 @@ the lab for one algorithm's run:
   tracker on each sender, and one TcpSide per sender probing its flows once
   per RTT and writing their windows (T as the native flows', above the
   lab's loaded RTT), with the senders' GSO trains capped for the run at an
-  eighth of the slowest link's B x T (hpccd.tcp_side.trains.segs_for);
+  eighth of the slowest link's B x T (hpccd.tcp_side.trains.segs_for; not
+  the longer trains within one BDP of the base RTT that one host's flows
+  fill the link with: from several senders they grew the queue, fairness's
+  p99 139 KB against 18, docs/tcp-side.md "Trains within one BDP");
   everything detached and restored after the run.  Native transport
   engines, which attach their own xdp_host, are closed first (they are
   made again when a native algorithm runs next).
@@ -39,6 +42,7 @@ class KernelCc:
         self.lab = lab
         self.n_flows = n_flows          # HPCC's N (native.hpcc_params)
         self.cc = None
+        self.trains: dict | None = None         # the last tcp-hpcc run's train cap (note)
 
     def __enter__(self) -> "KernelCc":
         self.lab.kernel_cc = self
@@ -97,6 +101,19 @@ class KernelCc:
         with self._hpcc_hosts(hosts, senders):
             yield
 
+    def note(self, p: dict) -> None:
+        """Into an experiment's params `p` (after its runs): the senders'
+        train cap of its tcp-hpcc runs, and a line of the summary saying it
+        (nothing when tcp-hpcc did not run)."""
+        if self.trains is None:
+            return
+        t = self.trains
+        p["tcp_hpcc_trains"] = dict(t)
+        p["hpcc_text"] = p.get("hpcc_text", "") + (
+            f"\ntcp-hpcc: the senders' GSO trains at most {t['segs']} segments (an eighth of "
+            f"B x T at {t['bottleneck_bps'] / 1e6:.0f} Mbit/s and T = {t['T_us']:.0f} us, at "
+            f"least 2; hpccd.tcp_side.trains.segs_for)")
+
     @contextlib.contextmanager
     def _hpcc_hosts(self, hosts: list[str], senders: list[str]) -> Iterator[None]:
         import secrets
@@ -109,6 +126,7 @@ class KernelCc:
         hp = self._hpcc()
         slowest = min(lk.rate_bps for lk in self.lab.topology.links)
         segs = segs_for(slowest, hp["T_ns"])
+        self.trains = {"segs": segs, "bottleneck_bps": slowest, "T_us": hp["T_ns"] / 1e3}
         objs, sides, attached = [], [], []
         try:
             xdp = {}

@@ -321,6 +321,7 @@ def run(lab_factory, algos: list[Algo], params: dict[str, Any], out: str) -> tup
             NAME, algos, kcc, ["e1", "e2", "m1"], ["r1"], lambda a: run_one(lab, a, p, idle),
             f"two elephants, then {p['duration']:g} s of mice",
             lambda r: f"mice p99 {r.rtt_p99_us:.0f} us ({r.p99_over_idle:.1f}x idle)")
+        kcc.note(p)
     if math.isnan(measure.percentile(idle, 50)):
         raise RuntimeError("no idle mice")
     return report(res, rows, skipped, p, idle), res.dir

@@ -629,7 +629,8 @@ class TcpSide:
     lower it, and trains as large as the lab's make the INT's U swing).
     ``trains_from_pacer`` (needs ``gso_dev``): the cap set again from the
     kernel pacer's measured lateness and the flows' slowest link and T
-    (retrain(), at each publish: trains.segs_from_pacer), for the flows that
+    (retrain(), at each publish: trains.segs_from_pacer, within one BDP of
+    the flows' least RTT), for the flows that
     connect after it; ``gso_max_segs`` is the cap until the first decision.
     ``host_cap_t``: the hosts' share of a flow's RTT counts in its cwnd at
     most this x its T (engine.c, cwnd_for).  ``path_rate_gain``: the pacing
@@ -900,14 +901,18 @@ class TcpSide:
         win = now - self._train_from if self._train_from is not None else now
         if win.n < RETRAIN_EXPIRIES:         # the flows' paths read only when it may decide
             return None
-        paths = []
+        paths, rtts = [], []
         for v in (self.flows.values() if flows is None else flows):
             codes = [cc.hop_unpack(v.hops[i:i + 8])["speed_code"]
                      for i in range(0, len(v.hops) - 7, 8)]
             bps = [cc.speed_mbps(c) * 1e6 for c in codes if c]
             if bps:
                 paths.append((min(bps), float(v.T_ns)))
-        segs = segs_from_pacer(win, paths)
+            # the path's base RTT as the flow saw it: its least probe RTT or
+            # least kernel srtt, whichever is less (both carry the hosts' time)
+            rtts += [r for r in (v.probe_rtt_min_ns, v.rtt_min_us * 1000) if r > 0]
+        base = float(min(rtts)) if rtts else 0.0
+        segs = segs_from_pacer(win, paths, base_rtt_ns=base)
         if segs is None:
             return None
         self._train_from = now
@@ -920,13 +925,15 @@ class TcpSide:
         self.train_decision = {"segs": cap, "wanted": segs,
                                "pacer_late_us": win.quantile_ns(PACER_LATE_Q) / 1e3,
                                "expiries": win.n, "bottleneck_bps": min(b for b, _ in paths),
-                               "T_us": min(t for _, t in paths) / 1e3}
+                               "T_us": min(t for _, t in paths) / 1e3,
+                               "base_rtt_us": base / 1e3}
         if cap == before:
             return None
         log.info("tcp_side: trains of %d segments for new flows (the pacer's p%.0f %.0f us "
-                 "over %d expiries, slowest link %.0f Mbit/s, T %.0f us)", cap,
-                 PACER_LATE_Q * 100, self.train_decision["pacer_late_us"], win.n,
-                 self.train_decision["bottleneck_bps"] / 1e6, self.train_decision["T_us"])
+                 "over %d expiries, slowest link %.0f Mbit/s, T %.0f us, base RTT %.0f us)",
+                 cap, PACER_LATE_Q * 100, self.train_decision["pacer_late_us"], win.n,
+                 self.train_decision["bottleneck_bps"] / 1e6, self.train_decision["T_us"],
+                 base / 1e3)
         return cap
 
     def pacer_lateness(self) -> Lateness | None:

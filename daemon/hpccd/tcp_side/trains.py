@@ -28,6 +28,15 @@ least twice the pacer's measured lateness long on the bottleneck
 (hpccd.tcp_side.pacer) loses none; measured on a two-vCPU VM whose pacer
 fired 15.6 us late at the median, 19.7 us on average: one flow 0.54-0.78
 of a 1 Gbit/s link in 2-segment trains (a 23 us slot), 0.90-0.95 in 4.
+
+Why a train must stay short of the path's BDP: it lands in the bottleneck's
+queue whole, its frames behind the first waiting there, so a train of S
+segments queues S - 1 frames however well HPCC sets its window.  The
+longest train within one BDP of the base RTT (bdp_segs) keeps the queue
+within HPCC's target and makes up as much of the pacer's lateness as that
+allows: on the lab's 1 Gbit/s path with a 26-42 us base RTT, 3-4 segments
+(measured: one, two and four `iperf3 -C hpcc` flows 0.89-0.95 of the link
+in 3-segment trains at queue p99 0-1.3 BDP, against 0.71-0.89 in 2).
 """
 from __future__ import annotations
 
@@ -67,21 +76,48 @@ def pacer_segs(bottleneck_bps: float, late_ns: float, mss: int = 1448) -> int:
     return math.ceil(2 * late_ns / 1e9 * bottleneck_bps / 8 / mss)
 
 
+# Bytes a full segment takes on the wire beyond its payload: TCP with
+# timestamps (32), IPv4 (20), Ethernet (14).
+SEG_WIRE_OVERHEAD = 66
+
+
+def bdp_segs(bottleneck_bps: float, base_rtt_ns: float, mss: int = 1448) -> int:
+    """The longest train whose queue stays within one bandwidth-delay
+    product of the path's base RTT `base_rtt_ns`: a train leaves its sender
+    faster than the bottleneck drains it, so it lands there whole and the
+    frames behind its first wait: 1 + (B x base RTT) // frame."""
+    if bottleneck_bps <= 0 or base_rtt_ns <= 0 or mss <= 0:
+        raise ValueError(f"bdp_segs needs a positive rate, base RTT and mss "
+                         f"({bottleneck_bps}, {base_rtt_ns}, {mss})")
+    return 1 + int(bottleneck_bps / 8 * base_rtt_ns / 1e9 // (mss + SEG_WIRE_OVERHEAD))
+
+
 def segs_for(bottleneck_bps: float, T_ns: float, mss: int = 1448,
-             pacer_late_ns: float = 0.0) -> int:
+             pacer_late_ns: float = 0.0, base_rtt_ns: float = 0.0) -> int:
     """gso_max_segs for flows of T `T_ns` through a bottleneck of
-    `bottleneck_bps`: trains of at most TRAIN_SHARE of B x T, at least
-    TRAIN_MIN_SEGS segments; with the pacer's lateness `pacer_late_ns`
-    (PACER_LATE_Q of what hpccd.tcp_side.pacer measured), long enough for
-    the pacer to make it up (pacer_segs), up to TRAIN_MAX_SHARE of B x T."""
-    if bottleneck_bps <= 0 or T_ns <= 0 or mss <= 0 or pacer_late_ns < 0:
-        raise ValueError(f"segs_for needs a positive rate, T and mss and a lateness of "
-                         f"at least 0 ({bottleneck_bps}, {T_ns}, {mss}, {pacer_late_ns})")
+    `bottleneck_bps`: trains of TRAIN_SHARE of B x T, at least
+    TRAIN_MIN_SEGS segments.  Longer where the kernel's pacer asks for it,
+    up to TRAIN_MAX_SHARE of B x T: with the pacer's lateness
+    `pacer_late_ns` (PACER_LATE_Q of what hpccd.tcp_side.pacer measured),
+    long enough for the pacer to make it up (pacer_segs); with the path's
+    base RTT `base_rtt_ns` and no lateness measured, as long as the queue
+    target allows.  With the base RTT, never longer than a train whose
+    queue stays within one BDP of it (bdp_segs): the pacer's lateness then
+    costs rate, not queue."""
+    if bottleneck_bps <= 0 or T_ns <= 0 or mss <= 0 or pacer_late_ns < 0 or base_rtt_ns < 0:
+        raise ValueError(f"segs_for needs a positive rate, T and mss and a lateness and "
+                         f"base RTT of at least 0 ({bottleneck_bps}, {T_ns}, {mss}, "
+                         f"{pacer_late_ns}, {base_rtt_ns})")
     bt = bottleneck_bps / 8 * T_ns / 1e9
     segs = int(bt * TRAIN_SHARE // mss)
+    most = int(bt * TRAIN_MAX_SHARE // mss)
+    cap = bdp_segs(bottleneck_bps, base_rtt_ns, mss) if base_rtt_ns else 0
     if pacer_late_ns:
-        most = int(bt * TRAIN_MAX_SHARE // mss)
         segs = max(segs, min(pacer_segs(bottleneck_bps, pacer_late_ns, mss), most))
+    elif cap:
+        segs = max(segs, min(cap, most))
+    if cap:
+        segs = min(segs, cap)
     return min(max(segs, TRAIN_MIN_SEGS), 65535)
 
 
@@ -90,17 +126,19 @@ def segs_for(bottleneck_bps: float, T_ns: float, mss: int = 1448,
 RETRAIN_EXPIRIES = 2000
 
 
-def segs_from_pacer(late, paths: list[tuple[float, float]], mss: int = 1448) -> int | None:
+def segs_from_pacer(late, paths: list[tuple[float, float]], mss: int = 1448,
+                    base_rtt_ns: float = 0.0) -> int | None:
     """segs_for from the pacing timers' lateness `late` (a
     hpccd.tcp_side.pacer.Lateness window) for flows whose paths are
     (slowest link's bits/s, T ns) `paths`: the slowest link of them and the
-    least T (a train is at most half of B x T for every flow); None with
-    fewer than RETRAIN_EXPIRIES expiries or no path known."""
+    least T (a train is at most half of B x T for every flow), within one
+    BDP of `base_rtt_ns` (the least base RTT of the flows; 0: unknown);
+    None with fewer than RETRAIN_EXPIRIES expiries or no path known."""
     paths = [(b, t) for b, t in paths if b > 0 and t > 0]
     if late.n < RETRAIN_EXPIRIES or not paths:
         return None
     return segs_for(min(b for b, _ in paths), min(t for _, t in paths), mss,
-                    pacer_late_ns=late.quantile_ns(PACER_LATE_Q))
+                    pacer_late_ns=late.quantile_ns(PACER_LATE_Q), base_rtt_ns=base_rtt_ns)
 
 
 class TrainCapError(RuntimeError):

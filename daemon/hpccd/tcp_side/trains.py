@@ -34,9 +34,12 @@ queue whole, its frames behind the first waiting there, so a train of S
 segments queues S - 1 frames however well HPCC sets its window.  The
 longest train within one BDP of the base RTT (bdp_segs) keeps the queue
 within HPCC's target and makes up as much of the pacer's lateness as that
-allows: on the lab's 1 Gbit/s path with a 26-42 us base RTT, 3-4 segments
-(measured: one, two and four `iperf3 -C hpcc` flows 0.89-0.95 of the link
-in 3-segment trains at queue p99 0-1.3 BDP, against 0.71-0.89 in 2).
+allows: on the lab's 1 Gbit/s path with a 26-43 us base RTT, 3-4 segments
+(measured, one host's `iperf3 -C hpcc` flows: one / two / four 0.93 / 0.95 /
+0.93 of the link in 4-segment trains at queue p99 0.03 / 1.14 / 1.19 BDP,
+against 0.69 / 0.88 / 0.91 in 2).  Senders on several hosts queued more
+with such trains (their trains land together), so the experiments keep
+TRAIN_SHARE (docs/tcp-side.md, "Trains within one BDP").
 """
 from __future__ import annotations
 

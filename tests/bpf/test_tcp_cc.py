@@ -240,6 +240,42 @@ def registrant():
         child.stderr.close()
 
 
+def test_a_registration_still_held_by_a_socket_is_not_stale():
+    """An unregistered struct_ops map lives on while a socket still runs
+    its CC (the kernel answers EINPROGRESS to unregistering it again).  The
+    next owner registers beside it and its stop(), the last owner's, which
+    unregisters every hpccd_tcp_* map it finds, must pass over that one:
+    seen as a daemon's stop failing ("Operation now in progress") right after
+    iperf3 flows of an earlier daemon's registration."""
+    import socket
+    srv = socket.create_server(("127.0.0.1", 0))
+    cli = socket.socket()
+    a = TcpCc(BUILT)
+    a.start(wait_s=LOCK_WAIT_S)
+    try:
+        cli.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"hpcc")
+        cli.connect(srv.getsockname())
+        conn, _ = srv.accept()
+        a.stop()                      # unregistered; the socket still holds the map
+        assert a.unregistered and "hpcc" not in available()
+        assert "hpccd_tcp_hpcc" in registered_maps()
+        b = TcpCc(BUILT)
+        b.start(wait_s=0)
+        try:
+            assert sorted(registered_maps()).count("hpccd_tcp_hpcc") == 2
+            assert TcpCc.cleanup_stale() == []          # b lives: nothing touched
+        finally:
+            b.stop()                                    # must not raise
+        assert b.unregistered and "hpcc" not in available()
+        assert cli.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0") \
+            == b"hpcc"
+        conn.close()
+    finally:
+        cli.close()
+        srv.close()
+        a.stop()
+
+
 def test_registrant_sigkilled_while_another_owner_lives():
     b = TcpCc(BUILT)
     try:

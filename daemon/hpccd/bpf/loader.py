@@ -1094,7 +1094,9 @@ def _stale_struct_ops(prefix: str) -> list[str]:
             if info.type != lib.HPCCD_BPF_MAP_TYPE_STRUCT_OPS or not name.startswith(prefix):
                 continue
             rc = lib.hpccd_bpf_struct_ops_unregister(fd)
-            if rc not in (-errno.ENOENT, -errno.EINVAL):   # not (or no longer) registered
+            # not registered, or no longer: EINPROGRESS is a map unregistered
+            # already and kept until the sockets that run its CC let it go
+            if rc not in (-errno.ENOENT, -errno.EINVAL, -errno.EINPROGRESS):
                 _check(rc, f"unregister stale struct_ops {name} (map id {start})")
                 removed.append(name)
         finally:

@@ -859,13 +859,16 @@ def test_trains_from_pacer_size_the_flows_that_come_later(chain):
     mss = 1448
     side = hpcc_side(chain, 1, hpcc_t_ns(chain), gso_max_segs=2, gso_dev="eth0",
                      trains_from_pacer=True)
-    decided, stop = [], threading.Event()
+    decided, stop, seen = [], threading.Event(), []
 
     def poll():
         while not stop.wait(0.2):
             side.retrain()
             if side.train_decision:
                 decided.append(dict(side.train_decision))
+            st = side.status()                 # what hpccctl status shows of the flows
+            if st["per_flow"]:
+                seen.append(st)
 
     t = threading.Thread(target=poll)
     try:
@@ -875,6 +878,10 @@ def test_trains_from_pacer_size_the_flows_that_come_later(chain):
         stop.set()
         t.join()
         assert decided, "no decision while the flow ran: " + str(side.pacer_lateness().summary())
+        # the count and the rows side by side (the rows once hid behind the count)
+        assert seen and all(st["flows"] >= 1 for st in seen), seen[-1:]
+        assert max(f["probes_answered"] for st in seen for f in st["per_flow"]) > 0, seen[-1]
+        assert seen[-1]["trains"]["cap"] == side.trains.segs, seen[-1]["trains"]
         d = decided[-1]
         assert d["bottleneck_bps"] == 1e9 and d["expiries"] >= trains.RETRAIN_EXPIRIES, d
         assert 0 < d["base_rtt_us"] < d["T_us"], d

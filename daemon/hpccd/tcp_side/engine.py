@@ -999,6 +999,8 @@ class TcpSide:
         return out
 
     def status(self) -> dict[str, Any]:
+        """The engine's counters (STATS), each flow's state ("per_flow") and,
+        with trains_from_pacer, the last train decision ("trains")."""
         flows = [{"flow": str(v.key), "W_bytes": v.W, "cwnd_bytes": v.cwnd_bytes, "U": v.U,
                   "rate_bps": v.rate_bps, "T_us": v.T_ns / 1e3,
                   "qdelay_us": v.qdelay_ns / 1e3, "host_us": v.host_ns / 1e3,
@@ -1011,7 +1013,7 @@ class TcpSide:
                   "parked": v.parked} for v in self.flows.values()]
         st = self.stats
         st.pop("late_hist")
-        out = {"flows": flows, **st}
+        out = {**st, "per_flow": flows}          # st's "flows" is their count
         if self.trains_from_pacer:
             out["trains"] = dict(self.train_decision, cap=self.trains.segs)
         return out

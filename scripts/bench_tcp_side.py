@@ -104,9 +104,11 @@ Printed:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
+import signal
 import statistics
 import subprocess
 import sys
@@ -130,6 +132,9 @@ sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / 
 
 from bench_report import loadavg, machine_line, median, table  # noqa: E402
 from hpccd.experiment.measure import jain  # noqa: E402
+
+DEFAULT_CCS = "cubic,bbr,dctcp,hpcc,hpcc-w,hpcc-nocap"
+
 
 def thread_cpu_s(tid: int) -> float:
     """CPU time of one thread of this process, seconds: the scheduler's
@@ -261,6 +266,256 @@ def daemon_flows(lab, dm, n: int, seconds: float) -> None:
     print_threads(per)
 
 
+# --daemon's rows: the h1 daemon's [tcp_side] table for each (None: the
+# "hpcc" row's, the train rule's cap; cubic, bbr and dctcp run under it too)
+DAEMON_ROWS = {"cubic": None, "bbr": None, "dctcp": None, "hpcc": None,
+               "hpcc-s2": {"gso_max_segs": 2}, "hpcc-s3": {"gso_max_segs": 3},
+               "hpcc-s4": {"gso_max_segs": 4}, "hpcc-nocap": {"gso_max_segs": 0},
+               "hpcc-auto": {"trains_from_pacer": True}}
+
+
+def daemon_pair(a) -> int:
+    """--daemon: issue 19's pair under the running hpccd.  The lab of the
+    in-process rows (test_tcp_cc_lab.py's CHAIN); h2 runs hpccd
+    [transport] (its XDP answers the probes), h1 hpccd [transport,
+    tcp_side] started for each flow count with HPCC's N = the flows, T the
+    in-process rows' (1.5 x the idle ICMP RTT, at least 100 us; each flow's T
+    from its RTTs, tcp_side.t_from_rtt) and tcp_side.gso_max_segs the train
+    rule's (trains.segs_for with the idle base RTT) unless the row says
+    otherwise (DAEMON_ROWS): what an operator writes in hpccd.toml.  The cap
+    is the interface's, so cubic, bbr and dctcp run with it as they would
+    beside this daemon.  Per run as the in-process rows (utilisation from the
+    switch's counters, queue p50 / p99, Jain, retransmissions, mean skb) and
+    the daemon's own: its whole process's CPU, probes per RTT and their
+    lateness (its status), the T it chose per flow."""
+    import shutil
+    import tempfile
+
+    import test_tcp_cc_lab as tl
+    from conftest import lab_ctx
+    from hpccd.lab.topology import Topology
+    from hpccd.tcp_side import trains
+    from lab_hpccd import LabHpccd, daemon_toml, start_when_free
+    tl.LINK_BPS = 1_000_000_000
+    ccs = a.ccs.split(",") if a.ccs != DEFAULT_CCS else ["cubic", "bbr", "dctcp", "hpcc"]
+    bad = [c for c in ccs if c not in DAEMON_ROWS]
+    if bad:
+        print(f"bench_tcp_side --daemon: no such row {bad}; rows: {', '.join(DAEMON_ROWS)}",
+              file=sys.stderr)
+        return 2
+    nflows = [int(x) for x in a.flows.split(",")]
+    d = pathlib.Path(tempfile.mkdtemp(prefix="hpccd-bench-"))
+    (d / "tag.key").write_text(os.urandom(16).hex() + "\n")
+    print(machine_line())
+    try:
+        with lab_ctx(Topology.loads(tl.CHAIN)) as lab:
+            base = tl.base_rtt_ns(lab)
+            lab_segs = trains.gso_max_segs("eth0", lab.netns("h1"))
+            T = int(a.T_us * 1e3) or max(base * 3 // 2, 100_000)
+            bdp = tl.LINK_BPS / 8 * base / 1e9
+            rule = (trains.segs_for(tl.LINK_BPS, T, base_rtt_ns=base) if a.gso_segs is None
+                    else a.gso_segs)
+            print(f"base RTT (ICMP, idle) {base / 1e3:.0f} us, BDP {bdp / 1e3:.1f} KB, hpccd's "
+                  f"hpcc.T_ns {T / 1e3:.0f} us (per-flow T from RTTs), tcp_side.gso_max_segs "
+                  f"{rule} (the lab's {lab_segs})"
+                  + (" (trains.segs_for: within one BDP)" if a.gso_segs is None else ""),
+                  flush=True)
+
+            def daemon(host: str, comps: list[str], name: str, n: int = 1,
+                       ts: dict | None = None) -> LabHpccd:
+                ts = {"gso_max_segs": rule, **(ts or {})}
+                rest = (f"[hpcc]\nT_ns = {T}\nline_rate_bps = 2000000000\nmtu_bytes = 1500\n"
+                        f"eta = 0.95\nmax_stage = 5\nN_flows = {n}\n")
+                if "tcp_side" in comps:
+                    rest += "[tcp_side]\n" + "".join(
+                        f"{k} = {json.dumps(v)}\n" for k, v in ts.items())
+                toml = daemon_toml(control_socket=d / f"{name}.sock",
+                                   metrics_address=DAEMON_METRICS, components=comps,
+                                   key_file=d / "tag.key", rest=rest)
+                return start_when_free(
+                    lambda: LabHpccd(lab, host, d, name, toml, d / f"{name}.sock"),
+                    "another build", timeout=600)
+
+            peer = daemon("h2", ["transport"], "h2")
+            res: dict[tuple[str, int], list[dict]] = {}
+            try:
+                groups: dict[str, list[str]] = {}      # one daemon per distinct [tcp_side]
+                for cc in ccs:
+                    groups.setdefault(json.dumps(DAEMON_ROWS[cc]), []).append(cc)
+                for rep in range(a.reps):
+                    for n in nflows:
+                        for key, rows in groups.items():
+                            dm = daemon("h1", ["transport", "tcp_side"], f"h1-{rep}-{n}", n,
+                                        json.loads(key))
+                            try:
+                                time.sleep(1.0)                    # past start-up
+                                for cc in rows:
+                                    r = run_daemon(lab, tl, dm, cc, n, a.seconds, a.warmup)
+                                    res.setdefault((cc, n), []).append(r)
+                                    print(f"rep {rep + 1} {cc:>10} x{n}: util {r['util']:.3f}, "
+                                          f"q p50 {r['q50'] / 1e3:.1f} KB p99 "
+                                          f"{r['q99'] / 1e3:.1f} KB ({r['q99'] / bdp:.2f} BDP), "
+                                          f"Jain {r['jain']:.3f}, retx {r['retx']}, mean skb "
+                                          f"{r['skb_KB']:.1f} KB, hpccd {r['cores']:.1%} of a "
+                                          f"core" + (f", {r['probes_per_rtt']:.2f} probes per "
+                                                     f"RTT, late {r['late_us']:.0f} us, T "
+                                                     f"{r['T_us']} us, the kernel's least "
+                                                     f"RTT {r['rtt_min_us']:.0f} us, trains "
+                                                     f"{r['trains']}; ACKs in HPCC mode "
+                                                     f"{r['hpcc_acks']:.1%}, in the fallback "
+                                                     f"{r['fallback_acks']:.2%}; held by "
+                                                     + ", ".join(f"{k} {v:.0%}" for k, v in
+                                                                 sorted(r["held"].items()))
+                                                     + f"; pacer late > 10 / 20 us "
+                                                     f"{r['pacer_over_10us']:.0%} / "
+                                                     f"{r['pacer_over_20us']:.0%}"
+                                                     if r["hpcc"] else ""),
+                                          flush=True)
+                            finally:
+                                rc = dm.stop()
+                                dm.close()
+                                if rc not in (0, -signal.SIGTERM):
+                                    print(f"hpccd in h1 exited {rc}: {dm.log()[-2000:]}",
+                                          file=sys.stderr)
+            finally:
+                peer.close()
+            print(f"\nmedians of {a.reps}, under the running hpccd (load average after: "
+                  f"{loadavg()})")
+            out = []
+            for (cc, n), rs in res.items():
+                h = rs[0]["hpcc"]
+                out.append([cc, n, f"{median(rs, 'util'):.3f}", f"{median(rs, 'q50') / 1e3:.1f}",
+                            f"{median(rs, 'q99') / 1e3:.1f}", f"{median(rs, 'q99') / bdp:.2f}",
+                            f"{median(rs, 'jain'):.3f}", f"{median(rs, 'retx'):.0f}",
+                            f"{median(rs, 'skb_KB'):.1f}", f"{median(rs, 'cores'):.1%}",
+                            f"{median(rs, 'probes_per_rtt'):.2f}" if h else "",
+                            f"{median(rs, 'late_us'):.0f}" if h else "",
+                            f"{median(rs, 'fallback_acks'):.2%}" if h else "",
+                            "/".join(f"{statistics.median(r['held'].get(k, 0) for r in rs):.0%}"
+                                     for k in ("cwnd", "pacing", "app", "tsq", "timer"))
+                            if h else "",
+                            f"{median(rs, 'pacer_over_20us'):.0%}" if h else "",
+                            " ".join(f"{r['util']:.3f}@{r['q99'] / bdp:.2f}" for r in rs)])
+            print(table(["cc", "flows", "util", "q50 KB", "q99 KB", "q99 BDP", "Jain", "retx",
+                         "skb KB", "hpccd CPU", "probes/RTT", "late us", "fallback ACKs",
+                         "held cwnd/pacing/app/tsq/timer", "pacer > 20 us",
+                         "runs: util@q99 BDP"], out))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
+DAEMON_METRICS = "127.0.0.1:9479"
+
+
+def daemon_counters(lab, dm) -> dict[str, float]:
+    """From h1's hpccd's Prometheus endpoint: the hpcc CC's ACKs by mode
+    ("mode:hpcc", "mode:fb_stale", ...), its HPCC-mode ACKs by what held the
+    flow back ("by:cwnd", ...) and the pacing timers' lateness histogram
+    ("le:<bound>" cumulative, "late_n")."""
+    import urllib.request
+
+    from hpccd.bpf import loader as bpf
+    from lab_hpccd import samples
+    with bpf.in_netns(lab.netns(dm.host)):
+        with urllib.request.urlopen(f"http://{DAEMON_METRICS}/metrics", timeout=20) as r:
+            m = samples(r.read().decode())
+    out: dict[str, float] = {}
+    for lb, v in m.get("hpccd_tcp_cc_acks_total", []):
+        out[f"mode:{lb['mode']}"] = v
+    for lb, v in m.get("hpccd_tcp_cc_limited_acks_total", []):
+        out[f"by:{lb['by']}"] = v
+    for lb, v in m.get("hpccd_tcp_pacer_lateness_seconds_bucket", []):
+        out[f"le:{lb['le']}"] = v
+    for _, v in m.get("hpccd_tcp_pacer_lateness_seconds_count", []):
+        out["late_n"] = v
+    return out
+
+
+def why_fmt(c0: dict, c1: dict) -> dict:
+    """What the hpcc CC did over a run (daemon_counters before and after):
+    the share of its ACKs in HPCC mode and in the Reno fallback, what held
+    its HPCC-mode ACKs back, and the pacer's lateness: the share of
+    expiries later than 10 and 20 us."""
+    d = {k: c1.get(k, 0) - c0.get(k, 0) for k in c1}
+    acks = sum(v for k, v in d.items() if k.startswith("mode:"))
+    hp = d.get("mode:hpcc", 0)
+    fb = sum(v for k, v in d.items() if k.startswith("mode:fb_"))
+    held = {k[3:]: v / hp for k, v in d.items() if k.startswith("by:") and hp}
+    n = d.get("late_n", 0)
+    late = {us: 1 - d.get(f"le:{us * 1e-6:g}", 0) / n if n else nan for us in (10, 20)}
+    return {"hpcc_acks": hp / acks if acks else nan, "fallback_acks": fb / acks if acks else nan,
+            "held": held, "pacer_over_10us": late[10], "pacer_over_20us": late[20]}
+
+
+def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) -> dict:
+    """`iperf3 -C <cc> -P flows` h1 -> h2 under the running daemon `dm`:
+    lab_figures() over the run after `warmup`, h1's mean skb, the daemon's
+    CPU (cores) and, for hpcc, its probes per RTT, their mean lateness and
+    the T it chose per flow (from its status every 0.5 s)."""
+    from hpccd.agent.control import request
+    tl._port += 1
+    port = tl._port
+    hpcc = KERNEL_CC.get(cc, "hpcc") == "hpcc"
+    kcc = KERNEL_CC.get(cc, "hpcc")
+    # dctcp: the receiver's listener takes h2's default CC when it is made,
+    # and must be dctcp to echo ECN as DCTCP does
+    ctx = tl.default_cc(lab, "dctcp") if cc == "dctcp" else contextlib.nullcontext()
+    tl.set_marking(lab, cc == "dctcp")
+    seen_T: dict[str, float] = {}
+    seen_rtt: dict[str, float] = {}              # the kernel's least RTT of each flow
+    with ctx:
+        srv = lab.popen("h2", ["iperf3", "-s", "-1", "-p", str(port)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        sampler = lab.int_switch.sampler(tl.BOTTLENECK[0])
+        sampler.read()
+        st0 = request(dm.sock, "status", {})["components"]["tcp_side"]
+        m0 = daemon_counters(lab, dm) if hpcc else {}
+        tx0, th0 = tx_counts(lab), daemon_threads(dm.proc.pid)
+        t_start = time.monotonic_ns()
+        cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", kcc,
+                               "-t", str(seconds), "-P", str(flows), "-J"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        samples, last = [], 0.0
+        while cli.poll() is None:
+            time.sleep(0.05)
+            samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
+            if hpcc and time.monotonic() - last > 0.5:
+                last = time.monotonic()
+                for f in request(dm.sock, "status", {})["components"]["tcp_side"]["per_flow"]:
+                    if f["probes_answered"]:
+                        seen_T[f["flow"]] = f["T_us"]
+                        seen_rtt[f["flow"]] = f["rtt_min_us"]
+        out, err = cli.communicate(timeout=30)
+    samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
+    th1, tx1 = daemon_threads(dm.proc.pid), tx_counts(lab)
+    st1 = request(dm.sock, "status", {})["components"]["tcp_side"]
+    why = why_fmt(m0, daemon_counters(lab, dm)) if hpcc else {}
+    srv.wait(timeout=10)
+    if cli.returncode != 0:
+        raise RuntimeError(f"iperf3 -C {kcc}: {err.strip() or out[-500:]}")
+    res = json.loads(out)
+    if res["end"].get("sender_tcp_congestion", kcc) != kcc:
+        raise RuntimeError(f"iperf3 -C {kcc} ran {res['end']['sender_tcp_congestion']}")
+    win = [s for s in samples if t_start + warmup * 1e9 <= s.ts_ns <= t_start + seconds * 1e9]
+    if len(win) < 100:
+        raise RuntimeError(f"{cc}: only {len(win)} queue samples")
+    el = seconds
+    cpu = sum(ns - th0.get(tid, (name, 0, 0))[1] for tid, (name, ns, _) in th1.items()) / 1e9
+    dd = {k: st1[k] - st0[k] for k in ("probes_sent", "chain_rtt_ns", "chain_interval_ns",
+                                       "late_sum_ns", "late_n")}
+    return {"cc": cc, "flows": flows, "hpcc": hpcc, **lab_figures(tl, win, [res]),
+            "skb_KB": ((tx1[0] - tx0[0]) / (tx1[1] - tx0[1]) / 1e3 if tx1[1] > tx0[1] else nan),
+            "cores": cpu / el,
+            "probes_per_rtt": (dd["chain_rtt_ns"] / dd["chain_interval_ns"]
+                               if dd["chain_interval_ns"] else nan),
+            "late_us": dd["late_sum_ns"] / dd["late_n"] / 1e3 if dd["late_n"] else nan,
+            "T_us": sorted(round(t) for t in seen_T.values()),
+            "rtt_min_us": min(seen_rtt.values(), default=nan), **why,
+            "trains": st1.get("trains", {}).get("cap")}
+
+
 def idle(side, seconds: float) -> dict:
     tid = side._thread.native_id
     s0, p0, t0, w0 = side.stats, process_cpu_s(), thread_cpu_s(tid), time.monotonic()
@@ -360,10 +615,7 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
                       "ss": ss_ts, "queue": [(s.ts_ns - t_start, s.backlog_bytes, s.tx_bytes)
                                              for s in samples],
                       "late_hist": [b - a for a, b in zip(s0["late_hist"], s1["late_hist"])]})
-    util = ((win[-1].tx_bytes - win[0].tx_bytes) * 8 / ((win[-1].ts_ns - win[0].ts_ns) / 1e9)
-            / tl.LINK_BPS)
-    q = sorted(s.backlog_bytes for s in win)
-    rates = [st["receiver"]["bits_per_second"] for r in res for st in r["end"]["streams"]]
+    lf = lab_figures(tl, win, res)
     d = {k: s1[k] - s0[k] for k in ("probes_sent", "probes_answered", "probes_lost",
                                      "late_sum_ns", "late_n", "chain_rtt_ns",
                                      "chain_interval_ns", "parks", "wakeups", "send_calls",
@@ -383,15 +635,12 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     lim["none"] = 1 - sum(lim.values())
     pace = sorted((pl1[k][0] - pl0[k][0]) / (pl1[k][1] - pl0[k][1]) for k in pl1
                   if pl1[k][1] > pl0[k][1])
-    return {"cc": cc, "flows": flows, "util": util, "pacer": pacer,
+    return {"cc": cc, "flows": flows, "pacer": pacer,
             # per flow: bits acked over the bits the rate HPCC wanted allowed
             # (the pacer's loss is 1 - this), and the median gain written
             "pace_ratio": pace, "pace_gain": sorted(statistics.median(g) for g in pgain.values()),
             "skb_KB": ((tx1[0] - tx0[0]) / (tx1[1] - tx0[1]) / 1e3 if tx1[1] > tx0[1] else nan),
-            "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
-            "jain": jain(rates), "goodput_mbps": sum(rates) / 1e6,
-            "retx": sum(r["end"]["sum_sent"].get("retransmits", 0) for r in res),
-            "sender": "procs" if procs else "-P",
+            **lf, "sender": "procs" if procs else "-P",
             # the responses whose interval the flow left its window unused in
             # (fewer bytes acked than W per srtt), and W's increases computed
             # from them, per window written (held with app_limited_hold)
@@ -426,6 +675,21 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
                              else nan), "qdelay_us": med_of(seen_w, 3) / 1e3}
 
 
+def lab_figures(tl, win: list, res: list[dict]) -> dict:
+    """What a run did at the bottleneck and at the receivers: link
+    utilisation (the port's tx byte counter over the queue samples `win`,
+    the run after its warm-up), queue p50 / p99 (bytes), Jain's index of the
+    streams' goodputs, their sum and the senders' retransmissions (`res`:
+    the iperf3 clients' JSON)."""
+    util = ((win[-1].tx_bytes - win[0].tx_bytes) * 8 / ((win[-1].ts_ns - win[0].ts_ns) / 1e9)
+            / tl.LINK_BPS)
+    q = sorted(s.backlog_bytes for s in win)
+    rates = [st["receiver"]["bits_per_second"] for r in res for st in r["end"]["streams"]]
+    return {"util": util, "q50": q[len(q) // 2], "q99": q[min(len(q) - 1, int(0.99 * len(q)))],
+            "jain": jain(rates), "goodput_mbps": sum(rates) / 1e6,
+            "retx": sum(r["end"]["sum_sent"].get("retransmits", 0) for r in res)}
+
+
 def tx_counts(lab) -> tuple[int, int]:
     """h1's eth0: bytes and packets sent (veth counts a GSO train as one)."""
     r = lab.run("h1", ["cat", "/sys/class/net/eth0/statistics/tx_bytes",
@@ -453,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--flows", default="1,2,4")
-    ap.add_argument("--ccs", default="cubic,bbr,dctcp,hpcc,hpcc-w,hpcc-nocap",
+    ap.add_argument("--ccs", default=DEFAULT_CCS,
                     help="hpcc-w: hpcc with tcp_side.cwnd_rtt_gain = 0 (cwnd = W, R up to the "
                          "line rate: the window before issue 19's second part)")
     ap.add_argument("--idle-s", type=float, default=10.0)
@@ -461,6 +725,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--daemon-idle", action="store_true",
                     help="only the real hpccd's CPU (per thread too), idle, without and with "
                          "tcp_side, then per flow-second with --daemon-flows")
+    ap.add_argument("--daemon", action="store_true",
+                    help="issue 19's pair under the running hpccd: cubic, bbr, dctcp and hpcc "
+                         "(--ccs from " + ", ".join(DAEMON_ROWS) + ") with the daemons "
+                         "started in h1 and h2, the train rule in h1's hpccd.toml")
     ap.add_argument("--daemon-flows", default="1,4",
                     help="with --daemon-idle: iperf3 -C hpcc -P n for each n under the daemon "
                          "(its CPU per flow-second; empty: none)")
@@ -497,6 +765,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bench_tcp_side: needs root (namespaces, XDP, tc, struct_ops)", file=sys.stderr)
         return 2
+    if a.daemon:
+        return daemon_pair(a)
     if a.daemon_idle:
         return daemon_idle(a.idle_s, [int(x) for x in a.daemon_flows.split(",") if x],
                            a.seconds)

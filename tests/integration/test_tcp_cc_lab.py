@@ -844,6 +844,53 @@ def test_hpcc_trains_capped_while_tcp_side_runs(chain):
     assert hp["p50"] <= cub["p50"] / 4, (cub, hp)
 
 
+def test_a_running_flow_takes_a_new_train_cap(chain):
+    """A flow that runs while the cap changes (the daemon started beside it,
+    trains_from_pacer deciding, the daemon's exit) sends the new cap's
+    trains from its next skb: trains.set_gso_max_segs flushes the
+    namespace's routes, so the socket sets its route up again and reads the
+    interface's cap.  Without that the flow kept its old cap and, the
+    device refusing trains over the lowered one, had each skb cut into
+    single segments in software (1.5 KB a packet on h1's eth0)."""
+    from hpccd.tcp_side import trains
+    set_marking(chain, False)
+    h1 = chain.netns("h1")
+    lab_segs = trains.gso_max_segs("eth0", h1)
+    assert lab_segs >= 4, lab_segs
+    frame = 1448 + trains.SEG_WIRE_OVERHEAD
+    cap = trains.TrainCap("eth0", 2, h1)
+    (port,), (srv,) = iperf3_servers(chain)
+    cli = chain.popen("h1", ["iperf3", "-c", chain.address("h2"), "-p", str(port), "-C",
+                             "cubic", "-t", "4"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        a = tx_counts(chain)
+        time.sleep(0.8)
+        b = tx_counts(chain)
+        cap.apply()                                   # lowered under the running flow
+        time.sleep(0.2)
+        c = tx_counts(chain)
+        time.sleep(0.8)
+        d = tx_counts(chain)
+        cap.restore()                                 # raised again under it
+        time.sleep(0.2)
+        e = tx_counts(chain)
+        time.sleep(0.8)
+        f = tx_counts(chain)
+    finally:
+        cap.restore()
+        _, err = cli.communicate(timeout=30)
+        srv.wait(timeout=10)
+    assert cli.returncode == 0, err
+    skb = [(y[0] - x[0]) / (y[1] - x[1]) for x, y in ((a, b), (c, d), (e, f))]
+    print(f"[trains] one cubic flow's mean skb: {skb[0]:.0f} B at the lab's cap {lab_segs}, "
+          f"{skb[1]:.0f} B after the cap of 2, {skb[2]:.0f} B with the lab's cap back")
+    assert skb[0] > 3 * frame, skb
+    assert 1.5 * frame < skb[1] <= 2 * frame, skb          # 2-segment trains, not 1
+    assert skb[2] > 3 * frame, skb
+
+
 def test_trains_from_pacer_size_the_flows_that_come_later(chain):
     """TcpSide(trains_from_pacer=True): while an hpcc flow runs, retrain()
     (the daemon's poll) sets h1's train cap from the pacing timers'

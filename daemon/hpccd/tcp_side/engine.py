@@ -630,8 +630,8 @@ class TcpSide:
     ``trains_from_pacer`` (needs ``gso_dev``): the cap set again from the
     kernel pacer's measured lateness and the flows' slowest link and T
     (retrain(), at each publish: trains.segs_from_pacer, within one BDP of
-    the flows' least RTT), for the flows that
-    connect after it; ``gso_max_segs`` is the cap until the first decision.
+    the flows' least RTT), for the running flows too (trains.set_gso_max_segs
+    flushes the routes); ``gso_max_segs`` is the cap until the first decision.
     ``host_cap_t``: the hosts' share of a flow's RTT counts in its cwnd at
     most this x its T (engine.c, cwnd_for).  ``path_rate_gain``: the pacing
     rate R at most this x the slowest link of the path (engine.c, pace_bps).
@@ -890,8 +890,8 @@ class TcpSide:
         """With trains_from_pacer: the interface's train cap set again
         (trains.segs_from_pacer) from the pacing timers' lateness since the
         last decision and the slowest link and least T of `flows` (FlowView;
-        default: the flows now); the flows that connect later get it (the
-        socket reads the cap at connect).  Returns the new cap when it
+        default: the flows now); the running flows take it at their next
+        send (trains.set_gso_max_segs).  Returns the new cap when it
         changed."""
         if not self.trains_from_pacer:
             return None

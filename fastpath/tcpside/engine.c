@@ -995,6 +995,27 @@ static void util_anchor(struct flow *f, const struct hpccd_tcp_telem *t, uint32_
 	f->a_ns = t->rx_ns;
 }
 
+/* The largest queue of a response's `n` INT hops `hops` (wire records),
+ * counted in the queue histogram by frames of mtu_bytes + 14 (the Ethernet
+ * header).  The train rule reads it over a window: a train lands in the
+ * bottleneck's queue whole, so this is where trains that are too long show
+ * (trains.segs_from_pacer). */
+static void qlen_note(struct hpccd_tcpp *e, const struct hpccd_int_hop_wire *hops, uint32_t n)
+{
+	uint64_t q = 0, frame = (uint64_t)e->c.hpcc.mtu_bytes + 14, k;
+	uint32_t i;
+
+	for (i = 0; i < n && i < HPCCD_INT_MAX_HOPS; i++) {
+		struct hpccd_int_fields fl;
+
+		hpccd_int_hop_unpack(&hops[i], &fl);
+		if ((uint64_t)fl.qlen_units * HPCCD_INT_QLEN_UNIT > q)
+			q = (uint64_t)fl.qlen_units * HPCCD_INT_QLEN_UNIT;
+	}
+	k = frame > 14 ? q / frame : 0;
+	e->st.qlen_hist[k < HPCCD_TCPP_QLEN_BUCKETS ? k : HPCCD_TCPP_QLEN_BUCKETS - 1]++;
+}
+
 /* ---- events ------------------------------------------------------------- */
 
 static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
@@ -1041,6 +1062,7 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		f->path_id = t->path_id;
 		f->nhop = (uint8_t)n;
 		memcpy(f->hops, t->hops, 8 * n);
+		qlen_note(e, t->hops, n);
 		lim = have_st && host_limited(e, f, &st, f->hpcc.W);
 		W0 = f->hpcc.W;
 		Wc0 = f->hpcc.Wc;

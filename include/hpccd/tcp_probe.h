@@ -43,6 +43,11 @@
 #define HPCCD_TCPP_LATE_BUCKETS 12
 extern const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1];
 
+/* Buckets of the queue histogram: bucket k counts the responses whose
+ * INT's largest queue was at least k and less than k + 1 frames of
+ * mtu_bytes + 14 (the last: that many frames or more). */
+#define HPCCD_TCPP_QLEN_BUCKETS 32
+
 struct hpccd_tcpp_config {
 	/* maps and rings, by fd (the caller keeps them open) */
 	int tracker_fd;           /* tc_tracker: hpccd_tcp_flows */
@@ -135,6 +140,9 @@ struct hpccd_tcpp_stats {
 	/* responses whose pacing gain the pacer's measured loss moved
 	 * (pace_gain_max), and those a queue of the path lowered it at */
 	uint64_t pace_fed, pace_lowered;
+	/* responses by the largest queue of their path, in frames (the train
+	 * rule's measure of what the flows' trains queue: trains.segs_from_pacer) */
+	uint64_t qlen_hist[HPCCD_TCPP_QLEN_BUCKETS];
 	uint32_t flows;           /* flows known now */
 	uint32_t pad;
 };

@@ -142,9 +142,10 @@ class FakeIPRoute:
         self.segs = gso_max_segs
 
 
-def test_gso_max_segs_read_and_set_with_their_errors(monkeypatch):
+def test_gso_max_segs_read_and_set_with_their_errors(monkeypatch, tmp_path):
     ipr = FakeIPRoute()
     monkeypatch.setattr(trains, "_ipr", lambda: ipr)
+    monkeypatch.setattr(trains, "ROUTE_FLUSH", (str(tmp_path / "flush"),))
     assert trains.gso_max_segs("eth0") == 64 and ipr.closed
     trains.set_gso_max_segs("eth0", 8)
     assert ipr.segs == 8 and trains.gso_max_segs("eth0") == 8
@@ -163,6 +164,75 @@ def test_gso_max_segs_read_and_set_with_their_errors(monkeypatch):
     with pytest.raises(trains.TrainCapError, match=r"^eth0: setting gso_max_segs 8: \[Errno 1\] "
                                                    r"Operation not permitted$"):
         trains.set_gso_max_segs("eth0", 8)
+
+
+def test_setting_the_cap_flushes_the_routes_for_the_running_flows(monkeypatch, tmp_path):
+    """A socket reads the device's cap when it sets its route up: each
+    change flushes the namespace's cached routes (IPv4 and IPv6) so that the
+    running flows read it again; no IPv6 is no error, a refused flush is one
+    that says the cap was set and the running flows keep theirs."""
+    ipr = FakeIPRoute()
+    monkeypatch.setattr(trains, "_ipr", lambda: ipr)
+    v4, v6 = tmp_path / "ipv4-flush", tmp_path / "no-ipv6" / "flush"
+    monkeypatch.setattr(trains, "ROUTE_FLUSH", (str(v4), str(v6)))
+    trains.set_gso_max_segs("eth0", 4)
+    assert ipr.segs == 4 and v4.read_text() == "1\n" and not v6.exists()
+    v4.unlink()
+    v4.mkdir()                                       # writing it fails: IsADirectoryError
+    with pytest.raises(trains.TrainCapError, match=r"^eth0: gso_max_segs 2 set, but the routes "
+                                                   r"were not flushed, so running flows keep "
+                                                   r"their cap: "):
+        trains.set_gso_max_segs("eth0", 2)
+    assert ipr.segs == 2
+
+
+def test_queue_frames_is_the_quantile_bucket_of_enough_responses():
+    hist = [0] * 32
+    hist[0], hist[3] = 990, 10                       # 1 % of the responses at 3-4 frames
+    assert trains.queue_frames(hist) == 0            # p99: the 990th of 1,000
+    hist[0] = 980
+    assert trains.queue_frames(hist) == 3
+    assert trains.queue_frames(hist, 0.5) == 0
+    hist[31] = 100                                   # 31 frames or more
+    assert trains.queue_frames(hist) == 31
+    few = [0] * 32
+    few[0] = trains.QUEUE_MIN_RESPONSES - 1
+    assert trains.queue_frames(few) is None
+
+
+def test_segs_from_pacer_follows_the_queue_between_the_bdp_bound_and_the_pacer():
+    """With the flows' queue (largest per response, in frames) and the
+    trains in force: one segment longer while its p99 is within one BDP,
+    one shorter while over, never below the computed bound (the whole
+    train waiting) nor above what the pacer asks for."""
+    late = types.SimpleNamespace(n=trains.RETRAIN_EXPIRIES, quantile_ns=lambda q: 25_000)
+    path = [(1e9, 125_000)]
+    base = 28_000                      # BDP 3,500 B, 2.3 frames: the bound is 3 segments
+    assert trains.bdp_segs(1e9, base) == 3
+    # the pacer's p75 of 25 us wants 5 (6,250 B), half of B x T (15.6 KB) allows 5
+    assert trains.segs_for(1e9, 125_000, pacer_late_ns=25_000) == 5
+
+    def q(frames: int, n: int = 1000) -> list[int]:
+        h = [0] * 32
+        h[frames] = n
+        return h
+
+    def decide(queue, current):
+        return trains.segs_from_pacer(late, path, base_rtt_ns=base, queue=queue,
+                                      current=current)
+    assert decide(q(0), 3) == 4 and decide(q(0), 4) == 5 and decide(q(0), 5) == 5
+    assert decide(q(1), 4) == 5                      # up to 2 frames: within 3,500 B
+    assert decide(q(2), 4) == 4                      # 2-3 frames: neither within nor over
+    assert decide(q(3), 5) == 4 and decide(q(3), 4) == 3 and decide(q(3), 3) == 3
+    assert decide(q(31), 5) == 4
+    # without enough responses, the queue, the trains in force or the base
+    # RTT: the computed bound, as before
+    assert decide(q(0, trains.QUEUE_MIN_RESPONSES - 1), 4) == 3
+    assert decide(None, 4) == 3 and decide(q(0), 0) == 3
+    assert trains.segs_from_pacer(late, path, queue=q(0), current=4) == 5
+    # a prompt pacer (5 us: 2 segments, the floor) asks for no more: 2, whatever the queue
+    prompt = types.SimpleNamespace(n=trains.RETRAIN_EXPIRIES, quantile_ns=lambda q: 5_000)
+    assert trains.segs_from_pacer(prompt, path, base_rtt_ns=base, queue=q(0), current=3) == 2
 
 
 def test_segs_from_pacer_waits_for_expiries_and_takes_the_slowest_path():

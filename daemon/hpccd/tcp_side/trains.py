@@ -130,19 +130,67 @@ def segs_for(bottleneck_bps: float, T_ns: float, mss: int = 1448,
 RETRAIN_EXPIRIES = 2000
 
 
+# The queue the trains may build, judged from the responses' INT: this
+# quantile of the largest queue each response found (the engine's
+# qlen_hist, in frames) must stay within one BDP of the base RTT ...
+QUEUE_Q = 0.99
+# ... over at least this many responses since the last decision.
+QUEUE_MIN_RESPONSES = 200
+
+
+def queue_frames(hist: list[int], q: float = QUEUE_Q) -> int | None:
+    """The bucket of quantile `q` of a queue histogram window (bucket k: a
+    largest queue of k to k + 1 frames); None below QUEUE_MIN_RESPONSES."""
+    n = sum(hist)
+    if n < QUEUE_MIN_RESPONSES:
+        return None
+    need, seen = q * n, 0
+    for k, c in enumerate(hist):
+        seen += c
+        if seen >= need:
+            return k
+    return len(hist) - 1
+
+
 def segs_from_pacer(late, paths: list[tuple[float, float]], mss: int = 1448,
-                    base_rtt_ns: float = 0.0) -> int | None:
+                    base_rtt_ns: float = 0.0, queue: list[int] | None = None,
+                    current: int = 0) -> int | None:
     """segs_for from the pacing timers' lateness `late` (a
     hpccd.tcp_side.pacer.Lateness window) for flows whose paths are
     (slowest link's bits/s, T ns) `paths`: the slowest link of them and the
     least T (a train is at most half of B x T for every flow), within one
     BDP of `base_rtt_ns` (the least base RTT of the flows; 0: unknown);
-    None with fewer than RETRAIN_EXPIRIES expiries or no path known."""
+    None with fewer than RETRAIN_EXPIRIES expiries or no path known.
+
+    With the queue the flows' responses found since the last decision
+    (`queue`, the engine's qlen_hist window) and the trains in force
+    (`current` segments), the BDP bound is the measured one instead of the
+    computed one when the pacer asks for more: one segment longer while
+    the queue's QUEUE_Q stays within one BDP (its bucket's upper edge), one
+    shorter while it is over (its lower edge past the BDP), never shorter
+    than the computed bound nor longer than what the pacer asks for (up to
+    half of B x T).  The computed bound assumes every frame of a train waits
+    behind the first; where the bottleneck drains a train while it arrives
+    (a sender's link not much faster than the bottleneck, a port with a
+    burst allowance) the queue says how long a train may be."""
     paths = [(b, t) for b, t in paths if b > 0 and t > 0]
     if late.n < RETRAIN_EXPIRIES or not paths:
         return None
-    return segs_for(min(b for b, _ in paths), min(t for _, t in paths), mss,
-                    pacer_late_ns=late.quantile_ns(PACER_LATE_Q), base_rtt_ns=base_rtt_ns)
+    bps, T = min(b for b, _ in paths), min(t for _, t in paths)
+    late_ns = late.quantile_ns(PACER_LATE_Q)
+    rule = segs_for(bps, T, mss, pacer_late_ns=late_ns, base_rtt_ns=base_rtt_ns)
+    k = queue_frames(queue) if queue is not None and base_rtt_ns and current else None
+    if k is None:
+        return rule
+    want = segs_for(bps, T, mss, pacer_late_ns=late_ns)          # the pacer's, unbounded
+    bdp, frame = bps / 8 * base_rtt_ns / 1e9, mss + SEG_WIRE_OVERHEAD
+    if (k + 1) * frame <= bdp:
+        segs = current + 1
+    elif k * frame > bdp:
+        segs = current - 1
+    else:
+        segs = current
+    return max(rule, min(segs, want))
 
 
 class TrainCapError(RuntimeError):

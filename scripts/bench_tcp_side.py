@@ -513,7 +513,12 @@ def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) 
             "late_us": dd["late_sum_ns"] / dd["late_n"] / 1e3 if dd["late_n"] else nan,
             "T_us": sorted(round(t) for t in seen_T.values()),
             "rtt_min_us": min(seen_rtt.values(), default=nan), **why,
-            "trains": st1.get("trains", {}).get("cap")}
+            # with trains_from_pacer: the cap at the end, and the last decision's
+            # base RTT (us) and queue (frames, at trains.QUEUE_Q)
+            "trains": (None if "trains" not in st1 else
+                       f"{st1['trains'].get('cap')} (base RTT "
+                       f"{st1['trains'].get('base_rtt_us', nan):.0f} us, queue p99 "
+                       f"{st1['trains'].get('queue_frames')} frames)")}
 
 
 def idle(side, seconds: float) -> dict:

@@ -150,6 +150,27 @@ def test_tcp_hpcc_rows_say_their_senders_trains(tmp_path):
     assert 0 < h["long_before_bps"] < 1.05 * h["line_bps"], h
 
 
+def test_tcp_hpcc_trains_from_the_queue(tmp_path, monkeypatch):
+    """--tcp-trains queue: each tcp-hpcc sender's cap starts at the eighth of
+    B x T and follows its pacer and the queue its probes find, as the
+    daemon's trains_from_pacer (TcpSide.retrain at each poll): decisions
+    were made while the flows ran, each sender's cap at the end is within
+    [2, half of B x T], and the summary says so."""
+    from conftest import lab_ctx
+
+    from hpccd.experiment import kernel_cc, longshort
+
+    monkeypatch.setattr(kernel_cc, "TRAINS", "queue")
+    text, folder = longshort.run(lab_ctx, parse_algos("tcp-hpcc"),
+                                 {"size": 300_000, "warmup": 0.5, "after": 0.3}, str(tmp_path))
+    doc = json.load(open(os.path.join(folder, "summary.json")))
+    t = doc["params"]["tcp_hpcc_trains"]
+    assert t["mode"] == "queue" and t["decisions"] >= 1, t
+    half = int(t["bottleneck_bps"] / 8 * t["T_us"] * 1e-6 / 2 // 1448)
+    assert t["last"] and all(2 <= c <= max(2, half) for c in t["last"].values()), t
+    assert f"--tcp-trains queue, {t['decisions']} decisions" in text, text
+
+
 def test_the_main_job_lab_demo_runs_end_to_end(tmp_path):
     """README's first command (scripts/run.sh demo -> hpccctl demo): both
     tables, every algorithm measured (none skipped), the plots written."""

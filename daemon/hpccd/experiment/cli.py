@@ -7,9 +7,10 @@ import secrets
 import sys
 
 from ..cli.errors import not_root
-from . import EXPERIMENTS
+from . import EXPERIMENTS, kernel_cc
 from .algos import ALGOS, AlgoError, parse_algos
 from .common import UsageError
+from .kernel_cc import TRAIN_MODES
 from .native import DEFAULT_N, set_given
 from .reps import run_reps
 from .sweep import parse_sweeps, run_sweep
@@ -47,6 +48,10 @@ def add_parser(sub) -> None:
     hg.add_argument("--n", type=int, metavar="N",
                     help="N of the W_AI rule of thumb, the expected maximum number of "
                          f"concurrent flows on a link (default {DEFAULT_N}, [HPCC] section 5.1)")
+    hg.add_argument("--tcp-trains", choices=TRAIN_MODES, default="eighth",
+                    help="tcp-hpcc's senders' GSO trains: an eighth of B x T (default), or "
+                         "from there as the daemon's tcp_side.trains_from_pacer decides (the "
+                         "pacer's lateness and the queue the probes find)")
     ep.add_argument("--ack-every", type=int, metavar="M",
                     help="native flows' receivers acknowledge every M packets (default 4, the "
                          "lab's; [HPCC] section 3.1 acknowledges every packet)")
@@ -141,6 +146,7 @@ def _set_hpcc(args: argparse.Namespace) -> None:
         name = "--n" if e.key == "N_flows" else opts.get(e.key, (e.key,))[0]
         raise UsageError(f"{name}: {e}") from None
     set_given(given, args.n, ack)
+    kernel_cc.TRAINS = getattr(args, "tcp_trains", None) or "eighth"
 
 
 def main(args: argparse.Namespace) -> int:

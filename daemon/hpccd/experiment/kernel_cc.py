@@ -20,7 +20,11 @@ the lab for one algorithm's run:
   the longer trains within one BDP of the base RTT that one host's flows
   fill the link with: from several senders they grew the queue, fairness's
   p99 139 KB against 18, docs/tcp-side.md "Trains within one BDP");
-  everything detached and restored after the run.  Native transport
+  everything detached and restored after the run.  With ``--tcp-trains
+  queue`` (TRAINS) each sender's cap starts there and follows its pacer and
+  the queue its probes find instead, as the daemon's
+  ``tcp_side.trains_from_pacer`` does (TcpSide.retrain every POLL_S; docs/
+  tcp-side.md "Trains from the queue the probes find").  Native transport
   engines, which attach their own xdp_host, are closed first (they are
   made again when a native algorithm runs next).
 """
@@ -34,7 +38,14 @@ from .algos import Algo
 from .common import Skip
 from .native import hook_last_hop, hpcc_params
 
-__all__ = ["KernelCc"]
+__all__ = ["KernelCc", "TRAIN_MODES"]
+
+# How tcp-hpcc's senders size their GSO trains (--tcp-trains): "eighth", an
+# eighth of B x T for the run; "queue", from there as the daemon's
+# trains_from_pacer decides, at each POLL_S.
+TRAIN_MODES = ("eighth", "queue")
+TRAINS = "eighth"
+POLL_S = 0.1
 
 
 class KernelCc:
@@ -109,10 +120,14 @@ class KernelCc:
             return
         t = self.trains
         p["tcp_hpcc_trains"] = dict(t)
-        p["hpcc_text"] = p.get("hpcc_text", "") + (
-            f"\ntcp-hpcc: the senders' GSO trains at most {t['segs']} segments (an eighth of "
-            f"B x T at {t['bottleneck_bps'] / 1e6:.0f} Mbit/s and T = {t['T_us']:.0f} us, at "
-            f"least 2; hpccd.tcp_side.trains.segs_for)")
+        text = (f"\ntcp-hpcc: the senders' GSO trains at most {t['segs']} segments (an eighth "
+                f"of B x T at {t['bottleneck_bps'] / 1e6:.0f} Mbit/s and T = {t['T_us']:.0f} "
+                f"us, at least 2; hpccd.tcp_side.trains.segs_for)")
+        if t.get("mode") == "queue":
+            caps = ", ".join(f"{h} {c}" for h, c in sorted(t["last"].items()))
+            text += (f", then as the pacer and the queue the probes found asked "
+                     f"(--tcp-trains queue, {t['decisions']} decisions; at the end: {caps})")
+        p["hpcc_text"] = p.get("hpcc_text", "") + text
 
     @contextlib.contextmanager
     def _hpcc_hosts(self, hosts: list[str], senders: list[str]) -> Iterator[None]:
@@ -126,8 +141,10 @@ class KernelCc:
         hp = self._hpcc()
         slowest = min(lk.rate_bps for lk in self.lab.topology.links)
         segs = segs_for(slowest, hp["T_ns"])
-        self.trains = {"segs": segs, "bottleneck_bps": slowest, "T_us": hp["T_ns"] / 1e3}
+        self.trains = {"segs": segs, "bottleneck_bps": slowest, "T_us": hp["T_ns"] / 1e3,
+                       "mode": TRAINS}
         objs, sides, attached = [], [], []
+        poller = None
         try:
             xdp = {}
             for h in hosts:
@@ -152,12 +169,18 @@ class KernelCc:
                 side = TcpSide(t, xdp[h],
                                hpcc_params={**hp, "line_rate_bps": line},
                                netns=self.lab.netns(h), tcp_cc=self.cc,
-                               gso_max_segs=segs, gso_dev="eth0")
+                               gso_max_segs=segs, gso_dev="eth0",
+                               trains_from_pacer=TRAINS == "queue")
                 side.start()
                 sides.append(side)
                 side.start_thread()
+                side.bench_host = h
+            if TRAINS == "queue":
+                poller = _Retrain(sides, self.trains)
             yield
         finally:
+            if poller is not None:
+                poller.stop()
             for s in sides:
                 s.stop()
             sw = getattr(self.lab, "int_switch", None)
@@ -172,3 +195,33 @@ class KernelCc:
                         bpf.tc_detach("eth0", "egress")
             for o in objs:
                 o.close()
+
+
+class _Retrain:
+    """TcpSide.retrain() of every sender every POLL_S in a thread (the
+    daemon's component does it at its polls), counting the decisions into
+    `into` ("decisions", and "last": each sender's cap in force)."""
+
+    def __init__(self, sides: list, into: dict):
+        import threading
+
+        self.sides, self.into = sides, into
+        self._seen: dict[str, dict] = {}         # sender -> its last decision counted
+        into.update(decisions=0, last={s.bench_host: s.trains.segs for s in sides})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tcp-hpcc-retrain", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S):
+            for s in self.sides:
+                s.retrain()
+                d = s.train_decision
+                if d and self._seen.get(s.bench_host) is not d:
+                    self._seen[s.bench_host] = d
+                    self.into["decisions"] += 1
+                self.into["last"][s.bench_host] = s.trains.segs
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)

@@ -474,6 +474,7 @@ def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) 
         m0 = daemon_counters(lab, dm) if hpcc else {}
         tx0, th0 = tx_counts(lab), daemon_threads(dm.proc.pid)
         t_start = time.monotonic_ns()
+        w0 = time.monotonic()
         cli = lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(port), "-C", kcc,
                                "-t", str(seconds), "-P", str(flows), "-J"],
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -489,7 +490,7 @@ def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) 
                         seen_rtt[f["flow"]] = f["rtt_min_us"]
         out, err = cli.communicate(timeout=30)
     samples += [s for s in sampler.read() if s.port == tl.BOTTLENECK[1]]
-    th1, tx1 = daemon_threads(dm.proc.pid), tx_counts(lab)
+    th1, tx1, el = daemon_threads(dm.proc.pid), tx_counts(lab), time.monotonic() - w0
     st1 = request(dm.sock, "status", {})["components"]["tcp_side"]
     why = why_fmt(m0, daemon_counters(lab, dm)) if hpcc else {}
     srv.wait(timeout=10)
@@ -501,7 +502,6 @@ def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) 
     win = [s for s in samples if t_start + warmup * 1e9 <= s.ts_ns <= t_start + seconds * 1e9]
     if len(win) < 100:
         raise RuntimeError(f"{cc}: only {len(win)} queue samples")
-    el = seconds
     cpu = sum(ns - th0.get(tid, (name, 0, 0))[1] for tid, (name, ns, _) in th1.items()) / 1e9
     dd = {k: st1[k] - st0[k] for k in ("probes_sent", "chain_rtt_ns", "chain_interval_ns",
                                        "late_sum_ns", "late_n")}

@@ -995,24 +995,20 @@ static void util_anchor(struct flow *f, const struct hpccd_tcp_telem *t, uint32_
 	f->a_ns = t->rx_ns;
 }
 
-/* The largest queue of a response's `n` INT hops `hops` (wire records),
- * counted in the queue histogram by frames of mtu_bytes + 14 (the Ethernet
- * header).  The train rule reads it over a window: a train lands in the
- * bottleneck's queue whole, so this is where trains that are too long show
- * (trains.segs_from_pacer). */
-static void qlen_note(struct hpccd_tcpp *e, const struct hpccd_int_hop_wire *hops, uint32_t n)
+/* The largest queue of the INT HPCC's update has just read for a flow
+ * (s->L), counted in the queue histogram by frames of mtu_bytes + 14 (the
+ * Ethernet header).  The train rule reads it over a window: a train lands
+ * in the bottleneck's queue whole, so this is where trains that are too
+ * long show (trains.segs_from_pacer). */
+static void qlen_note(struct hpccd_tcpp *e, const struct hpccd_hpcc *s)
 {
 	uint64_t q = 0, frame = (uint64_t)e->c.hpcc.mtu_bytes + 14, k;
 	uint32_t i;
 
-	for (i = 0; i < n && i < HPCCD_INT_MAX_HOPS; i++) {
-		struct hpccd_int_fields fl;
-
-		hpccd_int_hop_unpack(&hops[i], &fl);
-		if ((uint64_t)fl.qlen_units * HPCCD_INT_QLEN_UNIT > q)
-			q = (uint64_t)fl.qlen_units * HPCCD_INT_QLEN_UNIT;
-	}
-	k = frame > 14 ? q / frame : 0;
+	for (i = 0; i < s->n_hops && i < HPCCD_INT_MAX_HOPS; i++)
+		if (s->L[i].qlen_bytes > q)
+			q = s->L[i].qlen_bytes;
+	k = q / frame;
 	e->st.qlen_hist[k < HPCCD_TCPP_QLEN_BUCKETS ? k : HPCCD_TCPP_QLEN_BUCKETS - 1]++;
 }
 
@@ -1062,7 +1058,6 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		f->path_id = t->path_id;
 		f->nhop = (uint8_t)n;
 		memcpy(f->hops, t->hops, 8 * n);
-		qlen_note(e, t->hops, n);
 		lim = have_st && host_limited(e, f, &st, f->hpcc.W);
 		W0 = f->hpcc.W;
 		Wc0 = f->hpcc.Wc;
@@ -1072,6 +1067,7 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 			struct grp *g;
 			double r;
 
+			qlen_note(e, &f->hpcc);
 			if (lim && f->hpcc.W > W0) {
 				/* raised from an interval the flow did not use its
 				 * window in: U and L (the measurement) stay, W, W^c

@@ -154,8 +154,9 @@ def test_tcp_hpcc_trains_from_the_queue(tmp_path, monkeypatch):
     """--tcp-trains queue: each tcp-hpcc sender's cap starts at the eighth of
     B x T and follows its pacer and the queue its probes find, as the
     daemon's trains_from_pacer (TcpSide.retrain at each poll): decisions
-    were made while the flows ran, each sender's cap at the end is within
-    [2, half of B x T], and the summary says so."""
+    were made while the flows ran, each within [2, half of B x T] of the T
+    it was made for (the flows' own, from their RTTs), the cap in force at
+    the end is the last one's, and the summary says so."""
     from conftest import lab_ctx
 
     from hpccd.experiment import kernel_cc, longshort
@@ -166,8 +167,10 @@ def test_tcp_hpcc_trains_from_the_queue(tmp_path, monkeypatch):
     doc = json.load(open(os.path.join(folder, "summary.json")))
     t = doc["params"]["tcp_hpcc_trains"]
     assert t["mode"] == "queue" and t["decisions"] >= 1, t
-    half = int(t["bottleneck_bps"] / 8 * t["T_us"] * 1e-6 / 2 // 1448)
-    assert t["last"] and all(2 <= c <= max(2, half) for c in t["last"].values()), t
+    assert t["decided"], t
+    for h, d in t["decided"].items():
+        half = int(d["bottleneck_bps"] / 8 * d["T_us"] * 1e-6 / 2 // 1448)
+        assert 2 <= d["segs"] <= max(2, half) and t["last"][h] == d["segs"], (h, d, t)
     assert f"--tcp-trains queue, {t['decisions']} decisions" in text, text
 
 

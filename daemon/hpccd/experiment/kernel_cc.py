@@ -200,14 +200,15 @@ class KernelCc:
 class _Retrain:
     """TcpSide.retrain() of every sender every POLL_S in a thread (the
     daemon's component does it at its polls), counting the decisions into
-    `into` ("decisions", and "last": each sender's cap in force)."""
+    `into` ("decisions"; "last": each sender's cap in force; "decided": each
+    sender's last decision, its T, base RTT and queue among them)."""
 
     def __init__(self, sides: list, into: dict):
         import threading
 
         self.sides, self.into = sides, into
         self._seen: dict[str, dict] = {}         # sender -> its last decision counted
-        into.update(decisions=0, last={s.bench_host: s.trains.segs for s in sides})
+        into.update(decisions=0, last={s.bench_host: s.trains.segs for s in sides}, decided={})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tcp-hpcc-retrain", daemon=True)
         self._thread.start()
@@ -220,6 +221,7 @@ class _Retrain:
                 if d and self._seen.get(s.bench_host) is not d:
                     self._seen[s.bench_host] = d
                     self.into["decisions"] += 1
+                    self.into["decided"][s.bench_host] = dict(d)
                 self.into["last"][s.bench_host] = s.trains.segs
 
     def stop(self) -> None:

@@ -941,7 +941,7 @@ class TcpSide:
                                "queue_frames": queue_frames(queue)}
         if cap == before:
             return None
-        log.info("tcp_side: trains of %d segments for new flows (the pacer's p%.0f %.0f us "
+        log.info("tcp_side: trains of %d segments for the flows (the pacer's p%.0f %.0f us "
                  "over %d expiries, slowest link %.0f Mbit/s, T %.0f us, base RTT %.0f us)",
                  cap, PACER_LATE_Q * 100, self.train_decision["pacer_late_us"], win.n,
                  self.train_decision["bottleneck_bps"] / 1e6, self.train_decision["T_us"],

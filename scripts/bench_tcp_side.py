@@ -206,6 +206,7 @@ def daemon_idle(seconds: float, flows: list[int], flow_s: float) -> int:
 
     d = pathlib.Path(tempfile.mkdtemp(prefix="hpccd-bench-"))
     (d / "tag.key").write_text(os.urandom(16).hex() + "\n")
+    (d / "tag.key").chmod(0o600)                 # owner-only: hpccd warns of a key others read
     print(machine_line())
     try:
         with lab_ctx(Topology.loads(dl.TOPOLOGY)) as lab:
@@ -272,6 +273,8 @@ DAEMON_ROWS = {"cubic": None, "bbr": None, "dctcp": None, "hpcc": None,
                "hpcc-s2": {"gso_max_segs": 2}, "hpcc-s3": {"gso_max_segs": 3},
                "hpcc-s4": {"gso_max_segs": 4}, "hpcc-nocap": {"gso_max_segs": 0},
                "hpcc-auto": {"trains_from_pacer": True}}
+# where h1's daemon serves its metrics (in h1's namespace)
+DAEMON_METRICS = "127.0.0.1:9479"
 
 
 def daemon_pair(a) -> int:
@@ -306,6 +309,7 @@ def daemon_pair(a) -> int:
     nflows = [int(x) for x in a.flows.split(",")]
     d = pathlib.Path(tempfile.mkdtemp(prefix="hpccd-bench-"))
     (d / "tag.key").write_text(os.urandom(16).hex() + "\n")
+    (d / "tag.key").chmod(0o600)                 # owner-only: hpccd warns of a key others read
     print(machine_line())
     try:
         with lab_ctx(Topology.loads(tl.CHAIN)) as lab:
@@ -405,9 +409,6 @@ def daemon_pair(a) -> int:
     return 0
 
 
-DAEMON_METRICS = "127.0.0.1:9479"
-
-
 def daemon_counters(lab, dm) -> dict[str, float]:
     """From h1's hpccd's Prometheus endpoint: the hpcc CC's ACKs by mode
     ("mode:hpcc", "mode:fb_stale", ...), its HPCC-mode ACKs by what held the
@@ -456,8 +457,8 @@ def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) 
     from hpccd.agent.control import request
     tl._port += 1
     port = tl._port
-    hpcc = KERNEL_CC.get(cc, "hpcc") == "hpcc"
     kcc = KERNEL_CC.get(cc, "hpcc")
+    hpcc = kcc == "hpcc"
     # dctcp: the receiver's listener takes h2's default CC when it is made,
     # and must be dctcp to echo ECN as DCTCP does
     ctx = tl.default_cc(lab, "dctcp") if cc == "dctcp" else contextlib.nullcontext()

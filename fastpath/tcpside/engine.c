@@ -1424,6 +1424,10 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 		e->now = mono_ns();
 		timers(e);
 		flush(e);                              /* this wake's probes, one syscall */
+		/* the wait is relative: from now, not from before the flush (on
+		 * veth the probes' whole way through the lab runs inside it, 25 us
+		 * and more, and every wait after a send ended that much late) */
+		e->now = mono_ns();
 		if (e->stop || e->now >= end)
 			break;
 		t = next_timer(e);

@@ -130,8 +130,19 @@ HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "
              "hpcc-s2")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
-from bench_report import loadavg, machine_line, median, table  # noqa: E402
+from bench_report import loadavg, machine_line as _machine_line, median, table  # noqa: E402
 from hpccd.experiment.measure import jain  # noqa: E402
+
+
+def machine_line() -> str:
+    """bench_report's line, and how late a timed wait returns on this host
+    before anything runs: the floor under the pacer's and the probe
+    engine's lateness (hpccd.tcp_side.pacer.wake_floor)."""
+    from hpccd.tcp_side.pacer import wake_floor
+    w = wake_floor()
+    return (f"{_machine_line()}; a thread's timed wait (30 us, slack 1 us) returns "
+            f"p50 {w['p50_us']:.0f} / p90 {w['p90_us']:.0f} / p99 {w['p99_us']:.0f} us late")
+
 
 DEFAULT_CCS = "cubic,bbr,dctcp,hpcc,hpcc-w,hpcc-nocap"
 
@@ -362,7 +373,10 @@ def daemon_pair(a) -> int:
                                           f"Jain {r['jain']:.3f}, retx {r['retx']}, mean skb "
                                           f"{r['skb_KB']:.1f} KB, hpccd {r['cores']:.1%} of a "
                                           f"core" + (f", {r['probes_per_rtt']:.2f} probes per "
-                                                     f"RTT, late {r['late_us']:.0f} us, T "
+                                                     f"RTT, late {r['late_us']:.0f} us, the "
+                                                     f"engine's timed waits "
+                                                     f"{r['wait_late_us']:.0f} us late (lead "
+                                                     f"{r['lead_us']:.0f} us), T "
                                                      f"{r['T_us']} us, the kernel's least "
                                                      f"RTT {r['rtt_min_us']:.0f} us, trains "
                                                      f"{r['trains']}; ACKs in HPCC mode "
@@ -505,13 +519,19 @@ def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) 
         raise RuntimeError(f"{cc}: only {len(win)} queue samples")
     cpu = sum(ns - th0.get(tid, (name, 0, 0))[1] for tid, (name, ns, _) in th1.items()) / 1e9
     dd = {k: st1[k] - st0[k] for k in ("probes_sent", "chain_rtt_ns", "chain_interval_ns",
-                                       "late_sum_ns", "late_n")}
+                                       "late_sum_ns", "late_n", "wake_late_sum_ns",
+                                       "wake_late_n")}
     return {"cc": cc, "flows": flows, "hpcc": hpcc, **lab_figures(tl, win, [res]),
             "skb_KB": ((tx1[0] - tx0[0]) / (tx1[1] - tx0[1]) / 1e3 if tx1[1] > tx0[1] else nan),
             "cores": cpu / el,
             "probes_per_rtt": (dd["chain_rtt_ns"] / dd["chain_interval_ns"]
                                if dd["chain_interval_ns"] else nan),
             "late_us": dd["late_sum_ns"] / dd["late_n"] / 1e3 if dd["late_n"] else nan,
+            # how late the engine's timed waits returned, and the lead its gap
+            # timers took at the end (tcp_side.wake_lead)
+            "wait_late_us": (dd["wake_late_sum_ns"] / dd["wake_late_n"] / 1e3
+                             if dd["wake_late_n"] else nan),
+            "lead_us": st1["wake_lead_ns"] / 1e3,
             "T_us": sorted(round(t) for t in seen_T.values()),
             "rtt_min_us": min(seen_rtt.values(), default=nan), **why,
             # with trains_from_pacer: the cap at the end, and the last decision's

@@ -63,6 +63,7 @@
 #define SEQ_AHEAD_MAX 0x80000000u
 #define CAND_BACKOFF_MIN_NS 1000000ull
 #define CAND_BACKOFF_MAX_NS 1000000000ull
+#define WAKE_LATE_MAX_NS 500000ull         /* wake_late(): a sample's cap */
 
 const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1] = {
 	5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
@@ -83,6 +84,8 @@ struct flow {
 	uint64_t probe_seq;            /* last probe sent */
 	uint64_t probe_sent_ns;
 	uint64_t probe_due_ns;         /* when the last probe was due (its schedule, next()) */
+	uint64_t gap_due_ns;           /* pending: when the next one is due (deadline_ns: its
+					* timer, lead_for() earlier) */
 	uint64_t deadline_ns;
 	int outstanding;
 	int pending;                   /* in flight, next probe due at deadline_ns (gap) */
@@ -166,6 +169,10 @@ struct hpccd_tcpp {
 	uint32_t next_flow_id;
 	uint64_t now;
 	uint64_t last_heartbeat, last_sweep, check_at;
+	/* How late a timed wait returns (wake_lead): the mean lateness of the
+	 * waits that ended by their timeout, smoothed by 1/8; the flows' timers
+	 * are armed that much early, and a deadline within it counts as come. */
+	uint64_t lead_ns;
 	int idle;                      /* the configuration last written says idle_ns */
 	uint64_t rate_init_Bps;
 	double w_init;
@@ -526,9 +533,9 @@ static void flush(struct hpccd_tcpp *e)
 	}
 	now = mono_ns();
 	e->st.send_ns += now - t0;
-	for (i = 0; i < n; i++)
-		if (e->tx_since[i] && now >= e->tx_since[i])
-			count_late(e, now - e->tx_since[i]);
+	for (i = 0; i < n; i++)                        /* early (wake_lead): on time */
+		if (e->tx_since[i])
+			count_late(e, now > e->tx_since[i] ? now - e->tx_since[i] : 0);
 	e->tx_n = 0;
 }
 
@@ -601,10 +608,25 @@ static void apply_cst(struct flow *f, const struct hpccd_tcp_cc_state *st)
 		f->rtt_min_us = st->srtt_us;
 }
 
+/* How much earlier than its schedule a flow's next probe is armed
+ * (wake_lead): the engine's timed waits return lead_ns late on average
+ * (the timer's interrupt, the wake-up of a halted virtual CPU: 35-50 us on
+ * the two-vCPU VM, docs/tcp-side.md "The timer's floor"), and a probe due
+ * one srtt after the last, armed for that time, left an srtt plus that
+ * lateness after it (0.53-0.65 probes per RTT).  At most half the gap. */
+static uint64_t lead_for(const struct hpccd_tcpp *e, uint64_t gap)
+{
+	if (!e->c.wake_lead)
+		return 0;
+	return e->lead_ns < gap / 2 ? e->lead_ns : gap / 2;
+}
+
 /* After a response or a timeout: probe again now, or park.  `pre`: the
- * CC's state as the caller just read it (NULL: read it here). */
+ * CC's state as the caller just read it (NULL: read it here).
+ * `gap_over`: the flow's gap timer ended (its probe leaves now, if the
+ * flow still has data in flight). */
 static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since,
-		 const struct hpccd_tcp_cc_state *pre)
+		 const struct hpccd_tcp_cc_state *pre, int gap_over)
 {
 	struct hpccd_tcp_cc_state st;
 	uint32_t one = 1;
@@ -623,20 +645,30 @@ static void next(struct hpccd_tcpp *e, struct flow *f, uint64_t since,
 		 * the next ones back (counted from the send, the interval was an
 		 * srtt plus the lateness: 0.4-0.5 probes per RTT measured).  A
 		 * debt of more than one gap is dropped, and probes stay at least
-		 * half a gap apart. */
+		 * half a gap apart.  The timer is armed lead_for() early, so that
+		 * the probe leaves about when it is due; never sooner than half a
+		 * gap after the last one. */
 		uint64_t gap = (uint64_t)((double)f->srtt_us * 1000 * e->c.probe_gap_rtt);
-		uint64_t due = f->probe_due_ns + gap;
+		uint64_t due = f->probe_due_ns + gap, go;
 
-		if (due + gap < e->now)
-			due = e->now - gap;
-		if (due < f->probe_sent_ns + gap / 2)
-			due = f->probe_sent_ns + gap / 2;
-		if (due > e->now) {
-			f->pending = 1;
-			f->deadline_ns = due;
-			if (due < e->check_at)
-				e->check_at = due;
-			return;
+		if (gap_over) {
+			due = f->gap_due_ns;
+		} else {
+			if (due + gap < e->now)
+				due = e->now - gap;
+			if (due < f->probe_sent_ns + gap / 2)
+				due = f->probe_sent_ns + gap / 2;
+			go = due - lead_for(e, gap);
+			if (go < f->probe_sent_ns + gap / 2)
+				go = f->probe_sent_ns + gap / 2;
+			if (go > e->now) {
+				f->pending = 1;
+				f->gap_due_ns = due;
+				f->deadline_ns = go;
+				if (go < e->check_at)
+					e->check_at = go;
+				return;
+			}
 		}
 		send_probe(e, f, since && since < due ? due : since);
 		f->probe_due_ns = due;
@@ -1103,7 +1135,7 @@ static void on_resp(struct hpccd_tcpp *e, const struct hpccd_tcp_resp *r)
 		}
 	}
 	f->chained = 1;
-	next(e, f, t->rx_ns, have_st ? &st : NULL);
+	next(e, f, t->rx_ns, have_st ? &st : NULL, 0);
 }
 
 /* A flow the "hpcc" CC runs starts being probed: its state from
@@ -1164,7 +1196,7 @@ static void candidate(struct hpccd_tcpp *e, struct flow *f)
 
 	if (!cst_of(e, &f->key, &st)) {
 		promote(e, f, &st);
-		next(e, f, 0, NULL);
+		next(e, f, 0, NULL, 0);
 		return;
 	}
 	f->backoff_ns *= 2;
@@ -1221,7 +1253,7 @@ static void timeouts(struct hpccd_tcpp *e)
 		}
 		if (f->pending) {                      /* the gap is over */
 			f->pending = 0;
-			next(e, f, f->deadline_ns, NULL);
+			next(e, f, f->deadline_ns, NULL, 1);
 			if (f->used && (f->outstanding || f->pending) && f->deadline_ns < next_check)
 				next_check = f->deadline_ns;
 			continue;
@@ -1237,7 +1269,7 @@ static void timeouts(struct hpccd_tcpp *e)
 			f->chained = 0;
 			f->probes_lost++;
 			e->st.probes_lost++;
-			next(e, f, 0, NULL);
+			next(e, f, 0, NULL, 0);
 		}
 		if (f->used && (f->outstanding || f->cand || f->pending) &&
 		    f->deadline_ns < next_check)
@@ -1396,6 +1428,24 @@ fail:
 	return err;
 }
 
+/* A timed wait returned `late` ns after its timeout: into lead_ns (1/8;
+ * a sample over WAKE_LATE_MAX_NS counts as that: a preempted engine is no
+ * measure of the timer) and the wait-lateness counters. */
+static void wake_late(struct hpccd_tcpp *e, uint64_t late)
+{
+	if ((int64_t)late < 0)
+		late = 0;
+	if (late > WAKE_LATE_MAX_NS)
+		late = WAKE_LATE_MAX_NS;
+	e->st.wake_late_sum_ns += late;
+	e->st.wake_late_n++;
+	if (e->st.wake_late_n == 1)
+		e->lead_ns = late;
+	else
+		e->lead_ns = (uint64_t)((int64_t)e->lead_ns + ((int64_t)late - (int64_t)e->lead_ns) / 8);
+	e->st.wake_lead_ns = e->c.wake_lead ? e->lead_ns : 0;
+}
+
 int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 {
 	struct epoll_event evs[2];
@@ -1448,6 +1498,8 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 			break;
 		}
 		e->st.wakeups++;
+		if (n == 0 && wait)
+			wake_late(e, mono_ns() - e->now - wait);
 		for (i = 0; i < n; i++)
 			if (evs[i].data.u32 == 1 && read(e->evfd, &buf, sizeof(buf)) == sizeof(buf))
 				e->stop = 1;
@@ -1502,6 +1554,8 @@ int hpccd_tcpp_flows(struct hpccd_tcpp *e, struct hpccd_tcpp_flow_info *out, uin
 		o->last_rtt_ns = f->last_rtt_ns;
 		o->chain_rtt_ns = f->chain_rtt_ns;
 		o->chain_interval_ns = f->chain_interval_ns;
+		o->probe_sent_ns = f->probe_sent_ns;
+		o->probe_due_ns = f->probe_due_ns;
 		o->srtt_us = f->srtt_us;
 		o->rtt_min_us = f->rtt_min_us;
 		o->last_update_ns = f->last_update_ns;

@@ -98,7 +98,11 @@ struct hpccd_tcpp_config {
 				   * interval the flow did not use its window in (its
 				   * application or host limited it) is not applied
 				   * (engine.c, host_limited; RFC 7661's rule for cwnd) */
-	uint8_t pad[3];
+	uint8_t wake_lead;        /* 1: a flow's probe-gap timer is armed as much earlier
+				   * than the probe is due as the engine's timed waits
+				   * return late (measured, at most half the gap), so that
+				   * the probe leaves when due (engine.c, lead_for) */
+	uint8_t pad[2];
 };
 
 struct hpccd_tcpp_stats {
@@ -140,6 +144,10 @@ struct hpccd_tcpp_stats {
 	/* responses whose pacing gain the pacer's measured loss moved
 	 * (pace_gain_max), and those a queue of the path lowered it at */
 	uint64_t pace_fed, pace_lowered;
+	/* the engine's timed waits that returned by their timeout: how late,
+	 * summed, and how many; the lead its probe-gap timers are armed with
+	 * now (wake_lead; 0 without) */
+	uint64_t wake_late_sum_ns, wake_late_n, wake_lead_ns;
 	/* responses by the largest queue of their path, in frames (the train
 	 * rule's measure of what the flows' trains queue: trains.segs_from_pacer) */
 	uint64_t qlen_hist[HPCCD_TCPP_QLEN_BUCKETS];
@@ -159,6 +167,9 @@ struct hpccd_tcpp_flow_info {
 	uint64_t probe_rtt_min_ns;
 	uint64_t last_rtt_ns;
 	uint64_t chain_rtt_ns, chain_interval_ns;
+	uint64_t probe_sent_ns;   /* CLOCK_MONOTONIC: its last probe left (was built) */
+	uint64_t probe_due_ns;    /* when that probe was due by its schedule (engine.c,
+				   * next(): wake_lead sends it up to a lead earlier) */
 	uint32_t srtt_us;         /* the kernel's, from hpccd_tcp_cst */
 	uint32_t rtt_min_us;      /* the least srtt seen (T follows it, engine.c follow_T) */
 	uint64_t last_update_ns;  /* CLOCK_MONOTONIC of the last W written */

@@ -481,7 +481,7 @@ def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
                      "probe_gap_rtt = 0\ncwnd_rtt_gain = 0.5\nstale_ms = 250\n"
                      "gso_max_segs = 2\nhost_cap_t = 4\npath_rate_gain = 1.5\n"
                      "solo_rate_gain = 1.5\npath_rate_shared = false\n"
-                     "pace_gain_max = 1.5\ntrains_from_pacer = true\n")
+                     "pace_gain_max = 1.5\ntrains_from_pacer = true\nwake_lead = false\n")
     assert c.tcp_side_opts.kwargs() == {"t_from_rtt": False, "t_rtt_factor": 2.0,
                                         "probe_gap_rtt": 0.0, "cwnd_rtt_gain": 0.5,
                                         "stale_ns": 250_000_000, "gso_max_segs": 2,
@@ -491,7 +491,7 @@ def test_tcp_side_table_reaches_the_probe_engine_and_refuses_bad_values():
                                         "path_rate_work_conserving": False,
                                         "app_limited_hold": False,
                                         "pace_gain_max": 1.5,
-                                        "trains_from_pacer": True}
+                                        "trains_from_pacer": True, "wake_lead": False}
     c = config.loads(BASE + "[tcp_side]\npath_rate_work_conserving = true\n")
     assert c.tcp_side_opts.kwargs()["path_rate_work_conserving"] is True
     c = config.loads(BASE + "[tcp_side]\napp_limited_hold = true\n")

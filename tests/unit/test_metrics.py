@@ -120,7 +120,10 @@ def test_collector_emits_exactly_the_declared_metrics():
                        "hpccd_tcp_probe_chain_rtt_seconds_total",
                        "hpccd_tcp_probe_chain_interval_seconds_total",
                        "hpccd_tcp_probes_per_round_trip_ratio",
-                       "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
+                       "hpccd_tcp_probe_engine_wakeups_total",
+                       "hpccd_tcp_probe_engine_expired_waits_total",
+                       "hpccd_tcp_probe_engine_wait_lateness_seconds_total",
+                       "hpccd_tcp_probe_engine_wake_lead_seconds", "hpccd_tcp_cc_acks_total",
                        "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
                        "hpccd_tcp_pacing_rate_lent_total",
                        "hpccd_tcp_cc_limited_acks_total",
@@ -168,7 +171,8 @@ def test_tcp_side_probe_engine_metrics():
     stats = {k: 0 for k in tcp_side.STATS}
     stats.update(late_hist=hist, late_sum_ns=25_000_000, late_n=8, chain_rtt_ns=3_000_000_000,
                  chain_interval_ns=1_000_000_000, wakeups=77, rate_shared=9,
-                 rate_lent=4, pace_fed=21, pace_lowered=6)
+                 rate_lent=4, pace_fed=21, pace_lowered=6, wake_late_n=40,
+                 wake_late_sum_ns=1_200_000, wake_lead_ns=31_000)
     counters = {k: (0, 0) for k in tcp_side.HPCC_COUNTERS}
     counters.update(used_hpcc=(900, 0), fb_no_daemon=(12, 0), enter_fallback=(2, 0),
                     lim_cwnd=(31, 0), lim_timer=(550, 0))
@@ -204,6 +208,9 @@ def test_tcp_side_probe_engine_metrics():
     assert val("hpccd_tcp_probes_per_round_trip_ratio") == [pytest.approx(3.0)]
     assert val("hpccd_tcp_probe_chain_rtt_seconds_total") == [pytest.approx(3.0)]
     assert val("hpccd_tcp_probe_engine_wakeups_total") == [77]
+    assert val("hpccd_tcp_probe_engine_expired_waits_total") == [40]
+    assert val("hpccd_tcp_probe_engine_wait_lateness_seconds_total") == [pytest.approx(1.2e-3)]
+    assert val("hpccd_tcp_probe_engine_wake_lead_seconds") == [pytest.approx(31e-6)]
     assert val("hpccd_tcp_pacing_rate_shared_total") == [9]
     assert val("hpccd_tcp_pacing_rate_lent_total") == [4]
     assert val("hpccd_tcp_pacing_gain_updates_total", by="loss") == [21]
@@ -401,7 +408,7 @@ def test_dashboard_refers_only_to_exported_metrics():
     for needed in ("hpccd_utilization_ratio", "hpccd_int_hop_queue_bytes", "hpccd_window_bytes",
                    "hpccd_flow_completion_seconds_bucket",
                    # the TCP side's probe engine (issue 19): every one of its families
-                   *(n + "_bucket" if n.endswith("_seconds") else n
+                   *(n + "_bucket" if metrics._BY_NAME[n].type == "histogram" else n
                      for n in metrics.TCP_SIDE_ONLY)):
         assert needed in used
 

@@ -52,3 +52,16 @@ def test_no_expiries_no_figures():
     assert math.isnan(pacer.EMPTY.mean_ns) and math.isnan(pacer.EMPTY.quantile_ns(0.5))
     with pytest.raises(ValueError):
         hist(u1=1).quantile_ns(1.5)
+
+
+def test_wake_floor_measures_every_wait():
+    """wake_floor(): one lateness per timed wait, quantiles in order; a
+    wait returns after its deadline, never before (CLOCK_MONOTONIC,
+    TIMER_ABSTIME), so every figure is >= 0 and the mean over 200 waits is
+    more than the clock's resolution."""
+    w = pacer.wake_floor(200, 20_000)
+    assert w["n"] == 200
+    assert 0 <= w["p50_us"] <= w["p90_us"] <= w["p99_us"] <= w["max_us"]
+    assert w["max_us"] > 0
+    with pytest.raises(ValueError, match="must be positive"):
+        pacer.wake_floor(0)

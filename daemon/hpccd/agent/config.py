@@ -89,7 +89,7 @@ _LIMITS = ("max_flows", "umem_bytes")
 _TCP_SIDE = ("t_from_rtt", "t_rtt_factor", "probe_gap_rtt", "cwnd_rtt_gain", "stale_ms",
              "gso_max_segs", "host_cap_t", "path_rate_gain", "solo_rate_gain", "path_rate_shared",
              "path_rate_work_conserving", "app_limited_hold", "pace_gain_max",
-             "trains_from_pacer")
+             "trains_from_pacer", "wake_lead")
 
 # Keys that need a restart: compiled into the BPF programs (port, DSCP,
 # flags), bound at start (interfaces, sockets, UMEM) or choosing code.
@@ -135,6 +135,7 @@ class TcpSideOptions:
     app_limited_hold: bool = False  # W not raised from an interval the flow left it unused
     pace_gain_max: float = 1.0      # pacing rate up to this x R, following the pacer's loss
     trains_from_pacer: bool = False  # gso_max_segs set again from the pacer's lateness
+    wake_lead: bool = True          # probe-gap timers armed early by the engine's wake lateness
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of TcpSide."""
@@ -147,7 +148,7 @@ class TcpSideOptions:
                 "path_rate_work_conserving": self.path_rate_work_conserving,
                 "app_limited_hold": self.app_limited_hold,
                 "pace_gain_max": self.pace_gain_max,
-                "trains_from_pacer": self.trains_from_pacer}
+                "trains_from_pacer": self.trains_from_pacer, "wake_lead": self.wake_lead}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -469,7 +470,8 @@ class _Validator(Validator):
                                                  d.path_rate_work_conserving),
             app_limited_hold=self.bool_(ts, p, "app_limited_hold", d.app_limited_hold),
             pace_gain_max=self.float_(ts, p, "pace_gain_max", d.pace_gain_max, lo=1.0, hi=4.0),
-            trains_from_pacer=self.bool_(ts, p, "trains_from_pacer", d.trains_from_pacer))
+            trains_from_pacer=self.bool_(ts, p, "trains_from_pacer", d.trains_from_pacer),
+            wake_lead=self.bool_(ts, p, "wake_lead", d.wake_lead))
         if tcp_opts.path_rate_work_conserving and not tcp_opts.path_rate_shared:
             self.fail(("tcp_side", "path_rate_work_conserving"),
                       "needs tcp_side.path_rate_shared = true (it lends the part of the shared "

@@ -144,6 +144,12 @@ METRICS: tuple[Metric, ...] = (
            "Probes per kernel RTT while data was in flight, since the start."),
     Metric("hpccd_tcp_probe_engine_wakeups_total", "counter", (),
            "Times the TCP-side probe engine woke (ring records, timers)."),
+    Metric("hpccd_tcp_probe_engine_expired_waits_total", "counter", (),
+           "The probe engine's waits that ended by their timeout."),
+    Metric("hpccd_tcp_probe_engine_wait_lateness_seconds_total", "counter", (),
+           "How late those waits returned, summed."),
+    Metric("hpccd_tcp_probe_engine_wake_lead_seconds", "gauge", (),
+           "How much earlier than due the probe engine arms its probe-gap timers."),
     Metric("hpccd_tcp_pacing_rate_shared_total", "counter", (),
            "Windows whose pacing rate the flows of one path shared (tcp_side.path_rate_shared)."),
     Metric("hpccd_tcp_pacing_rate_lent_total", "counter", (),
@@ -176,7 +182,9 @@ METRICS: tuple[Metric, ...] = (
 TCP_SIDE_ONLY = frozenset({
     "hpccd_tcp_probe_lateness_seconds", "hpccd_tcp_probe_chain_rtt_seconds_total",
     "hpccd_tcp_probe_chain_interval_seconds_total", "hpccd_tcp_probes_per_round_trip_ratio",
-    "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_cc_acks_total",
+    "hpccd_tcp_probe_engine_wakeups_total", "hpccd_tcp_probe_engine_expired_waits_total",
+    "hpccd_tcp_probe_engine_wait_lateness_seconds_total",
+    "hpccd_tcp_probe_engine_wake_lead_seconds", "hpccd_tcp_cc_acks_total",
     "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
     "hpccd_tcp_pacing_rate_lent_total", "hpccd_tcp_cc_limited_acks_total",
     "hpccd_tcp_pacing_gain_updates_total", "hpccd_tcp_pacer_lateness_seconds"})
@@ -310,6 +318,10 @@ class HpccdCollector(Collector):
             fam.add("hpccd_tcp_probes_per_round_trip_ratio", (),
                     st["chain_rtt_ns"] / st["chain_interval_ns"])
         fam.add("hpccd_tcp_probe_engine_wakeups_total", (), st["wakeups"])
+        fam.add("hpccd_tcp_probe_engine_expired_waits_total", (), st["wake_late_n"])
+        fam.add("hpccd_tcp_probe_engine_wait_lateness_seconds_total", (),
+                st["wake_late_sum_ns"] / 1e9)
+        fam.add("hpccd_tcp_probe_engine_wake_lead_seconds", (), st["wake_lead_ns"] / 1e9)
         fam.add("hpccd_tcp_pacing_rate_shared_total", (), st["rate_shared"])
         fam.add("hpccd_tcp_pacing_rate_lent_total", (), st["rate_lent"])
         fam.add("hpccd_tcp_pacing_gain_updates_total", ("loss",), st["pace_fed"])

@@ -602,7 +602,8 @@ STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "sen
          "heartbeats", "idle_marks", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
          "chain_interval_ns", "chain_n", "send_calls", "send_ns", "rate_shared", "rate_lent",
          "rate_claimed", "al_intervals", "al_below_w",
-         "al_limited", "al_raised", "al_held", "pace_fed", "pace_lowered", "flows")
+         "al_limited", "al_raised", "al_held", "pace_fed", "pace_lowered", "wake_late_sum_ns",
+         "wake_late_n", "wake_lead_ns", "flows")
 
 
 class TcpSide:
@@ -653,7 +654,12 @@ class TcpSide:
     the rate HPCC wants x a gain of the flow's own that follows the pacer's
     measured loss (what it delivered against that rate), within [1,
     pace_gain_max], lowered when a queue of the path builds (engine.c,
-    pace_feedback); cwnd is not widened by it."""
+    pace_feedback); cwnd is not widened by it.  ``wake_lead``: a flow's
+    probe-gap timer is armed as much earlier than its probe is due as the
+    engine's timed waits return late (measured, smoothed; at most half the
+    gap), so that probes leave about once per ``probe_gap_rtt`` x srtt
+    instead of that plus the timer's lateness (engine.c, lead_for;
+    ``stats``: wake_late_sum_ns, wake_late_n, wake_lead_ns)."""
 
     def __init__(self, tracker: Any, xdp: Any, *,
                  hpcc_params: Mapping[str, Any], netns: str | None = None,
@@ -673,7 +679,7 @@ class TcpSide:
                  path_rate_work_conserving: bool = False,
                  app_limited_hold: bool = False,
                  pace_gain_max: float = PACE_GAIN_MAX_DEFAULT,
-                 trains_from_pacer: bool = False):
+                 trains_from_pacer: bool = False, wake_lead: bool = True):
         def maps(src, names):
             get = src.get if isinstance(src, Mapping) else src.map
             return [get(n) for n in names]
@@ -715,6 +721,7 @@ class TcpSide:
                              "part of a shared path rate a flow leaves unused")
         self.path_rate_work_conserving = bool(path_rate_work_conserving)
         self.app_limited_hold = bool(app_limited_hold)
+        self.wake_lead = bool(wake_lead)
         self.lock_wait_s = lock_wait_s
         # the trains of the host's flows: gso_dev's gso_max_segs capped while
         # this runs (hpccd.tcp_side.trains; 0: the interface left alone)
@@ -769,6 +776,7 @@ class TcpSide:
         c.path_rate_shared = int(self.path_rate_shared)
         c.path_rate_wc = int(self.path_rate_work_conserving)
         c.app_limited_hold = int(self.app_limited_hold)
+        c.wake_lead = int(self.wake_lead)
         c.probe_dscp, c.room = self.probe_dscp, self.room
         return c
 

@@ -161,6 +161,56 @@ class PacerMeter:
         self.close()
 
 
+_PR_SET_TIMERSLACK = 29
+_TIMER_ABSTIME = 1
+
+
+def wake_floor(n: int = 2000, gap_ns: int = 30_000) -> dict:
+    """How late a timer wakes a thread on this host: `n` absolute sleeps
+    of `gap_ns` each (CLOCK_MONOTONIC, the thread's timer slack at 1 us as
+    the probe engine's), each one's wake-up minus its deadline; n and
+    p50 / p90 / p99 / max in microseconds.  Measured on an idle machine it
+    is the floor under the pacing timer's lateness (PacerMeter) and the
+    probe engine's: the timer interrupt and the wake-up of a halted
+    virtual CPU, which no setting of a flow changes (docs/tcp-side.md,
+    "The timer's floor")."""
+    import ctypes
+    import time
+
+    if n < 1 or gap_ns < 1:
+        raise ValueError(f"wake_floor: n {n} and gap_ns {gap_ns} must be positive")
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class _Ts(ctypes.Structure):
+        _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+    late: list[int] = []
+    err: list[str] = []
+
+    def run() -> None:
+        libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(1000), 0, 0, 0)
+        for _ in range(n):
+            due = time.monotonic_ns() + gap_ns
+            ts = _Ts(due // 1_000_000_000, due % 1_000_000_000)
+            rc = libc.clock_nanosleep(time.CLOCK_MONOTONIC, _TIMER_ABSTIME,
+                                      ctypes.byref(ts), None)
+            now = time.monotonic_ns()
+            if rc not in (0, 4):                        # 4: EINTR, measured all the same
+                err.append(f"clock_nanosleep: {rc}")
+                return
+            late.append(max(0, now - due))
+
+    t = threading.Thread(target=run, name="hpccd-wake-floor")
+    t.start()
+    t.join()
+    if err:
+        raise OSError(err[0])
+    late.sort()
+    q = lambda p: round(late[min(len(late) - 1, int(p * len(late)))] / 1e3, 1)  # noqa: E731
+    return {"n": len(late), "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99),
+            "max_us": round(late[-1] / 1e3, 1)}
+
+
 _shared: PacerMeter | None = None
 _users = 0
 _shared_lock = threading.Lock()

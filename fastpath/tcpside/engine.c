@@ -57,13 +57,13 @@
 #include "hpccd/tcp_probe.h"
 #include "hpccd/kern_user.h"
 #include "hpccd/tcp_cc.h"
+#include "hpccd/wake_late.h"
 
 #define PROBE_MAX 160                  /* bytes: 20 + 20 + 4 + 64 + 32 + 8 */
 #define SEND_BATCH 32                  /* probes per sendmmsg() */
 #define SEQ_AHEAD_MAX 0x80000000u
 #define CAND_BACKOFF_MIN_NS 1000000ull
 #define CAND_BACKOFF_MAX_NS 1000000000ull
-#define WAKE_LATE_MAX_NS 500000ull         /* wake_late(): a sample's cap */
 
 const uint64_t hpccd_tcpp_late_bounds_us[HPCCD_TCPP_LATE_BUCKETS - 1] = {
 	5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
@@ -169,9 +169,9 @@ struct hpccd_tcpp {
 	uint32_t next_flow_id;
 	uint64_t now;
 	uint64_t last_heartbeat, last_sweep, check_at;
-	/* How late a timed wait returns (wake_lead): the mean lateness of the
-	 * waits that ended by their timeout, smoothed by 1/8; the flows' timers
-	 * are armed that much early, and a deadline within it counts as come. */
+	/* How late a timed wait returns (wake_lead): the moving mean of the
+	 * waits that ended by their timeout (include/hpccd/wake_late.h); the
+	 * flows' gap timers are armed that much early (lead_for). */
 	uint64_t lead_ns;
 	int idle;                      /* the configuration last written says idle_ns */
 	uint64_t rate_init_Bps;
@@ -1428,21 +1428,14 @@ fail:
 	return err;
 }
 
-/* A timed wait returned `late` ns after its timeout: into lead_ns (1/8;
- * a sample over WAKE_LATE_MAX_NS counts as that: a preempted engine is no
- * measure of the timer) and the wait-lateness counters. */
-static void wake_late(struct hpccd_tcpp *e, uint64_t late)
+/* A timed wait that asked to return at `want` returned at `now`: into the
+ * wait-lateness counters, and into lead_ns (include/hpccd/wake_late.h: the
+ * moving mean, a preempted wait left out). */
+static void wake_late(struct hpccd_tcpp *e, uint64_t want, uint64_t now)
 {
-	if ((int64_t)late < 0)
-		late = 0;
-	if (late > WAKE_LATE_MAX_NS)
-		late = WAKE_LATE_MAX_NS;
-	e->st.wake_late_sum_ns += late;
+	e->st.wake_late_sum_ns += now > want ? now - want : 0;
 	e->st.wake_late_n++;
-	if (e->st.wake_late_n == 1)
-		e->lead_ns = late;
-	else
-		e->lead_ns = (uint64_t)((int64_t)e->lead_ns + ((int64_t)late - (int64_t)e->lead_ns) / 8);
+	e->lead_ns = hpccd_wake_late_mean(e->lead_ns, want, now);
 	e->st.wake_lead_ns = e->c.wake_lead ? e->lead_ns : 0;
 }
 
@@ -1499,7 +1492,7 @@ int hpccd_tcpp_run(struct hpccd_tcpp *e, int64_t timeout_ns)
 		}
 		e->st.wakeups++;
 		if (n == 0 && wait)
-			wake_late(e, mono_ns() - e->now - wait);
+			wake_late(e, e->now + wait, mono_ns());
 		for (i = 0; i < n; i++)
 			if (evs[i].data.u32 == 1 && read(e->evfd, &buf, sizeof(buf)) == sizeof(buf))
 				e->stop = 1;

@@ -4,6 +4,7 @@
  * earliest deadline, and how late the kernel's timer wakes the thread.
  */
 #include "tp.h"
+#include "hpccd/wake_late.h"
 
 
 /* The timers of one flow whose earliest deadline has come. */
@@ -99,18 +100,15 @@ uint64_t next_wake(struct hpccd_tp *t)
 	return d;
 }
 
-/* A timed wait that asked to wake at `want` woke at `now`: fold its
- * lateness into the moving mean (gain 1/8; a wake later than 1 ms is a
- * preemption, not the timer's latency, and is left out). */
+/* A timed wait that asked to wake at `want` woke at `now`: its lateness
+ * into the moving mean (include/hpccd/wake_late.h), made up for up to
+ * WAKE_EARLY_MAX_NS. */
 void note_wake(struct hpccd_tp *t, uint64_t want, uint64_t now)
 {
-	int64_t late = (int64_t)(now - want), est = (int64_t)t->wake_late_ns;
+	uint64_t est = hpccd_wake_late_mean(t->wake_late_ns, want, now);
 
-	if (late < 0 || late > 1000000)
-		return;
-	est += (late - est) / 8;
-	if (est > (int64_t)WAKE_EARLY_MAX_NS)
+	if (est > WAKE_EARLY_MAX_NS)
 		est = WAKE_EARLY_MAX_NS;
 	/* written by the thread only; hpccd_tp__stats() reads it */
-	__atomic_store_n(&t->wake_late_ns, est < 0 ? 0 : (uint64_t)est, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->wake_late_ns, est, __ATOMIC_RELAXED);
 }

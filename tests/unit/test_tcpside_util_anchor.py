@@ -38,10 +38,7 @@ Invariants protected, at every response:
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pathlib
 import shutil
-import sys
 import types
 
 import pytest
@@ -51,6 +48,7 @@ from hpccd.agent import config
 from hpccd.agent.flows import UTIL_SPAN_NS, FlowTable
 from hpccd.core import cc
 from hpccd.tcp_side import engine as tcp_engine
+from tcpside import tcpside_build
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -66,12 +64,7 @@ KEY = tcp_engine.flow_key("10.0.0.1", "10.0.0.2", 40000, 5201)
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory):
     """The engine's sources with fake_bpf.c for -lbpf, as a cffi module."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "tcpside"))
-    try:
-        build = importlib.import_module("tcpside_build")
-    finally:
-        sys.path.pop(0)
-    return build.build(tmp_path_factory.mktemp("tcpside"))
+    return tcpside_build.build(tmp_path_factory.mktemp("tcpside"))
 
 
 @dataclasses.dataclass
@@ -88,21 +81,7 @@ class Engine:
 
     def __init__(self, fake):
         self.ffi, self.lib = fake.ffi, fake.lib
-        c = self.ffi.new("struct hpccd_tcpp_config *")
-        self.lib.hpccd_hpcc_params_default(self.ffi.addressof(c, "hpcc"))
-        (c.tracker_fd, c.park_fd, c.wake_rb_fd, c.telem_fd, c.resp_rb_fd, c.win_fd,
-         c.cfg_fd) = range(1001, 1008)               # any: the fake answers by fd
-        c.cst_fd = self.lib.FAKE_BPF_CST_FD
-        c.sock_fd = -1                               # probes refused, still outstanding
-        c.stale_ns = c.heartbeat_ns = c.sweep_ns = 60 * 10**9
-        c.timeout_min_ns = c.timeout_max_ns = 60 * 10**9   # none times out meanwhile
-        c.max_flows = 4
-        c.probe_gap_rtt = 0                          # the next probe at each response
-        c.path_rate_gain = c.solo_rate_gain = c.pace_gain_max = 1
-        c.room = 5
-        pe = self.ffi.new("struct hpccd_tcpp **")
-        assert self.lib.hpccd_tcpp_new(c, pe) == 0
-        self.e = pe[0]
+        self.e = tcpside_build.engine(fake, probe_gap_rtt=0)   # the next probe at each response
         w = self.ffi.new("struct hpccd_tcp_wake *")
         self.ffi.memmove(self.ffi.addressof(w, "key"), KEY, 16)
         self._push(w, "struct hpccd_tcp_wake")       # the flow starts: probe 1 leaves

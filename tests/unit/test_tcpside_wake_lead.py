@@ -28,16 +28,14 @@ Invariants protected:
 """
 from __future__ import annotations
 
-import importlib
-import pathlib
 import shutil
-import sys
 import time
 
 import pytest
 
 from hpccd.core import cc
 from hpccd.tcp_side import engine as tcp_engine
+from tcpside import tcpside_build
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -52,33 +50,14 @@ PROBES = 24
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory):
     """The engine's sources with fake_bpf.c for -lbpf, as a cffi module."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "tcpside"))
-    try:
-        build = importlib.import_module("tcpside_build")
-    finally:
-        sys.path.pop(0)
-    return build.build(tmp_path_factory.mktemp("tcpside_lead"))
+    return tcpside_build.build(tmp_path_factory.mktemp("tcpside_lead"))
 
 
 class Engine:
     def __init__(self, fake, wake_lead: bool):
         self.ffi, self.lib = fake.ffi, fake.lib
-        c = self.ffi.new("struct hpccd_tcpp_config *")
-        self.lib.hpccd_hpcc_params_default(self.ffi.addressof(c, "hpcc"))
-        (c.tracker_fd, c.park_fd, c.wake_rb_fd, c.telem_fd, c.resp_rb_fd, c.win_fd,
-         c.cfg_fd) = range(1001, 1008)               # any: the fake answers by fd
-        c.cst_fd = self.lib.FAKE_BPF_CST_FD
-        c.sock_fd = -1                               # probes refused, still outstanding
-        c.stale_ns = c.heartbeat_ns = c.sweep_ns = 60 * 10**9
-        c.timeout_min_ns = c.timeout_max_ns = 60 * 10**9   # none times out meanwhile
-        c.max_flows = 4
-        c.probe_gap_rtt = 1.0                        # a probe per srtt (100 us)
-        c.path_rate_gain = c.solo_rate_gain = c.pace_gain_max = 1
-        c.room = 5
-        c.wake_lead = int(wake_lead)
-        pe = self.ffi.new("struct hpccd_tcpp **")
-        assert self.lib.hpccd_tcpp_new(c, pe) == 0
-        self.e = pe[0]
+        # a probe per srtt (100 us)
+        self.e = tcpside_build.engine(fake, probe_gap_rtt=1.0, wake_lead=int(wake_lead))
         self.seq = 0
 
     def stats(self):

@@ -47,3 +47,32 @@ def build(tmpdir: pathlib.Path):
         return importlib.import_module(NAME)
     finally:
         sys.path.pop(0)
+
+
+def engine(mod, **config):
+    """A probe engine of the module `mod` (build()) that the tests drive by
+    hand: its maps are the fake's (any fd; hpccd_tcp_cst the fake's, every
+    flow "hpcc" with data in flight and an srtt of 100 us), its probes
+    refused by the kernel (no socket: counted, still outstanding), no
+    heartbeat, sweep or probe timeout within a minute, up to 4 flows,
+    HPCC's default parameters, room for 5 hops; `config` sets further
+    fields of struct hpccd_tcpp_config.  Free it with hpccd_tcpp_free."""
+    ffi, lib = mod.ffi, mod.lib
+    c = ffi.new("struct hpccd_tcpp_config *")
+    lib.hpccd_hpcc_params_default(ffi.addressof(c, "hpcc"))
+    (c.tracker_fd, c.park_fd, c.wake_rb_fd, c.telem_fd, c.resp_rb_fd, c.win_fd,
+     c.cfg_fd) = range(1001, 1008)
+    c.cst_fd = lib.FAKE_BPF_CST_FD
+    c.sock_fd = -1
+    c.stale_ns = c.heartbeat_ns = c.sweep_ns = 60 * 10**9
+    c.timeout_min_ns = c.timeout_max_ns = 60 * 10**9
+    c.max_flows = 4
+    c.path_rate_gain = c.solo_rate_gain = c.pace_gain_max = 1
+    c.room = 5
+    for k, v in config.items():
+        setattr(c, k, v)
+    pe = ffi.new("struct hpccd_tcpp **")
+    rc = lib.hpccd_tcpp_new(c, pe)
+    if rc:
+        raise OSError(-rc, f"hpccd_tcpp_new: {rc}")
+    return pe[0]

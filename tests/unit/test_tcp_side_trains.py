@@ -202,9 +202,11 @@ def test_queue_frames_is_the_quantile_bucket_of_enough_responses():
 
 def test_segs_from_pacer_follows_the_queue_between_the_bdp_bound_and_the_pacer():
     """With the flows' queue (largest per response, in frames) and the
-    trains in force: one segment longer while its p99 is within one BDP,
-    one shorter while over, never below the computed bound (the whole
-    train waiting) nor above what the pacer asks for."""
+    trains in force: one segment longer while its p99 beyond the train in
+    service (the trains in force, in frames: a probe finds its own flow's
+    last train ahead of it) is within one BDP, one shorter while over,
+    never below the computed bound (the whole train waiting) nor above
+    what the pacer asks for."""
     late = types.SimpleNamespace(n=trains.RETRAIN_EXPIRIES, quantile_ns=lambda q: 25_000)
     path = [(1e9, 125_000)]
     base = 28_000                      # BDP 3,500 B, 2.3 frames: the bound is 3 segments
@@ -221,9 +223,11 @@ def test_segs_from_pacer_follows_the_queue_between_the_bdp_bound_and_the_pacer()
         return trains.segs_from_pacer(late, path, base_rtt_ns=base, queue=queue,
                                       current=current)
     assert decide(q(0), 3) == 4 and decide(q(0), 4) == 5 and decide(q(0), 5) == 5
-    assert decide(q(1), 4) == 5                      # up to 2 frames: within 3,500 B
-    assert decide(q(2), 4) == 4                      # 2-3 frames: neither within nor over
-    assert decide(q(3), 5) == 4 and decide(q(3), 4) == 3 and decide(q(3), 3) == 3
+    assert decide(q(4), 4) == 5                      # the own train only: nothing beyond
+    assert decide(q(5), 4) == 5                      # up to 2 frames beyond: within 3,500 B
+    assert decide(q(6), 4) == 4                      # 2-3 frames beyond: neither within nor over
+    assert decide(q(8), 5) == 4 and decide(q(7), 4) == 3 and decide(q(6), 3) == 3
+    assert decide(q(7), 5) == 5                      # 2-3 beyond the 5 in service: stays
     assert decide(q(31), 5) == 4
     # without enough responses, the queue, the trains in force or the base
     # RTT: the computed bound, as before

@@ -172,7 +172,13 @@ def segs_from_pacer(late, paths: list[tuple[float, float]], mss: int = 1448,
     half of B x T).  The computed bound assumes every frame of a train waits
     behind the first; where the bottleneck drains a train while it arrives
     (a sender's link not much faster than the bottleneck, a port with a
-    burst allowance) the queue says how long a train may be."""
+    burst allowance) the queue says how long a train may be.  The queue
+    judged is the one beyond the train in service: a probe leaves right
+    behind its flow's data, so it finds its own flow's last train ahead of
+    it (up to `current` frames: the lab queues a train as one packet, a NIC
+    that sends it frame by frame leaves at most one frame less), a queue a
+    data packet arriving a slot later does not meet (docs/tcp-side.md,
+    "Trains from the queue the probes find")."""
     paths = [(b, t) for b, t in paths if b > 0 and t > 0]
     if late.n < RETRAIN_EXPIRIES or not paths:
         return None
@@ -184,6 +190,7 @@ def segs_from_pacer(late, paths: list[tuple[float, float]], mss: int = 1448,
         return rule
     want = segs_for(bps, T, mss, pacer_late_ns=late_ns)          # the pacer's, unbounded
     bdp, frame = bps / 8 * base_rtt_ns / 1e9, mss + SEG_WIRE_OVERHEAD
+    k = max(0, k - current)                                       # beyond the train in service
     if (k + 1) * frame <= bdp:
         segs = current + 1
     elif k * frame > bdp:

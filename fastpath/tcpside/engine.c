@@ -610,8 +610,9 @@ static void apply_cst(struct flow *f, const struct hpccd_tcp_cc_state *st)
 
 /* How much earlier than its schedule a flow's next probe is armed
  * (wake_lead): the engine's timed waits return lead_ns late on average
- * (the timer's interrupt, the wake-up of a halted virtual CPU: 35-50 us on
- * the two-vCPU VM, docs/tcp-side.md "The timer's floor"), and a probe due
+ * (the timer interrupt's delivery to the guest and the thread's wake-up:
+ * 35-47 us on the two-vCPU VM under the lab's load, docs/tcp-side.md
+ * "The timer's floor"), and a probe due
  * one srtt after the last, armed for that time, left an srtt plus that
  * lateness after it (0.53-0.65 probes per RTT).  At most half the gap. */
 static uint64_t lead_for(const struct hpccd_tcpp *e, uint64_t gap)

@@ -3,9 +3,10 @@
  * How late a thread's timed waits return, as a moving mean: the engines arm
  * their timers that much early (the transport's pacing deadlines,
  * fastpath/transport/timers.c next_wake; the TCP-side probe gaps,
- * fastpath/tcpside/engine.c lead_for).  On the two-vCPU VM a timed wait
- * returns 35-50 us late before anything runs (docs/tcp-side.md, "The
- * timer's floor"); each engine bounds what it makes up for.
+ * fastpath/tcpside/engine.c lead_for).  On the idle two-vCPU VM a timed
+ * wait returns 21-38 us late at p50, 35-47 us on average under the lab's
+ * load (docs/tcp-side.md, "The timer's floor"); each engine bounds what it
+ * makes up for.
  */
 #ifndef HPCCD_WAKE_LATE_H
 #define HPCCD_WAKE_LATE_H

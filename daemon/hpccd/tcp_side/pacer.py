@@ -171,8 +171,9 @@ def wake_floor(n: int = 2000, gap_ns: int = 30_000) -> dict:
     the probe engine's), each one's wake-up minus its deadline; n and
     p50 / p90 / p99 / max in microseconds.  Measured on an idle machine it
     is the floor under the pacing timer's lateness (PacerMeter) and the
-    probe engine's: the timer interrupt and the wake-up of a halted
-    virtual CPU, which no setting of a flow changes (docs/tcp-side.md,
+    probe engine's: on the two-vCPU VM the timer interrupt's delivery to
+    the nested guest (a real-time thread 13-35 us late, also with the idle
+    loop polling), which no setting of a flow changes (docs/tcp-side.md,
     "The timer's floor")."""
     import ctypes
     import time

@@ -396,6 +396,7 @@ def daemon_pair(a) -> int:
                                     print(f"hpccd in h1 exited {rc}: {dm.log()[-2000:]}",
                                           file=sys.stderr)
             finally:
+                peer.stop()                      # SIGTERM: it releases what it owns
                 peer.close()
             print(f"\nmedians of {a.reps}, under the running hpccd (load average after: "
                   f"{loadavg()})")

@@ -29,6 +29,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 
@@ -114,12 +115,17 @@ def assert_live_intact(lab, live: list[Hpccd]) -> None:
 
 
 def my_records(lab) -> list[str]:
+    """The ownership records of the lab's hosts' interfaces.  Not every
+    record of their namespaces: a namespace's id is its inode, which the
+    kernel gives again after a namespace is gone, and a daemon killed with
+    SIGKILL leaves the records of its (since deleted) interfaces behind."""
     d = pathlib.Path(ownership.RUN_DIR) / "owners"
-    ns = set()
+    names = set()
     for h in HOSTS:
         with bpf.in_netns(lab.netns(h)):
-            ns.add(ownership.netns_id())
-    return [p.name for p in d.glob("net*.json") if int(p.name[3:].split("-")[0]) in ns]
+            ns = ownership.netns_id()
+            names |= {f"net{ns}-if{i}.json" for i, _ in socket.if_nameindex()}
+    return sorted(p.name for p in d.glob("net*.json") if p.name in names)
 
 
 @pytest.fixture(scope="module")

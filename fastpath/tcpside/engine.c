@@ -931,6 +931,8 @@ static int host_limited(struct hpccd_tcpp *e, struct flow *f,
 
 			f->pl_acked_sum += acked * 8;
 			f->pl_want_sum += want;
+			e->st.pace_acked_bits += (uint64_t)(acked * 8);
+			e->st.pace_want_bits += (uint64_t)want;
 			if (acked * 8e9 / dt >= PL_USE * f->al_rate) {
 				f->pl_acked = f->pl_want > 0 ? (3 * f->pl_acked + acked * 8) / 4
 							     : acked * 8;

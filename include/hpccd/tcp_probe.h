@@ -144,6 +144,12 @@ struct hpccd_tcpp_stats {
 	/* responses whose pacing gain the pacer's measured loss moved
 	 * (pace_gain_max), and those a queue of the path lowered it at */
 	uint64_t pace_fed, pace_lowered;
+	/* over those intervals, every flow's: bits acked, and bits the pacing
+	 * rate written for it (before any gain) allowed; their ratio is what
+	 * its flows delivered of what HPCC asked, the kernel pacer's and the
+	 * hosts' loss is 1 - that (the flows' pace_acked_bits/pace_want_bits,
+	 * summed over the engine's life, ended flows included) */
+	uint64_t pace_acked_bits, pace_want_bits;
 	/* the engine's timed waits that returned by their timeout: how late,
 	 * summed, and how many; the lead its probe-gap timers are armed with
 	 * now (wake_lead; 0 without) */

@@ -131,7 +131,10 @@ def test_tcp_hpcc_rows_say_their_senders_trains(tmp_path):
     trains.segs_for of the bottleneck's B x T (an eighth, at least 2; not
     the one-host rule within one BDP of the base RTT, docs/tcp-side.md),
     said in the summary and its params; the long flow runs under hpccd's
-    CC, and a native row after it gets its engines back."""
+    CC, and a native row after it gets its engines back.  The tcp-hpcc row
+    says how much of the link HPCC's rates asked for and how much of that
+    its flows sent (its engines' totals), and how late the kernel's pacing
+    timers were (kernel_cc.PaceLog); the native row has its own send time."""
     from conftest import lab_ctx
 
     from hpccd.experiment import longshort
@@ -148,6 +151,16 @@ def test_tcp_hpcc_rows_say_their_senders_trains(tmp_path):
     assert f"tcp-hpcc: the senders' GSO trains at most {t['segs']} segments" in text
     assert 0.2 * k["line_bps"] < k["long_before_bps"] < 1.05 * k["line_bps"], k
     assert 0 < h["long_before_bps"] < 1.05 * h["line_bps"], h
+    # the long flow ran all along: HPCC asked for a real share of the link
+    # (each flow up to the link's rate on its own), and sent part of it
+    assert 0.2 < k["asked"] <= 2.5, k
+    assert 0 <= k["pace_lost"] < 1 and k["timer_late_us"] > 0, k
+    (kv,) = [ln for ln in text.splitlines() if ln.startswith("tcp-hpcc: ")
+             and "utilised" in ln]
+    assert f"the algorithm's rates asked for {k['asked']:.0%} of it" in kv, kv
+    assert f"its flows sent {1 - k['pace_lost']:.0%} of that" in kv, kv
+    assert "late pacing timer" in kv and "us late on average" in kv, kv
+    assert h.get("asked") is None and 0 <= h["pace_lost"] <= 1, h
 
 
 def test_tcp_hpcc_trains_from_the_queue(tmp_path, monkeypatch):

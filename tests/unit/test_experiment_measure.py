@@ -61,6 +61,34 @@ def test_verdict_wants_a_busy_link_and_line_rate_while_backlogged():
     assert not v.queue_bound and "hosts could not fill" in v.text and "busiest core 97%" in v.text
 
 
+def test_a_kernel_pacer_that_sends_less_than_the_algorithm_asked_is_named():
+    """tcp-hpcc (kernel_cc.KernelCc.pacing): the link half used with CPUs
+    to spare is the pacer's when HPCC's rates asked for the link and a late
+    pacing timer held more ACKs than the window; the algorithm's otherwise."""
+    link = 1_000_000_000
+    half = [qs(0, 0, 0), qs(5_000_000, 0, 312_500)]
+    timer = {"asked": 0.97, "pace_lost": 0.21, "timer_late_us": 23.0,
+             "held": {"cwnd": 0.04, "pacing": 0.30, "timer": 0.52}}
+    v = measure.bottleneck_verdict(half, link, 0.4, 0, 5_000_000, paced=timer)
+    assert not v.queue_bound and v.text.startswith("pacer-bound")
+    assert "asked for 97% of it and its flows sent 79% of that" in v.text
+    assert "late pacing timer 52%" in v.text and "23 us late on average" in v.text
+    # the window held more than the timer: the algorithm's (its W at the hosts' RTT)
+    window = dict(timer, held={"cwnd": 0.39, "pacing": 0.06, "timer": 0.29})
+    v = measure.bottleneck_verdict(half, link, 0.4, 0, 5_000_000, paced=window)
+    assert "algorithm left the link idle" in v.text and "window 39%" in v.text
+    # the rates asked for less than the link: the algorithm's
+    low = dict(timer, asked=0.6)
+    v = measure.bottleneck_verdict(half, link, 0.4, 0, 5_000_000, paced=low)
+    assert "algorithm left the link idle" in v.text and "asked for 60%" in v.text
+    # busy CPUs still decide first; a full link is link-bound whatever was asked
+    v = measure.bottleneck_verdict(half, link, 0.95, 0, 5_000_000, paced=timer)
+    assert "hosts could not fill" in v.text
+    lean = [qs(0, 0, 0), qs(5_000_000, 0, 600_000)]
+    v = measure.bottleneck_verdict(lean, link, 0.5, 0, 5_000_000, paced=low)
+    assert v.queue_bound and "link-bound" in v.text
+
+
 def test_cpu_meter_reports_all_and_the_busiest_core():
     import time
     m = measure.CpuMeter().start()

@@ -127,7 +127,8 @@ def test_collector_emits_exactly_the_declared_metrics():
                        "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
                        "hpccd_tcp_pacing_rate_lent_total",
                        "hpccd_tcp_cc_limited_acks_total",
-                       "hpccd_tcp_pacing_gain_updates_total"}
+                       "hpccd_tcp_pacing_gain_updates_total",
+                       "hpccd_tcp_pacing_asked_bits_total", "hpccd_tcp_pacing_acked_bits_total"}
     by = {m.name: m for m in metrics.METRICS}
     for name, samples in got.items():
         base = next((n for n in (name, name[:-7], name[:-4], name[:-6]) if n in by), None)
@@ -172,7 +173,8 @@ def test_tcp_side_probe_engine_metrics():
     stats.update(late_hist=hist, late_sum_ns=25_000_000, late_n=8, chain_rtt_ns=3_000_000_000,
                  chain_interval_ns=1_000_000_000, wakeups=77, rate_shared=9,
                  rate_lent=4, pace_fed=21, pace_lowered=6, wake_late_n=40,
-                 wake_late_sum_ns=1_200_000, wake_lead_ns=31_000)
+                 wake_late_sum_ns=1_200_000, wake_lead_ns=31_000,
+                 pace_want_bits=8_000_000_000, pace_acked_bits=6_100_000_000)
     counters = {k: (0, 0) for k in tcp_side.HPCC_COUNTERS}
     counters.update(used_hpcc=(900, 0), fb_no_daemon=(12, 0), enter_fallback=(2, 0),
                     lim_cwnd=(31, 0), lim_timer=(550, 0))
@@ -213,6 +215,8 @@ def test_tcp_side_probe_engine_metrics():
     assert val("hpccd_tcp_probe_engine_wake_lead_seconds") == [pytest.approx(31e-6)]
     assert val("hpccd_tcp_pacing_rate_shared_total") == [9]
     assert val("hpccd_tcp_pacing_rate_lent_total") == [4]
+    assert val("hpccd_tcp_pacing_asked_bits_total") == [8_000_000_000]
+    assert val("hpccd_tcp_pacing_acked_bits_total") == [6_100_000_000]
     assert val("hpccd_tcp_pacing_gain_updates_total", by="loss") == [21]
     assert val("hpccd_tcp_pacing_gain_updates_total", by="queue") == [6]
     assert val("hpccd_tcp_cc_acks_total", mode="hpcc") == [900]

@@ -155,6 +155,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("hpccd_tcp_pacing_rate_lent_total", "counter", (),
            "Windows whose pacing rate went above the flow's part of its path's rate, lent by "
            "the path's other flows (tcp_side.path_rate_work_conserving)."),
+    Metric("hpccd_tcp_pacing_asked_bits_total", "counter", (),
+           "Bits the pacing rates the probe engine wrote for the hpcc CC's flows allowed, "
+           "over the intervals between their responses (what HPCC asked for)."),
+    Metric("hpccd_tcp_pacing_acked_bits_total", "counter", (),
+           "Bits those flows had acked over the same intervals: over the asked bits, what "
+           "the kernel's pacer and the hosts sent of HPCC's rates."),
     Metric("hpccd_tcp_pacing_gain_updates_total", "counter", ("by",),
            "Responses that moved a flow's pacing gain (tcp_side.pace_gain_max): by loss, "
            "towards what the pacer lost of HPCC's rate; by queue, halved by a queue on the "
@@ -187,7 +193,8 @@ TCP_SIDE_ONLY = frozenset({
     "hpccd_tcp_probe_engine_wake_lead_seconds", "hpccd_tcp_cc_acks_total",
     "hpccd_tcp_cc_fallbacks_total", "hpccd_tcp_pacing_rate_shared_total",
     "hpccd_tcp_pacing_rate_lent_total", "hpccd_tcp_cc_limited_acks_total",
-    "hpccd_tcp_pacing_gain_updates_total", "hpccd_tcp_pacer_lateness_seconds"})
+    "hpccd_tcp_pacing_gain_updates_total", "hpccd_tcp_pacer_lateness_seconds",
+    "hpccd_tcp_pacing_asked_bits_total", "hpccd_tcp_pacing_acked_bits_total"})
 
 _BY_NAME = {m.name: m for m in METRICS}
 
@@ -324,6 +331,8 @@ class HpccdCollector(Collector):
         fam.add("hpccd_tcp_probe_engine_wake_lead_seconds", (), st["wake_lead_ns"] / 1e9)
         fam.add("hpccd_tcp_pacing_rate_shared_total", (), st["rate_shared"])
         fam.add("hpccd_tcp_pacing_rate_lent_total", (), st["rate_lent"])
+        fam.add("hpccd_tcp_pacing_asked_bits_total", (), st["pace_want_bits"])
+        fam.add("hpccd_tcp_pacing_acked_bits_total", (), st["pace_acked_bits"])
         fam.add("hpccd_tcp_pacing_gain_updates_total", ("loss",), st["pace_fed"])
         fam.add("hpccd_tcp_pacing_gain_updates_total", ("queue",), st["pace_lowered"])
         modes = {"used_hpcc": "hpcc", "used_winit": "winit", "fb_stale": "fb_stale",

@@ -21,7 +21,7 @@ import math
 import time
 from typing import Any
 
-from . import measure
+from . import kernel_cc, measure
 from .algos import Algo
 from .native import CONVERGES_FROM_FRAMES, send_time
 from .common import dumbbell, open_flow, open_sink, run_in_lab, verdict_lines, with_defaults
@@ -149,8 +149,9 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> FairnessRow:
         rows.append(Phase(flows=len(active), active=[f"flow{i + 1}" for i in active],
                           rates_bps=per, sum_bps=sum(x for x in per if not math.isnan(x)),
                           jain=j, jain_whole=jw))
+    kp = kernel_cc.pacing(lab, algo, t0, sched[-1][1], line)
     verdict = measure.bottleneck_verdict(bottleneck, line, busy, t0, sched[-1][1],
-                                         busiest_cpu=cpu.busiest)
+                                         busiest_cpu=cpu.busiest, paced=kp)
     # the bottleneck's queue over time ([HPCC] Figure 14b: its distribution)
     q = [b for _, b in measure.queue_over_time(bottleneck, line, t0, sched[-1][1])]
     return FairnessRow(
@@ -163,7 +164,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any]) -> FairnessRow:
         q_p95_kb=measure.percentile(q, 95) / 1e3 if q else math.nan,
         q_p99_kb=measure.percentile(q, 99) / 1e3 if q else math.nan,
         cpu_busy=busy, queue_bound=verdict.queue_bound, verdict=verdict.text,
-        rates=rates).send_time(send_time(flows, lab.native))
+        rates=rates).send_time({**send_time(flows, lab.native), **kernel_cc.row_figures(kp)})
 
 
 def _sleep_until(t_ns: int) -> None:

@@ -39,7 +39,7 @@ import time
 from typing import Any
 
 from ..lab.queues import htb_burst_bytes
-from . import measure
+from . import kernel_cc, measure
 from .algos import Algo
 from .native import send_time
 from .common import open_flow, open_sink, run_in_lab, star, verdict_lines
@@ -189,8 +189,9 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> IncastRow:
     during_rate = measure.delivered_rate(lc.points, t0, t_incast_end) if t_incast_end else math.nan
     after_rate = measure.delivered_rate(lc.points, t_incast_end, t0 + int(p["observe"] * 1e9)) \
         if t_incast_end else math.nan
+    kp = kernel_cc.pacing(lab, algo, t0 - int(0.5e9), t_end, link_bps)
     verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0 - int(0.5e9), t_end,
-                                         busiest_cpu=cpu.busiest)
+                                         busiest_cpu=cpu.busiest, paced=kp)
     return IncastRow(
         algo=algo.name, t0_ns=t0, link_bps=link_bps, base_rtt_s=rtt, bdp_bytes=bdp,
         q_p50=measure.percentile(q, 50), q_p99=measure.percentile(q, 99),
@@ -204,7 +205,8 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> IncastRow:
         long_before_bps=before, long_during_bps=during_rate, long_after_bps=after_rate,
         utilisation=verdict.utilisation, cpu_busy=busy,
         queue_bound=verdict.queue_bound, verdict=verdict.text,
-        samples=samples, long_points=lc.points).send_time(send_time(flows, lab.native))
+        samples=samples, long_points=lc.points).send_time(
+            {**send_time(flows, lab.native), **kernel_cc.row_figures(kp)})
 
 
 ROW = IncastRow           # what Summary.rows reads its summary's rows back as

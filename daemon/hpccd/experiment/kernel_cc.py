@@ -26,19 +26,27 @@ the lab for one algorithm's run:
   ``tcp_side.trains_from_pacer`` does (TcpSide.retrain every POLL_S; docs/
   tcp-side.md "Trains from the queue the probes find").  Native transport
   engines, which attach their own xdp_host, are closed first (they are
-  made again when a native algorithm runs next).
+  made again when a native algorithm runs next).  While tcp-hpcc runs, a
+  PaceLog samples its engines' pacing totals and the host's pacing-timer
+  lateness, from which :meth:`KernelCc.pacing` tells an experiment how
+  much of the link HPCC's rates asked for and how much of that the flows
+  sent (the row's ``pace lost``, ``timer late us`` and the verdict's
+  "asked").
 """
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
+import threading
+import time
 from typing import Iterator
 
 from .algos import Algo
 from .common import Skip
 from .native import hook_last_hop, hpcc_params
 
-__all__ = ["KernelCc", "TRAIN_MODES"]
+__all__ = ["KernelCc", "TRAIN_MODES", "pacing", "row_figures"]
 
 # How tcp-hpcc's senders size their GSO trains (--tcp-trains): "eighth", an
 # eighth of B x T for the run; "queue", from there as the daemon's
@@ -46,6 +54,21 @@ __all__ = ["KernelCc", "TRAIN_MODES"]
 TRAIN_MODES = ("eighth", "queue")
 TRAINS = "eighth"
 POLL_S = 0.1
+# PaceLog's period: a window's figures are over the samples around it, at
+# most this much wider on each side (long-short's is the short flow's life)
+PACE_LOG_S = 0.02
+
+
+def pacing(lab, algo: Algo, t_from: int, t_to: int, link_bps: float) -> dict:
+    """KernelCc.pacing of the lab's KernelCc (empty without one)."""
+    kc = getattr(lab, "kernel_cc", None)
+    return kc.pacing(algo, t_from, t_to, link_bps) if kc is not None else {}
+
+
+def row_figures(paced: dict) -> dict:
+    """Of pacing()'s figures, those a Row keeps (results.Row: pace_lost,
+    timer_late_us, asked)."""
+    return {k: v for k, v in paced.items() if k in ("pace_lost", "timer_late_us", "asked")}
 
 
 class KernelCc:
@@ -54,6 +77,7 @@ class KernelCc:
         self.n_flows = n_flows          # HPCC's N (native.hpcc_params)
         self.cc = None
         self.trains: dict | None = None         # the last tcp-hpcc run's train cap (note)
+        self.pace_log: PaceLog | None = None     # the last tcp-hpcc run's pacing totals
 
     def __enter__(self) -> "KernelCc":
         self.lab.kernel_cc = self
@@ -111,6 +135,18 @@ class KernelCc:
             native.release()                     # they hold xdp_host on the hosts' eth0
         with self._hpcc_hosts(hosts, senders):
             yield
+
+    def pacing(self, algo: Algo, t_from: int, t_to: int, link_bps: float) -> dict:
+        """For a tcp-hpcc run (empty for any other algorithm, or without a
+        log): over the log's samples within [t_from, t_to] (monotonic ns),
+        ``asked``, the rate HPCC wrote for the senders' flows (bits its
+        pacing rates allowed, engine.c host_limited) over the link's;
+        ``pace_lost``, the share of those bits the flows did not deliver
+        (the kernel's pacer and the hosts); ``timer_late_us``, the mean
+        lateness of the host's TCP pacing timers (nan where not measured)."""
+        if algo.kind != "kernel" or algo.cc != "hpcc" or self.pace_log is None:
+            return {}
+        return self.pace_log.between(t_from, t_to, link_bps)
 
     def note(self, p: dict) -> None:
         """Into an experiment's params `p` (after its runs): the senders'
@@ -177,8 +213,11 @@ class KernelCc:
                 side.bench_host = h
             if TRAINS == "queue":
                 poller = _Retrain(sides, self.trains)
+            self.pace_log = PaceLog(sides)
             yield
         finally:
+            if self.pace_log is not None:
+                self.pace_log.stop()
             if poller is not None:
                 poller.stop()
             for s in sides:
@@ -227,3 +266,62 @@ class _Retrain:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+class PaceLog:
+    """Every PACE_LOG_S while tcp-hpcc runs: (monotonic ns, the senders'
+    engines' pace_acked_bits and pace_want_bits summed, the host's
+    pacing-timer Lateness or None), for KernelCc.pacing.  The counters are
+    the engines' own totals (ended flows included), so a window's figures
+    are differences of two samples."""
+
+    def __init__(self, sides: list):
+        self.sides = sides
+        self.points: list[tuple[int, int, int, object, dict]] = []
+        self._stop = threading.Event()
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="tcp-hpcc-pace-log", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        acked = want = 0
+        for s in self.sides:
+            st = s.stats
+            acked += st["pace_acked_bits"]
+            want += st["pace_want_bits"]
+        meter = next((s.pacer for s in self.sides if s.pacer is not None), None)
+        held = self.sides[0].counters().get("hpcc", {}) if self.sides else {}
+        self.points.append((time.monotonic_ns(), acked, want,
+                            meter.read() if meter is not None else None,
+                            {k: v[1] for k, v in held.items()
+                             if k.startswith("lim_") or k == "used_hpcc"}))
+
+    def _run(self) -> None:
+        while not self._stop.wait(PACE_LOG_S):
+            self._sample()
+
+    def stop(self) -> None:
+        """The last sample, then no more (before the engines stop)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._sample()
+
+    def between(self, t_from: int, t_to: int, link_bps: float) -> dict:
+        """KernelCc.pacing's figures from the last sample at or before
+        t_from to the first at or after t_to (a window at most a period
+        wider on each side); empty unless both are there."""
+        a = next((p for p in reversed(self.points) if p[0] <= t_from), None)
+        b = next((p for p in self.points if p[0] >= t_to), None)
+        if a is None or b is None or b[0] <= a[0]:
+            return {}
+        (t0, a0, w0, l0, h0), (t1, a1, w1, l1, h1) = a, b
+        acked, want = a1 - a0, w1 - w0
+        late = l1 - l0 if l0 is not None and l1 is not None else None
+        hp = h1.get("used_hpcc", 0) - h0.get("used_hpcc", 0)
+        held = {k[4:]: (h1[k] - h0.get(k, 0)) / hp for k in h1 if k.startswith("lim_") and hp > 0}
+        return {"asked": want / (link_bps * (t1 - t0) / 1e9),
+                "pace_lost": max(0.0, 1 - acked / want) if want > 0 else math.nan,
+                "timer_late_us": late.mean_ns / 1e3 if late is not None else math.nan,
+                "held": held}

@@ -34,7 +34,7 @@ import statistics
 import time
 from typing import Any
 
-from . import measure
+from . import kernel_cc, measure
 from .algos import Algo
 from .native import WindowRecorder, send_time
 from .common import dumbbell, open_flow, open_sink, run_in_lab, verdict_lines, with_defaults
@@ -190,8 +190,9 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
     rates = measure.port_rate(sl, t_start - BEFORE_NS, t_end + int(p["after"] * 1e9), BIN_NS)
     rec_s = recovery(rates, t_end, line)
 
+    kp = kernel_cc.pacing(lab, algo, t_first, t_end, line)
     verdict = measure.bottleneck_verdict(bottleneck, line, busy, t_first, t_end,
-                                         busiest_cpu=cpu.busiest)
+                                         busiest_cpu=cpu.busiest, paced=kp)
 
     def avg(a: int, b: int) -> float:
         v = [r for t, r in rates if a <= t < b]
@@ -210,7 +211,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], rtt: float) -> LongShortRow:
         queue_bound=verdict.queue_bound, verdict=verdict.text,
         rates=rates, short_rates=measure.port_rate(ss, t_start - BEFORE_NS,
                                                    t_end + int(p["after"] * 1e9), BIN_NS),
-    ).send_time(send_time(flows, lab.native))
+    ).send_time({**send_time(flows, lab.native), **kernel_cc.row_figures(kp)})
 
 
 ROW = LongShortRow        # what Summary.rows reads its summary's rows back as

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 __all__ = ["QueueRecorder", "CpuMeter", "percentile", "jain", "bottleneck_verdict",
            "Verdict", "rate_series"]
@@ -218,9 +218,28 @@ class Verdict(NamedTuple):
     text: str
 
 
+def _paced_facts(paced: Mapping) -> str:
+    """KernelCc.pacing's figures as the verdict states them."""
+    out = f"the algorithm's rates asked for {paced['asked']:.0%} of it"
+    lost = paced.get("pace_lost", math.nan)
+    if not math.isnan(lost):
+        out += f" and its flows sent {1 - lost:.0%} of that"
+    held = paced.get("held") or {}
+    if held:
+        names = {"cwnd": "window", "pacing": "pacing", "timer": "late pacing timer",
+                 "app": "application", "tsq": "small queues"}
+        out += (" (its ACKs held by " + ", ".join(f"{names.get(k, k)} {v:.0%}"
+                                                   for k, v in held.items()) + ")")
+    late = paced.get("timer_late_us", math.nan)
+    if not math.isnan(late):
+        out += f", the kernel's pacing timers {late:.0f} us late on average"
+    return out
+
+
 def bottleneck_verdict(samples: Sequence, link_bps: int, cpu_busy: float,
                        t_from: int, t_to: int, min_backlog: int = 3000,
-                       busiest_cpu: float | None = None) -> Verdict:
+                       busiest_cpu: float | None = None,
+                       paced: Mapping | None = None) -> Verdict:
     """Was the emulated link the bottleneck over [t_from, t_to], or were
     the hosts (the two shared CPUs)?
 
@@ -231,7 +250,12 @@ def bottleneck_verdict(samples: Sequence, link_bps: int, cpu_busy: float,
     - and the port must have been >= 90% utilised over the window: a link
       left idle with the CPUs >= 90% busy means the senders could not keep
       up; with CPUs to spare, the algorithm itself left it idle (a result,
-      not a fault of the lab)."""
+      not a fault of the lab) -- unless `paced` (where the algorithm's rates
+      are enforced by somebody else's pacer: tcp-hpcc's kernel pacer,
+      kernel_cc.KernelCc.pacing) says its rates asked for >= 90% of the
+      link and a late pacing timer held the flows back at more of their
+      ACKs than their window did: then the hosts' pacing, not the
+      algorithm, left it idle."""
     win = [x for x in samples if t_from <= x.ts_ns <= t_to]
     sent = dur = 0
     for a, b in zip(win, win[1:]):
@@ -247,6 +271,10 @@ def bottleneck_verdict(samples: Sequence, link_bps: int, cpu_busy: float,
     if not math.isnan(ratio):
         parts.append(f"{ratio:.0%} of line rate while backlogged ({dur / 1e9:.3f} s)")
     busiest = cpu_busy if busiest_cpu is None else busiest_cpu
+    asked = (paced or {}).get("asked", math.nan)
+    held = (paced or {}).get("held") or {}
+    if not math.isnan(asked):
+        parts.append(_paced_facts(paced))
     parts.append(f"CPU {cpu_busy:.0%} busy, busiest core {busiest:.0%}")
     facts = ", ".join(parts)
     if not emulation_ok:
@@ -255,6 +283,8 @@ def bottleneck_verdict(samples: Sequence, link_bps: int, cpu_busy: float,
         text = f"link-bound, as intended ({facts})"
     elif cpu_busy >= 0.9 or busiest >= 0.9:
         text = f"CPU-bound: the hosts could not fill the link ({facts})"
+    elif asked >= 0.9 and held.get("timer", 0) > held.get("cwnd", 0):
+        text = f"pacer-bound: the hosts' pacing left the link idle, CPUs to spare ({facts})"
     else:
         text = f"the algorithm left the link idle, CPUs to spare ({facts})"
     return Verdict(emulation_ok and busy_link, util_r, ratio, dur / 1e9, cpu_busy, busiest, text)

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-from . import loaded_rtt, measure
+from . import kernel_cc, loaded_rtt, measure
 from .algos import Algo
 from . import native
 from .common import Skip, run_each, star, verdict_lines, with_defaults
@@ -224,8 +224,9 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
             samples = rec.stop()
     during = [b for _, b in measure.queue_over_time(samples, link_bps, t0, t1)]
     idle_p50 = measure.percentile(idle, 50)
+    kp = kernel_cc.pacing(lab, algo, t0, t1, link_bps)
     verdict = measure.bottleneck_verdict(samples, link_bps, busy, t0, t1,
-                                         busiest_cpu=cpu.busiest)
+                                         busiest_cpu=cpu.busiest, paced=kp)
     # the elephants' throughput while the mice ran, from the bottleneck's own
     # byte counter (the mice's bytes are noise): the same for every algorithm
     if t1 > t0 and samples:
@@ -247,7 +248,7 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
     row.hand_p50_us, row.hand_p99_us = (measure.percentile(hand, q) for q in (50, 99))
     row.idle_net_p50_us = measure.percentile(idle_net, 50)
     row.idle_hand_p50_us = measure.percentile([f - n for f, n in zip(idle, idle_net)], 50)
-    return row.send_time(native.send_time(flows, lab.native))
+    return row.send_time({**native.send_time(flows, lab.native), **kernel_cc.row_figures(kp)})
 
 
 ROW = MiceRow             # what Summary.rows reads its summary's rows back as

@@ -137,13 +137,18 @@ class Row(Record):
     cpu_busy: float                     # share of the machine's CPU time, busy
     queue_bound: bool                   # the emulated link, not the CPUs, was the bottleneck
     verdict: str                        # measure.bottleneck_verdict's text
-    # where the native flows' sending time went (native.send_time); kernel flows have none
+    # where the native flows' sending time went (native.send_time); tcp-hpcc's
+    # from its engines and the kernel's pacer (kernel_cc.KernelCc.pacing:
+    # pace_lost, timer_late_us and asked, the link's share HPCC's rates
+    # asked for); other kernel flows have none
     wnd_limited: float | None = optional()
     pace_lost: float | None = optional()
     timer_late_us: float | None = optional()
+    asked: float | None = optional()
 
     def send_time(self, shares: Mapping[str, float]) -> "Row":
-        """Set the send-time shares native.send_time measured (none for kernel flows)."""
+        """Set the send-time shares native.send_time or KernelCc.pacing
+        measured (none for other kernel flows)."""
         for k, v in shares.items():
             setattr(self, k, v)
         return self

@@ -602,7 +602,8 @@ STATS = ("probes_sent", "probes_answered", "probes_lost", "late_responses", "sen
          "heartbeats", "idle_marks", "sweeps", "late_sum_ns", "late_n", "late_max_ns", "chain_rtt_ns",
          "chain_interval_ns", "chain_n", "send_calls", "send_ns", "rate_shared", "rate_lent",
          "rate_claimed", "al_intervals", "al_below_w",
-         "al_limited", "al_raised", "al_held", "pace_fed", "pace_lowered", "wake_late_sum_ns",
+         "al_limited", "al_raised", "al_held", "pace_fed", "pace_lowered", "pace_acked_bits",
+         "pace_want_bits", "wake_late_sum_ns",
          "wake_late_n", "wake_lead_ns", "flows")
 
 

@@ -242,13 +242,13 @@ def run_one(lab, algo: Algo, p: dict[str, Any], idle: list[float]) -> MiceRow:
         elephants_bps=sum(bps), cpu_busy=busy, queue_bound=verdict.queue_bound,
         verdict=verdict.text, rtts=rtts, samples=samples)
     if algo.kind == "kernel":
-        return row
+        return row.send_time(kernel_cc.row_figures(kp))
     hand = [f - n for f, n in zip(rtts, net)]
     row.net_p50_us, row.net_p99_us = (measure.percentile(net, q) for q in (50, 99))
     row.hand_p50_us, row.hand_p99_us = (measure.percentile(hand, q) for q in (50, 99))
     row.idle_net_p50_us = measure.percentile(idle_net, 50)
     row.idle_hand_p50_us = measure.percentile([f - n for f, n in zip(idle, idle_net)], 50)
-    return row.send_time({**native.send_time(flows, lab.native), **kernel_cc.row_figures(kp)})
+    return row.send_time(native.send_time(flows, lab.native))
 
 
 ROW = MiceRow             # what Summary.rows reads its summary's rows back as

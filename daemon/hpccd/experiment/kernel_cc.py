@@ -138,7 +138,8 @@ class KernelCc:
 
     def pacing(self, algo: Algo, t_from: int, t_to: int, link_bps: float) -> dict:
         """For a tcp-hpcc run (empty for any other algorithm, or without a
-        log): over the log's samples within [t_from, t_to] (monotonic ns),
+        log): over the log's samples around [t_from, t_to] (monotonic ns;
+        PaceLog.between),
         ``asked``, the rate HPCC wrote for the senders' flows (bits its
         pacing rates allowed, engine.c host_limited) over the link's;
         ``pace_lost``, the share of those bits the flows did not deliver
@@ -181,6 +182,7 @@ class KernelCc:
                        "mode": TRAINS}
         objs, sides, attached = [], [], []
         poller = None
+        self.pace_log = None                     # this run's, once its senders probe
         try:
             xdp = {}
             for h in hosts:

@@ -281,22 +281,24 @@ class PaceLog:
         self.sides = sides
         self.points: list[tuple[int, int, int, object, dict]] = []
         self._stop = threading.Event()
+        self._lock = threading.Lock()            # one sample at a time, in time order
         self._sample()
         self._thread = threading.Thread(target=self._run, name="tcp-hpcc-pace-log", daemon=True)
         self._thread.start()
 
     def _sample(self) -> None:
-        acked = want = 0
-        for s in self.sides:
-            st = s.stats
-            acked += st["pace_acked_bits"]
-            want += st["pace_want_bits"]
-        meter = next((s.pacer for s in self.sides if s.pacer is not None), None)
-        held = self.sides[0].counters().get("hpcc", {}) if self.sides else {}
-        self.points.append((time.monotonic_ns(), acked, want,
-                            meter.read() if meter is not None else None,
-                            {k: v[1] for k, v in held.items()
-                             if k.startswith("lim_") or k == "used_hpcc"}))
+        with self._lock:
+            acked = want = 0
+            for s in self.sides:
+                st = s.stats
+                acked += st["pace_acked_bits"]
+                want += st["pace_want_bits"]
+            meter = next((s.pacer for s in self.sides if s.pacer is not None), None)
+            held = self.sides[0].counters().get("hpcc", {}) if self.sides else {}
+            self.points.append((time.monotonic_ns(), acked, want,
+                                meter.read() if meter is not None else None,
+                                {k: v[1] for k, v in held.items()
+                                 if k.startswith("lim_") or k == "used_hpcc"}))
 
     def _run(self) -> None:
         while not self._stop.wait(PACE_LOG_S):
@@ -313,7 +315,10 @@ class PaceLog:
     def between(self, t_from: int, t_to: int, link_bps: float) -> dict:
         """KernelCc.pacing's figures from the last sample at or before
         t_from to the first at or after t_to (a window at most a period
-        wider on each side); empty unless both are there."""
+        wider on each side; a window that ended since the last period is
+        sampled now, while the log runs); empty unless both are there."""
+        if not self._stop.is_set() and self.points[-1][0] < t_to:
+            self._sample()                 # the window ended since the last period
         a = next((p for p in reversed(self.points) if p[0] <= t_from), None)
         b = next((p for p in self.points if p[0] >= t_to), None)
         if a is None or b is None or b[0] <= a[0]:

@@ -225,10 +225,15 @@ def probe_packet(key: FlowKey, probe_seq: int, flow_id: int, ts: int,
 
 # ---- counters ----------------------------------------------------------------------------
 
-def read_counters(m: bpf.Map, names: Iterable[str]) -> dict[str, tuple[int, int]]:
-    """(packets, bytes) per slot of a per-CPU struct hpccd_counter array."""
+def read_counters(m: bpf.Map, names: Iterable[str],
+                  only: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:
+    """(packets, bytes) per slot of a per-CPU struct hpccd_counter array
+    (slot i named names[i]); with `only`, just those slots."""
     out = {}
+    want = None if only is None else set(only)
     for i, name in enumerate(names):
+        if want is not None and name not in want:
+            continue
         vals = [struct.unpack(COUNTER_FMT, v) for v in m.lookup(i)]
         out[name] = (sum(v[0] for v in vals), sum(v[1] for v in vals))
     return out
@@ -965,6 +970,15 @@ class TcpSide:
                 return None
             return self.pacer.read() - self._pacer_from
 
+    def pace_bits(self) -> tuple[int, int]:
+        """The engine's pace_acked_bits and pace_want_bits (STATS), alone:
+        what HPCC's written rates allowed its flows and what they had acked."""
+        if self._eng is None:
+            return 0, 0
+        s = _tffi.new("struct hpccd_tcpp_stats *")
+        _tlib.hpccd_tcpp_stats(self._eng, s)
+        return s.pace_acked_bits, s.pace_want_bits
+
     @property
     def stats(self) -> dict[str, int]:
         if self._eng is None:
@@ -1010,11 +1024,15 @@ class TcpSide:
                     self.on_int(v.path_id, i, v.hops[8 * i:8 * i + 8],
                                 prev if len(prev) == 8 else None)
 
-    def counters(self) -> dict[str, dict[str, tuple[int, int]]]:
-        """The CCs' per-CPU counters, summed: {"hpcc": {...}, "dctcp": {...}}."""
+    def counters(self, only: Iterable[str] | None = None) -> dict[str, dict[str, tuple[int, int]]]:
+        """The CCs' per-CPU counters, summed: {"hpcc": {...}, "dctcp": {...}};
+        with `only`, just the hpcc CC's slots of those names."""
         out = {}
         if self.tcp_cc is not None and self.tcp_cc.started and "hpcc" in self.tcp_cc.names:
-            out["hpcc"] = read_counters(self.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), HPCC_COUNTERS)
+            out["hpcc"] = read_counters(self.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), HPCC_COUNTERS,
+                                        only)
+            if only is not None:
+                return out
         if self.tcp_cc is not None and self.tcp_cc.started and "dctcp" in self.tcp_cc.names:
             out["dctcp"] = read_counters(self.tcp_cc.map("dctcp", "hpccd_dctcp_cnt"),
                                          DCTCP_COUNTERS)

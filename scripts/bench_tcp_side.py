@@ -372,7 +372,10 @@ def daemon_pair(a) -> int:
                                           f"{r['q99'] / 1e3:.1f} KB ({r['q99'] / bdp:.2f} BDP), "
                                           f"Jain {r['jain']:.3f}, retx {r['retx']}, mean skb "
                                           f"{r['skb_KB']:.1f} KB, hpccd {r['cores']:.1%} of a "
-                                          f"core" + (f", {r['probes_per_rtt']:.2f} probes per "
+                                          f"core" + (f", HPCC asked for {r['asked']:.2f} of "
+                                                     f"the link and the flows sent "
+                                                     f"{r['sent_of_asked']:.0%} of it"
+                                                     f", {r['probes_per_rtt']:.2f} probes per "
                                                      f"RTT, late {r['late_us']:.0f} us, the "
                                                      f"engine's timed waits "
                                                      f"{r['wait_late_us']:.0f} us late (lead "
@@ -414,11 +417,13 @@ def daemon_pair(a) -> int:
                                      for k in ("cwnd", "pacing", "app", "tsq", "timer"))
                             if h else "",
                             f"{median(rs, 'pacer_over_20us'):.0%}" if h else "",
+                            f"{median(rs, 'asked'):.2f} / {median(rs, 'sent_of_asked'):.0%}"
+                            if h else "",
                             " ".join(f"{r['util']:.3f}@{r['q99'] / bdp:.2f}" for r in rs)])
             print(table(["cc", "flows", "util", "q50 KB", "q99 KB", "q99 BDP", "Jain", "retx",
                          "skb KB", "hpccd CPU", "probes/RTT", "late us", "fallback ACKs",
                          "held cwnd/pacing/app/tsq/timer", "pacer > 20 us",
-                         "runs: util@q99 BDP"], out))
+                         "asked / sent of it", "runs: util@q99 BDP"], out))
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return 0
@@ -521,7 +526,7 @@ def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) 
     cpu = sum(ns - th0.get(tid, (name, 0, 0))[1] for tid, (name, ns, _) in th1.items()) / 1e9
     dd = {k: st1[k] - st0[k] for k in ("probes_sent", "chain_rtt_ns", "chain_interval_ns",
                                        "late_sum_ns", "late_n", "wake_late_sum_ns",
-                                       "wake_late_n")}
+                                       "wake_late_n", "pace_acked_bits", "pace_want_bits")}
     return {"cc": cc, "flows": flows, "hpcc": hpcc, **lab_figures(tl, win, [res]),
             "skb_KB": ((tx1[0] - tx0[0]) / (tx1[1] - tx0[1]) / 1e3 if tx1[1] > tx0[1] else nan),
             "cores": cpu / el,
@@ -533,6 +538,12 @@ def run_daemon(lab, tl, dm, cc: str, flows: int, seconds: float, warmup: float) 
             "wait_late_us": (dd["wake_late_sum_ns"] / dd["wake_late_n"] / 1e3
                              if dd["wake_late_n"] else nan),
             "lead_us": st1["wake_lead_ns"] / 1e3,
+            # what HPCC's written rates allowed over the run, per the link's
+            # bits, and the share of it the flows had acked (the kernel's
+            # pacer and the hosts: hpccd_tcp_pacing_asked/acked_bits_total)
+            "asked": dd["pace_want_bits"] / (tl.LINK_BPS * el),
+            "sent_of_asked": (dd["pace_acked_bits"] / dd["pace_want_bits"]
+                              if dd["pace_want_bits"] else nan),
             "T_us": sorted(round(t) for t in seen_T.values()),
             "rtt_min_us": min(seen_rtt.values(), default=nan), **why,
             # with trains_from_pacer: the cap at the end, and the last decision's

@@ -404,15 +404,25 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
         p1 = h1.ctl_json("status")["components"]["tcp_side"]
         runs[-1]["probes"] = {k: p1[k] - p0[k] for k in ("probes_sent", "probes_answered",
                                                           "probes_lost", "windows_written")}
+        runs[-1]["pace"] = {k: p1[k] - p0[k] for k in ("pace_want_bits", "pace_acked_bits")}
     for r in runs:
         print(f"\n[daemon tcp_side] {r['cc']:>5}: {r['goodput_mbps']:.0f} Mbit/s, queue p50 "
               f"{r['p50'] / 1e3:.1f} KB p90 {r['p90'] / 1e3:.1f} KB p99 {r['p99'] / 1e3:.1f} KB "
               f"max {r['max'] / 1e3:.1f} KB mean {r['mean'] / 1e3:.1f} KB"
-              + (f", probes {r['probes']}" if "probes" in r else ""))
+              + (f", probes {r['probes']}, HPCC asked for "
+                 f"{r['pace']['pace_want_bits'] / (1e9 * 4):.2f} of the link over 4 s, the "
+                 f"flow had {r['pace']['pace_acked_bits'] / max(1, r['pace']['pace_want_bits']):.0%}"
+                 f" of it acked" if "probes" in r else ""))
     for r in runs[1::2]:
         assert r["congestion"] == "hpcc"
         assert r["probes"]["probes_answered"] > 100 and r["probes"]["windows_written"] > 100
         assert r["goodput_mbps"] > 300, r
+        # what HPCC's written rates allowed and what the flow had acked between
+        # its responses: the acked bits are (nearly all of) what iperf3 got,
+        # and no more than the rates allowed, give or take an interval's lag
+        got = r["goodput_mbps"] * 1e6 * 4
+        assert 0.6 * got <= r["pace"]["pace_acked_bits"] <= 1.1 * got, r
+        assert r["pace"]["pace_acked_bits"] <= 1.1 * r["pace"]["pace_want_bits"], r
     for cub, hp in zip(runs[0::2], runs[1::2]):
         assert cub["p50"] > 0.3 * BUFFER, cub
         for k in ("p50", "p90", "mean"):
@@ -442,6 +452,10 @@ def test_iperf3_hpcc_under_the_daemon_below_cubic(dlab):
     print(f"[daemon tcp_side] pacer: {late_n:.0f} expiries, mean "
           f"{late_s / late_n * 1e6 if late_n else float('nan'):.1f} us late")
     assert late_n > 1000 and late_s > 0, (late_n, late_s)
+    # the same totals as metrics (the flows are over: the engine's counters stand)
+    st = h1.ctl_json("status")["components"]["tcp_side"]
+    assert _sum(m, "hpccd_tcp_pacing_asked_bits_total") == st["pace_want_bits"] > 0
+    assert _sum(m, "hpccd_tcp_pacing_acked_bits_total") == st["pace_acked_bits"] > 0
 
 
 # ---- crash and restart ------------------------------------------------------------------------

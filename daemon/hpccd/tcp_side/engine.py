@@ -1026,16 +1026,14 @@ class TcpSide:
 
     def counters(self, only: Iterable[str] | None = None) -> dict[str, dict[str, tuple[int, int]]]:
         """The CCs' per-CPU counters, summed: {"hpcc": {...}, "dctcp": {...}};
-        with `only`, just the hpcc CC's slots of those names."""
+        with `only`, just the slots of those names (read_counters)."""
         out = {}
         if self.tcp_cc is not None and self.tcp_cc.started and "hpcc" in self.tcp_cc.names:
             out["hpcc"] = read_counters(self.tcp_cc.map("hpcc", "hpccd_tcpc_cnt"), HPCC_COUNTERS,
                                         only)
-            if only is not None:
-                return out
         if self.tcp_cc is not None and self.tcp_cc.started and "dctcp" in self.tcp_cc.names:
             out["dctcp"] = read_counters(self.tcp_cc.map("dctcp", "hpccd_dctcp_cnt"),
-                                         DCTCP_COUNTERS)
+                                         DCTCP_COUNTERS, only)
         return out
 
     def status(self) -> dict[str, Any]:

@@ -295,3 +295,25 @@ def test_one_thread_in_it_holds_a_namespace(run_dir, dead):
         if t is not None:
             t.join(10)
 
+
+# ---- hpccd --cleanup ----------------------------------------------------------------
+
+def test_cleanup_command_reports_pruned_records_apart(run_dir, dead, monkeypatch, capsys,
+                                                      tmp_path):
+    from hpccd.agent import main
+
+    gone = write(run_dir, *dead, NOWHERE, ifindex=5, name="veth3")
+    monkeypatch.setattr(ownership, "RUN_DIR", run_dir)
+    cfg = types.SimpleNamespace(control_socket=str(tmp_path / "ctl.sock"), components=[])
+    monkeypatch.setattr(main.config_mod, "load", lambda path: cfg)
+    monkeypatch.setattr(main, "cleanup", lambda *a: {"xdp": [], "tc": [], "records": [],
+                                                     "owned": []})
+    assert main._cleanup_command(str(tmp_path / "hpccd.toml")) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["hpccd --cleanup: removed 0 leftover(s)",
+                   f"hpccd --cleanup: pruned 1 owner record(s) of dead daemons whose network "
+                   f"namespace is gone: ['net{NOWHERE}-if5 (veth3, pid {dead[0]})']"]
+    assert not gone.exists()
+    # Nothing to prune: the output is what it was.
+    assert main._cleanup_command(str(tmp_path / "hpccd.toml")) == 0
+    assert capsys.readouterr().out.splitlines() == ["hpccd --cleanup: removed 0 leftover(s)"]

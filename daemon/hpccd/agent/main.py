@@ -39,8 +39,10 @@ components, close the sockets, detach every program, exit 0.
 ``hpccd --cleanup`` (the unit's ExecStopPost) removes what a daemon that
 died left attached; it refuses to touch anything while a daemon answers on
 the control socket, and leaves alone every interface a live daemon owns
-(its owner record) and struct_ops that live daemons share.  ``hpccd
---check`` only validates the file.
+(its owner record) and struct_ops that live daemons share; it also prunes
+the owner records of dead daemons whose network namespace is gone, as each
+claim does (hpccd.agent.ownership.prune).  ``hpccd --check`` only validates
+the file.
 """
 from __future__ import annotations
 
@@ -734,6 +736,12 @@ def _cleanup_command(cfg_path: str) -> int:
             except ComponentError as e:
                 print(f"hpccd --cleanup: {e}", file=sys.stderr)
     done = cleanup(cfg, classes, ifaces)
+    # The records of dead daemons whose namespace is gone, wherever it was.
+    try:
+        done["pruned"] = [f"net{o.netns}-if{o.ifindex} ({o.name}, pid {o.pid})"
+                          for o in ownership.prune()]
+    except OSError as e:
+        print(f"hpccd --cleanup: owner records not pruned: {e}", file=sys.stderr)
     if os.path.exists(sock):
         try:
             os.unlink(sock)
@@ -743,9 +751,14 @@ def _cleanup_command(cfg_path: str) -> int:
     owned = done.pop("owned", [])
     for o in owned:
         print(f"hpccd --cleanup: left alone, a live daemon owns it: {o}", file=sys.stderr)
+    # Not this namespace's leftovers: counted apart.
+    pruned = done.pop("pruned", [])
     n = sum(len(v) for v in done.values())
     print(f"hpccd --cleanup: removed {n} leftover(s)"
           + (f": {({k: v for k, v in done.items() if v})}" if n else ""))
+    if pruned:
+        print(f"hpccd --cleanup: pruned {len(pruned)} owner record(s) of dead daemons whose "
+              f"network namespace is gone: {pruned}")
     return 0
 
 

@@ -30,7 +30,7 @@ from typing import Iterator
 
 import pytest
 
-from hpccd.agent import ownership
+from hpccd.agent import netns_scan, ownership
 from hpccd.agent.ownership import Owner
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
@@ -177,7 +177,7 @@ def test_unreadable_and_misplaced_records_are_left_alone(run_dir, dead):
 
 def test_nothing_is_pruned_in_doubt(run_dir, dead, monkeypatch):
     p = write(run_dir, *dead, NOWHERE)
-    monkeypatch.setattr(ownership, "_proc_restricted", lambda: "/proc is mounted with hidepid=2")
+    monkeypatch.setattr(netns_scan, "_proc_restricted", lambda: "/proc is mounted with hidepid=2")
     assert ownership.prune(run_dir) == []
     assert p.exists()
 
@@ -185,7 +185,7 @@ def test_nothing_is_pruned_in_doubt(run_dir, dead, monkeypatch):
         raise PermissionError(13, "Permission denied", path)
 
     monkeypatch.undo()
-    monkeypatch.setattr(ownership.os, "listdir", refused)
+    monkeypatch.setattr(netns_scan.os, "listdir", refused)
     assert ownership.prune(run_dir) == []
     assert p.exists()
     monkeypatch.undo()

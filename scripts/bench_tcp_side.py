@@ -82,6 +82,14 @@ Printed:
   (hpccd.tcp_side.trains.segs_for, pacer_late_ns: the PACER_LATE_Q
   quantile of the pacing timers' lateness measured over the hpcc rows run
   before it; put it after them in --ccs);
+- pacedP-sN (e.g. paced120-s3): the control without HPCC, what the
+  kernel's pacer itself delivers on this host: one cubic flow capped at P %
+  of the bottleneck's rate (iperf3 --fq-rate, SO_MAX_PACING_RATE: the
+  kernel's internal pacing, no fq here) in trains of N segments (h1's
+  gso_max_segs); cubic's own rate (1.2 x cwnd / srtt) is above the cap
+  while the queue is empty, so the cap is the rate written; its row adds
+  what hpccd.tcp_side.trains.paced_share predicts from the run's timer
+  lateness and mean skb ("model util");
 - every row prints its pacing timers' lateness (p50 / p90 and expiries;
   hpccd.tcp_side.pacer: every flow of the host whose pacing timer fired;
   on this kernel cubic's flows fire it too);
@@ -108,6 +116,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import signal
 import statistics
 import subprocess
@@ -124,6 +133,23 @@ KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "
              "hpcc-s3p12": "hpcc", "hpcc-s12": "hpcc", "hpcc-pg": "hpcc",
              "hpcc-pg2": "hpcc", "hpcc-pg115": "hpcc", "hpcc-sg15": "hpcc",
              "hpcc-sg2": "hpcc", "hpcc-auto": "hpcc", "hpcc-s2": "hpcc"}
+# pacedP-sN: cubic capped at P % of the link in trains of N segments
+FIXED_ROW = re.compile(r"paced(\d+)-s(\d+)$")
+
+
+# A full segment on the wire per payload byte (Ethernet, IPv4, TCP with
+# timestamps: 1,514 for 1,448), and the headers of one skb (h1's eth0
+# counts a GSO train as one packet with its headers once)
+WIRE_PER_PAYLOAD = 1514 / 1448
+SKB_HEADERS = 66
+
+
+def fixed_row(cc: str) -> tuple[float, int] | None:
+    """(share of the link, segments) of a pacedP-sN row, else None."""
+    m = FIXED_ROW.match(cc)
+    return (int(m.group(1)) / 100, int(m.group(2))) if m else None
+
+
 HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05",
              "hpcc-wc", "hpcc-al", "hpcc-t1", "hpcc-s3", "hpcc-s4", "hpcc-p12", "hpcc-s3p12",
              "hpcc-s12", "hpcc-pg", "hpcc-pg2", "hpcc-pg115", "hpcc-sg15", "hpcc-sg2", "hpcc-auto",
@@ -566,7 +592,7 @@ def idle(side, seconds: float) -> dict:
 
 def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
         trace: list | None = None, procs: bool = False, pcap: str | None = None,
-        meter=None) -> dict:
+        meter=None, fq_rate_bps: int = 0) -> dict:
     """`flows` iperf3 streams h1 -> h2 with `cc`, measured: one client
     `iperf3 -P flows`, or with `procs` `flows` clients of one stream each
     (each its own process and thread, on a port of its own).
@@ -576,7 +602,8 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     socket from `ss -tin` every 50 ms).  `pcap`: a file to write h1's
     eth0's data segments to (tcpdump) for queue_makeup.py.  `meter`: a
     hpccd.tcp_side.pacer.PacerMeter, the pacing timers' lateness over the
-    run ("pacer")."""
+    run ("pacer").  `fq_rate_bps`: each stream's pacing rate capped there
+    (iperf3 --fq-rate)."""
     ports = list(range(tl._port + 1, tl._port + 1 + (flows if procs else 1)))
     tl._port = ports[-1]
     port = ports[0]
@@ -596,8 +623,10 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     lat0 = meter.read() if meter else None
     seen_T: dict[bytes, float] = {}
     seen_w: list[tuple[float, int, int, int, float]] = []   # W, cwnd, srtt, queue delay, W/T
-    clis = [lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(p), "-C", KERNEL_CC[cc],
-                             "-t", str(seconds), "-P", str(1 if procs else flows), "-J"],
+    kcc = "cubic" if fixed_row(cc) else KERNEL_CC[cc]
+    fq = ["--fq-rate", str(int(fq_rate_bps))] if fq_rate_bps else []
+    clis = [lab.popen("h1", ["iperf3", "-c", lab.address("h2"), "-p", str(p), "-C", kcc,
+                             "-t", str(seconds), "-P", str(1 if procs else flows), "-J", *fq],
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in ports]
     samples, t_start = [], time.monotonic_ns()
     fl_ts: list[tuple] = []
@@ -923,6 +952,11 @@ def main(argv: list[str] | None = None) -> int:
                           + (" (trains.segs_for: within one BDP)" if a.gso_segs is None
                              else ""))
                     ccs = a.ccs.split(",")
+                    bad = [c for c in ccs if c not in KERNEL_CC and not fixed_row(c)]
+                    if bad:
+                        print(f"bench_tcp_side: no such row {bad}; rows: "
+                              f"{', '.join(KERNEL_CC)}, pacedP-sN", file=sys.stderr)
+                        return 2
                     nflows = [int(x) for x in a.flows.split(",")]
                     res: dict[tuple[str, int, str], list[dict]] = {}
                     if a.pcap:
@@ -940,6 +974,10 @@ def main(argv: list[str] | None = None) -> int:
                                 tl.set_marking(lab, cc == "dctcp")
                                 if cc not in HPCC_ROWS:
                                     side.trains.restore()       # the lab's trains
+                                fx, cap = fixed_row(cc), None
+                                if fx:
+                                    cap = trains.TrainCap("eth0", fx[1], lab.netns("h1"))
+                                    cap.apply()
                                 try:
                                     tr = traces if a.trace and cc in HPCC_ROWS else None
                                     snd = "procs" if procs else "P"
@@ -951,9 +989,22 @@ def main(argv: list[str] | None = None) -> int:
                                                     procs=procs, meter=meter)
                                     else:
                                         r = run(lab, tl, side, cc, n, a.seconds, a.warmup, tr,
-                                                procs=procs, pcap=pcf, meter=meter)
+                                                procs=procs, pcap=pcf, meter=meter,
+                                                fq_rate_bps=int(fx[0] * tl.LINK_BPS) if fx
+                                                else 0)
                                 finally:
+                                    if cap:
+                                        cap.restore()
                                     side.trains.apply()
+                                # what the pacer's model allows the row: the
+                                # share of its rate its trains keep, of the
+                                # link.  The kernel paces an skb's payload (its
+                                # len in the write queue), the link carries
+                                # the headers too: WIRE_PER_PAYLOAD x that
+                                r["model"] = (min(1.0, fx[0] * WIRE_PER_PAYLOAD * trains.paced_share(
+                                    fx[0] * tl.LINK_BPS, r["skb_KB"] * 1e3 - SKB_HEADERS,
+                                    r["pacer"]))
+                                    if fx and r["pacer"] and r["skb_KB"] > 1 else nan)
                                 res.setdefault((cc, n, r["sender"]), []).append(r)
                                 if cc in HPCC_ROWS and r["pacer"]:
                                     paced = paced + r["pacer"]
@@ -988,6 +1039,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  f"{x:.2f}" for x in r["pace_gain"]) + ", "
                                              "limited by (of HPCC ACKs) " + ", ".join(
                                                  f"{k} {v:.0%}" for k, v in r["lim"].items()))
+                                if fx:
+                                    extra = f" | model util {r['model']:.3f}"
                                 print(f"rep {rep + 1} {cc:>6} x{n} {r['sender']:>5}: "
                                       f"util {r['util']:.3f}, "
                                       f"mean skb {r['skb_KB']:.1f} KB, "
@@ -1031,14 +1084,15 @@ def main(argv: list[str] | None = None) -> int:
                                     f"{statistics.median(x for r in rs for x in r['pace_gain']):.2f}"
                                     if h and any(r["pace_gain"] for r in rs) else "",
                                     late_fmt(pc.Lateness.sum(r["pacer"] for r in rs
-                                                             if r["pacer"]))])
+                                                             if r["pacer"])),
+                                    f"{med('model'):.3f}" if fixed_row(cc) else ""])
                     print(table(["cc", "flows", "sender", "util", "q50 KB", "q99 KB", "q99 BDP",
                                  "Jain",
                                  "skb KB", "engine CPU/flow", "probes/RTT", "us/probe",
                                  "send us", "below W", "limited", "raised from limited",
                                  "held by cwnd/pacing/app/tsq/timer/none",
                                  "acked/wanted", "pace gain",
-                                 "pacer late p50/p90 us (n)"], out))
+                                 "pacer late p50/p90 us (n)", "model util"], out))
                 finally:
                     side.stop()
             finally:

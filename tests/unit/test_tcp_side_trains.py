@@ -1,6 +1,7 @@
 """hpccd.tcp_side.trains.segs_for: the train cap of tcp-hpcc's senders from
 the bottleneck's B x T (docs/tcp-side.md, "Trains").  The cap itself acts
 on real interfaces: tests/integration/test_tcp_cc_lab.py."""
+import math
 import types
 
 import pytest
@@ -283,3 +284,36 @@ def test_retarget_moves_the_cap_within_the_value_found(monkeypatch):
     assert ipr.segs == 8
     with pytest.raises(ValueError):
         cap.retarget(0)
+
+
+def test_paced_share_is_what_the_kernel_does_not_make_up_of_a_late_timer():
+    from hpccd.tcp_side.pacer import BUCKET_NS, BUCKETS, EMPTY, Lateness
+    assert BUCKET_NS == 1000
+
+    def late_at(us: int, n: int = 1000) -> Lateness:
+        b = [0] * BUCKETS
+        b[us] = n
+        return Lateness(n, int(n * (us + 0.5) * 1000), tuple(b))
+
+    # 3,000 B at 1 Gbit/s: a 24 us slot; a timer 10.5 us late is within half
+    # of it, made up whole
+    assert trains.paced_share(1e9, 3000, late_at(10)) == pytest.approx(1.0)
+    # 30.5 us late: 18.5 us beyond the half slot, 24 / 42.5 of the rate
+    assert trains.paced_share(1e9, 3000, late_at(30)) == pytest.approx(24 / 42.5)
+    # twice the rate halves the slot and loses more of it: the share drops
+    # (12 / (12 + 24.5)), the rate delivered (2 x 0.329 = 0.658 Gbit/s)
+    # rises above 0.565 but stays below the link's
+    assert trains.paced_share(2e9, 3000, late_at(30)) == pytest.approx(12 / 36.5)
+    # a mix: half on time, half 30.5 us late
+    b = [0] * BUCKETS
+    b[0], b[30] = 500, 500
+    mix = Lateness(1000, 500 * 500 + 500 * 30500, tuple(b))
+    assert trains.paced_share(1e9, 3000, mix) == pytest.approx(24 / (24 + 18.5 / 2))
+    # the open last bucket counts at what the sum leaves for it: 200 us
+    b = [0] * BUCKETS
+    b[-1] = 10
+    tail = Lateness(10, 10 * 200_000, tuple(b))
+    assert trains.paced_share(1e9, 3000, tail) == pytest.approx(24 / (24 + 188))
+    assert math.isnan(trains.paced_share(1e9, 3000, EMPTY))
+    with pytest.raises(ValueError):
+        trains.paced_share(0, 3000, tail)

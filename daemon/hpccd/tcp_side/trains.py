@@ -200,6 +200,34 @@ def segs_from_pacer(late, paths: list[tuple[float, float]], mss: int = 1448,
     return max(rule, min(segs, want))
 
 
+def paced_share(rate_bps: float, skb_bytes: float, late) -> float:
+    """The share of `rate_bps` a flow paced by the kernel's internal pacer
+    delivers in skbs of `skb_bytes` (on the wire) when its timer fires as
+    late as `late` (a hpccd.tcp_side.pacer.Lateness): each skb takes its
+    slot S / R, and a timer L late adds what the kernel does not make up,
+    max(0, L - S / 2R) (tcp_update_skb_after_send credits at most half a
+    slot), so the share is (S / R) / (S / R + E[max(0, L - S / 2R)]), the
+    expectation over the measured expiries (each bucket at its middle; the
+    open last bucket at what the sum leaves for it).  What no rate written
+    at R can beat with these trains on this host, whatever the algorithm;
+    nan without expiries."""
+    if rate_bps <= 0 or skb_bytes <= 0:
+        raise ValueError(f"paced_share needs a positive rate and skb size "
+                         f"({rate_bps}, {skb_bytes})")
+    from .pacer import BUCKET_NS
+    if not late.n:
+        return float("nan")
+    slot = skb_bytes * 8 / rate_bps * 1e9
+    last = len(late.buckets) - 1
+    rest = late.sum_ns - sum((i + 0.5) * BUCKET_NS * c
+                             for i, c in enumerate(late.buckets[:last]))
+    tail = (rest / late.buckets[last] if late.buckets[last]
+            else (last + 0.5) * BUCKET_NS)
+    lost = sum(c * max(0.0, ((i + 0.5) * BUCKET_NS if i < last else tail) - slot / 2)
+               for i, c in enumerate(late.buckets)) / late.n
+    return slot / (slot + lost)
+
+
 class TrainCapError(RuntimeError):
     """The interface's gso_max_segs could not be read or set."""
 

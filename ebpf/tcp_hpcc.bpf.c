@@ -20,9 +20,11 @@
  *    and the daemon is alive (daemon_alive: its heartbeat is younger than
  *    stale_ns, or its probe engine has no flow and sleeps and this flow is
  *    younger than stale_ns).
- *    cwnd = ceil(cwnd_bytes / mss): W plus what the hosts' stacks hold of
+ *    cwnd = ceil(cwnd_bytes / a segment's bytes on the wire): W plus what the hosts' stacks hold of
  *    the flow at rate R (the engine's cwnd_for; pacing holds the rate to
- *    R = W / T), or ceil(W / mss) once the entry is older than
+ *    R = W / T, paced as R x mss / a segment's bytes on the wire: HPCC
+ *    counts the wire's bytes, the kernel's pacer a segment's payload;
+ *    set_window), or W alone once the entry is older than
  *    HPCCD_TCP_FRESH_SRTTS srtt (counted in W_ONLY); at least 2 segments so that a receiver that
  *    delays ACKs still answers without its timer; the pacing rate keeps the
  *    rate of a W below 2 segments.
@@ -73,6 +75,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_endian.h>
 
+#include "hpccd/build.h"      /* header lengths (and parse.h) */
 #include "hpccd/kern_user.h"
 #include "hpccd/tcp_cc.h"
 #include "hpccd_maps.bpf.h"
@@ -207,17 +210,37 @@ static __always_inline __u32 decide(const struct hpcc_ca *ca,
 	return HPCCD_TCP_MODE_FALLBACK;
 }
 
-static __always_inline void set_window(struct sock *sk, __u64 bytes, __u64 rate)
+/* Bytes a full segment of the flow takes on the wire: its payload (mss),
+ * its TCP header with options, its IPv4 header (the TCP side's flows are
+ * IPv4: hpccd__sock_flow_key) and the Ethernet header, the bytes the
+ * bottleneck's counters (the INT's txBytes) and HPCC's B count. */
+static __always_inline __u32 seg_wire(struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 mss = tp->mss_cache ? tp->mss_cache : 536;
-	__u64 segs = (bytes + mss - 1) / mss;
+
+	return mss + tp->tcp_header_len + HPCCD_IP4_HLEN + HPCCD_ETH_HLEN;
+}
+
+/* HPCC's W and R count bytes on the wire (the INT's byte counters and the
+ * links' B do); the kernel counts payload: cwnd in segments of mss, and its
+ * pacer paces an skb's len in the write queue, before any header is pushed
+ * (tcp_update_skb_after_send).  So W becomes ceil(W / wire bytes of a
+ * segment) segments and R is paced as R x mss / those bytes: written as
+ * they were, a flow paced at the link's rate sent 1514 / 1448 = 1.046 of
+ * it on the wire and queued whenever its timer fired on time. */
+static __always_inline void set_window(struct sock *sk, __u64 bytes, __u64 rate)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 mss = tp->mss_cache ? tp->mss_cache : 536, wire = seg_wire(sk);
+	__u64 segs = (bytes + wire - 1) / wire;
 
 	if (segs < HPCCD_MIN_CWND)
 		segs = HPCCD_MIN_CWND;
 	if (segs > tp->snd_cwnd_clamp)
 		segs = tp->snd_cwnd_clamp;
 	tp->snd_cwnd = (__u32)segs;
+	rate = rate * mss / wire;
 	if (!rate || rate > sk->sk_max_pacing_rate)
 		rate = sk->sk_max_pacing_rate;
 	sk->sk_pacing_rate = rate;
@@ -269,6 +292,7 @@ static __always_inline void publish(struct sock *sk, struct hpcc_ca *ca, __u64 n
 	st->packets_out = tp->packets_out;
 	st->srtt_us = tp->srtt_us >> 3;
 	st->mss = tp->mss_cache;
+	st->seg_wire = seg_wire(sk);
 	st->cwnd = tp->snd_cwnd;
 	st->ssthresh = tp->snd_ssthresh;
 	st->mode = ca->mode;

@@ -78,18 +78,26 @@ Printed:
   segments (2: the rule before the queue bound; h1's
   gso_max_segs: the kernel's internal pacing sends one skb per timer
   firing, so a train's size is what a late pacing timer can make up);
+- hpcc-s4n0: hpcc-s4 with the probe engine's thread at nice 0 instead of
+  -10 (TcpSide's nice: a thread that wakes thousands of times a second at
+  -10 preempts the sender at once);
+- hpcc-s4sg11: hpcc-s4 with solo_rate_gain 1.1 (a flow alone on its path
+  paced up to 1.1 x the link: what the pacer loses, asked for);
 - hpcc-auto: hpcc with trains from the rule with the pacer's lateness
   (hpccd.tcp_side.trains.segs_for, pacer_late_ns: the PACER_LATE_Q
   quantile of the pacing timers' lateness measured over the hpcc rows run
   before it; put it after them in --ccs);
 - pacedP-sN (e.g. paced120-s3): the control without HPCC, what the
   kernel's pacer itself delivers on this host: one cubic flow capped at P %
-  of the bottleneck's rate (iperf3 --fq-rate, SO_MAX_PACING_RATE: the
+  of the bottleneck's rate, split evenly among the run's streams (iperf3
+  --fq-rate, each stream's SO_MAX_PACING_RATE: the
   kernel's internal pacing, no fq here) in trains of N segments (h1's
   gso_max_segs); cubic's own rate (1.2 x cwnd / srtt) is above the cap
   while the queue is empty, so the cap is the rate written; its row adds
   what hpccd.tcp_side.trains.paced_share predicts from the run's timer
-  lateness and mean skb ("model util");
+  lateness and mean skb ("model util"); an hpcc row adds the same for the
+  rate HPCC's flows asked for after the warm-up (its share of the link
+  printed as "asked") in trains of the row's cap;
 - every row prints its pacing timers' lateness (p50 / p90 and expiries;
   hpccd.tcp_side.pacer: every flow of the host whose pacing timer fired;
   on this kernel cubic's flows fire it too);
@@ -132,7 +140,8 @@ KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "
              "hpcc-t1": "hpcc", "hpcc-s3": "hpcc", "hpcc-s4": "hpcc", "hpcc-p12": "hpcc",
              "hpcc-s3p12": "hpcc", "hpcc-s12": "hpcc", "hpcc-pg": "hpcc",
              "hpcc-pg2": "hpcc", "hpcc-pg115": "hpcc", "hpcc-sg15": "hpcc",
-             "hpcc-sg2": "hpcc", "hpcc-auto": "hpcc", "hpcc-s2": "hpcc"}
+             "hpcc-sg2": "hpcc", "hpcc-auto": "hpcc", "hpcc-s2": "hpcc",
+             "hpcc-s4n0": "hpcc", "hpcc-s4sg11": "hpcc"}
 # pacedP-sN: cubic capped at P % of the link in trains of N segments
 FIXED_ROW = re.compile(r"paced(\d+)-s(\d+)$")
 
@@ -153,7 +162,7 @@ def fixed_row(cc: str) -> tuple[float, int] | None:
 HPCC_ROWS = ("hpcc", "hpcc-w", "hpcc-nocap", "hpcc-h4", "hpcc-p15", "hpcc-ns", "hpcc-g05",
              "hpcc-wc", "hpcc-al", "hpcc-t1", "hpcc-s3", "hpcc-s4", "hpcc-p12", "hpcc-s3p12",
              "hpcc-s12", "hpcc-pg", "hpcc-pg2", "hpcc-pg115", "hpcc-sg15", "hpcc-sg2", "hpcc-auto",
-             "hpcc-s2")
+             "hpcc-s2", "hpcc-s4n0", "hpcc-s4sg11")
 sys.path[:0] = [str(ROOT / "daemon"), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 
 from bench_report import loadavg, machine_line as _machine_line, median, table  # noqa: E402
@@ -702,10 +711,14 @@ def run(lab, tl, side, cc: str, flows: int, seconds: float, warmup: float,
     lim["none"] = 1 - sum(lim.values())
     pace = sorted((pl1[k][0] - pl0[k][0]) / (pl1[k][1] - pl0[k][1]) for k in pl1
                   if pl1[k][1] > pl0[k][1])
+    # what HPCC's written rates asked for after the warm-up, as a share of
+    # the link (bits on the wire; the window the samples span)
+    asked = (sum(pl1[k][1] - pl0[k][1] for k in pl1) / (seconds - warmup) / tl.LINK_BPS
+             if seconds > warmup else nan)
     return {"cc": cc, "flows": flows, "pacer": pacer,
             # per flow: bits acked over the bits the rate HPCC wanted allowed
             # (the pacer's loss is 1 - this), and the median gain written
-            "pace_ratio": pace, "pace_gain": sorted(statistics.median(g) for g in pgain.values()),
+            "pace_ratio": pace, "asked": asked, "pace_gain": sorted(statistics.median(g) for g in pgain.values()),
             "skb_KB": ((tx1[0] - tx0[0]) / (tx1[1] - tx0[1]) / 1e3 if tx1[1] > tx0[1] else nan),
             **lf, "sender": "procs" if procs else "-P",
             # the responses whose interval the flow left its window unused in
@@ -918,10 +931,14 @@ def main(argv: list[str] | None = None) -> int:
                         g["probe_gap_rtt"] = 0.5
                     elif cc == "hpcc-al":
                         g["app_limited_hold"] = True
+                    elif cc == "hpcc-s4n0":
+                        g["nice"] = 0
+                    elif cc == "hpcc-s4sg11":
+                        g["solo_rate_gain"] = 1.1
                     elif a.host_cap_t is not None:
                         g["host_cap_t"] = a.host_cap_t
                     segs = {"hpcc-nocap": 0, "hpcc-t1": 1, "hpcc-s2": 2, "hpcc-s3": 3,
-                            "hpcc-s3p12": 3, "hpcc-s4": 4}.get(cc, gso)
+                            "hpcc-s3p12": 3, "hpcc-s4": 4, "hpcc-s4n0": 4, "hpcc-s4sg11": 4}.get(cc, gso)
                     if cc == "hpcc-auto":
                         segs = auto_segs(T)
                     sd = ts.TcpSide(progs.tc, progs.xdp["h1"], hpcc_params=params,
@@ -931,6 +948,7 @@ def main(argv: list[str] | None = None) -> int:
                     sd.start()
                     sd.start_thread()
                     sd.bench_n, sd.bench_cc = n, cc
+                    sd.bench_segs = segs or lab_segs
                     return sd
 
                 side = make_side(1)
@@ -990,8 +1008,8 @@ def main(argv: list[str] | None = None) -> int:
                                     else:
                                         r = run(lab, tl, side, cc, n, a.seconds, a.warmup, tr,
                                                 procs=procs, pcap=pcf, meter=meter,
-                                                fq_rate_bps=int(fx[0] * tl.LINK_BPS) if fx
-                                                else 0)
+                                                fq_rate_bps=int(fx[0] * tl.LINK_BPS / n)
+                                                if fx else 0)
                                 finally:
                                     if cap:
                                         cap.restore()
@@ -1002,9 +1020,16 @@ def main(argv: list[str] | None = None) -> int:
                                 # len in the write queue), the link carries
                                 # the headers too: WIRE_PER_PAYLOAD x that
                                 r["model"] = (min(1.0, fx[0] * WIRE_PER_PAYLOAD * trains.paced_share(
-                                    fx[0] * tl.LINK_BPS, r["skb_KB"] * 1e3 - SKB_HEADERS,
+                                    fx[0] * tl.LINK_BPS / n, r["skb_KB"] * 1e3 - SKB_HEADERS,
                                     r["pacer"]))
                                     if fx and r["pacer"] and r["skb_KB"] > 1 else nan)
+                                if cc in HPCC_ROWS and r["pacer"] and r["asked"] > 0:
+                                    # the same for HPCC's rows: the rate its flows
+                                    # asked for, each its share, in trains of the
+                                    # side's cap (the mean skb counts the probes)
+                                    r["model"] = min(1.0, r["asked"] * trains.paced_share(
+                                        r["asked"] * tl.LINK_BPS / n / WIRE_PER_PAYLOAD,
+                                        side.bench_segs * 1448, r["pacer"]))
                                 res.setdefault((cc, n, r["sender"]), []).append(r)
                                 if cc in HPCC_ROWS and r["pacer"]:
                                     paced = paced + r["pacer"]
@@ -1041,6 +1066,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  f"{k} {v:.0%}" for k, v in r["lim"].items()))
                                 if fx:
                                     extra = f" | model util {r['model']:.3f}"
+                                elif cc in HPCC_ROWS:
+                                    extra = (f" | asked {r['asked']:.3f} of the link, model util "
+                                             f"{r.get('model', nan):.3f}") + extra
                                 print(f"rep {rep + 1} {cc:>6} x{n} {r['sender']:>5}: "
                                       f"util {r['util']:.3f}, "
                                       f"mean skb {r['skb_KB']:.1f} KB, "
@@ -1085,7 +1113,7 @@ def main(argv: list[str] | None = None) -> int:
                                     if h and any(r["pace_gain"] for r in rs) else "",
                                     late_fmt(pc.Lateness.sum(r["pacer"] for r in rs
                                                              if r["pacer"])),
-                                    f"{med('model'):.3f}" if fixed_row(cc) else ""])
+                                    f"{med('model'):.3f}" if fixed_row(cc) or h else ""])
                     print(table(["cc", "flows", "sender", "util", "q50 KB", "q99 KB", "q99 BDP",
                                  "Jain",
                                  "skb KB", "engine CPU/flow", "probes/RTT", "us/probe",

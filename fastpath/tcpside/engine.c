@@ -391,6 +391,15 @@ static uint64_t deliv_win_ns(const struct flow *f)
 	return (double)win < DELIV_WIN_T * f->T_ns ? (uint64_t)(DELIV_WIN_T * f->T_ns) : win;
 }
 
+/* Bytes on the wire of `payload` bytes a flow's snd_una moved by: HPCC's
+ * rates and W count the wire's bytes (the CC paces R x mss / seg_wire of
+ * payload, tcp_hpcc.bpf.c set_window), snd_una the payload.  Full
+ * segments assumed: a bulk flow's are. */
+static double wire_bytes(const struct hpccd_tcp_cc_state *st, double payload)
+{
+	return st->mss && st->seg_wire > st->mss ? payload * st->seg_wire / st->mss : payload;
+}
+
 static void deliv_sample(struct flow *f, const struct hpccd_tcp_cc_state *st)
 {
 	uint64_t t = st->last_ack_ns;
@@ -398,8 +407,8 @@ static void deliv_sample(struct flow *f, const struct hpccd_tcp_cc_state *st)
 	if (f->dv_t && t >= f->dv_t) {
 		if (t - f->dv_t < deliv_win_ns(f))
 			return;
-		f->deliv_bps = (double)(uint32_t)(st->snd_una - f->dv_una) * 8e9 /
-			       (double)(t - f->dv_t);
+		f->deliv_bps = wire_bytes(st, (double)(uint32_t)(st->snd_una - f->dv_una)) *
+			       8e9 / (double)(t - f->dv_t);
 	}
 	f->dv_t = t;
 	f->dv_una = st->snd_una;
@@ -896,9 +905,10 @@ static uint64_t cwnd_for(const struct hpccd_tcpp *e, struct flow *f, double rate
 }
 
 /* Whether the flow left its window unused over the interval since its last
- * response: it delivered (the bytes the CC's snd_una moved in it, over
- * its time) less than AL_USE of the pacing rate written for it then, which
- * is at most W / T and at most its part of the path's rate (pace_bps).
+ * response: it delivered (the bytes the CC's snd_una moved in it, counted
+ * on the wire as HPCC's rates are: wire_bytes, over its time) less than
+ * AL_USE of the pacing rate written for it then, which is at most W / T
+ * and at most its part of the path's rate (pace_bps).
  * Its application (nothing written) or its host (the sender, or the ACKs,
  * not scheduled; a host delay beyond what cwnd covers) held it back, not
  * the network: the network holding it back queues, and U above eta
@@ -923,7 +933,7 @@ static int host_limited(struct hpccd_tcpp *e, struct flow *f,
 
 	if (f->al_ns && e->now > f->al_ns && st->srtt_us) {
 		double dt = (double)(e->now - f->al_ns);
-		double acked = (double)(uint32_t)(st->snd_una - f->al_una);
+		double acked = wire_bytes(st, (double)(uint32_t)(st->snd_una - f->al_una));
 
 		lim = f->al_rate > 0 && acked * 8e9 / dt < AL_USE * f->al_rate;
 		if (f->al_rate > 0) {          /* the pacer's loss (pace_feedback) */

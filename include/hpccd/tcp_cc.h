@@ -98,6 +98,9 @@ struct hpccd_tcp_cc_state {
 	__u32 cwnd;           /* segments, as set by the CC */
 	__u32 ssthresh;
 	__u32 mode;           /* enum hpccd_tcp_cc_mode of the last ACK */
+	__u32 seg_wire;       /* bytes a full segment takes on the wire: mss, TCP
+			       * header with options, IP and Ethernet headers */
+	__u32 pad;
 };
 
 /* Slots of the per-CPU counter array hpccd_tcpc_cnt (struct hpccd_counter
@@ -172,7 +175,7 @@ enum hpccd_tcp_dctcp_counter {
 #ifndef HPCCD_CFFI_CDEF
 _Static_assert(sizeof(struct hpccd_tcp_win) == 40, "window entry layout");
 _Static_assert(sizeof(struct hpccd_tcp_cc_cfg) == 40, "config layout");
-_Static_assert(sizeof(struct hpccd_tcp_cc_state) == 56, "cc state layout");
+_Static_assert(sizeof(struct hpccd_tcp_cc_state) == 64, "cc state layout");
 _Static_assert(sizeof(struct hpccd_tcp_dctcp_state) == 56, "dctcp state layout");
 #endif
 

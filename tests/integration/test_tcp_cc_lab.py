@@ -7,10 +7,14 @@ test's own socket through TCP_INFO and through the CC's state map:
 - an idle probe engine (idle_ns set, no heartbeat since): W_init for a flow
   younger than stale_ns, then FB_NO_DAEMON if still no heartbeat; without
   idle_ns an old heartbeat is FB_NO_DAEMON from a new flow's start;
-- daemon alive, no window yet: W_init (ceil(W_init / mss) segments, the
-  line rate as pacing rate), then after stale_ns without a window the Reno
+- daemon alive, no window yet: W_init (ceil(W_init / a segment's bytes on
+  the wire) segments, the line rate as pacing rate, as payload: HPCC counts
+  the wire's bytes, the kernel a segment's payload; the CC publishes the
+  wire bytes of its segments, mss + TCP header with options + IPv4 +
+  Ethernet), then after stale_ns without a window the Reno
   fallback, entered with ssthresh = cwnd (congestion avoidance from there);
-- a fresh window: cwnd = ceil(W / mss), sk_pacing_rate = R exactly; the same
+- a fresh window: cwnd = ceil(W / wire bytes), sk_pacing_rate = R x mss /
+  wire bytes exactly; the same
   window once older than stale_ns: fallback (FB_STALE); the heartbeat older
   than stale_ns (daemon gone): fallback (FB_NO_DAEMON); fresh again: HPCC.
 And "dctcp" without marks: ECN is negotiated (TCP_CONG_NEEDS_ECN), alpha
@@ -176,6 +180,26 @@ def cst(tcp_cc, key) -> tuple | None:
     return struct.unpack(CST_FMT, raw) if raw else None
 
 
+def wire_of(tcp_cc, c) -> tuple[int, int]:
+    """(mss, bytes a full segment takes on the wire) of `c` as its CC
+    published them: IPv4, TCP with timestamps, Ethernet: 66 bytes of
+    headers (tcp_hpcc.bpf.c seg_wire)."""
+    st = cst(tcp_cc, c.key)
+    mss, wire = st[7], st[11]
+    assert mss == tcp_info(c.c)["snd_mss"] and wire == mss + 66, (mss, wire)
+    return mss, wire
+
+
+def segs(nbytes: int, wire: int) -> int:
+    """cwnd of a W of `nbytes` on the wire: ceil(W / wire bytes of a segment)."""
+    return -(-nbytes // wire)
+
+
+def paced(rate: int, mss: int, wire: int) -> int:
+    """sk_pacing_rate of a rate R on the wire: the payload it carries."""
+    return rate * mss // wire
+
+
 def mode_of(tcp_cc, key) -> str:
     st = cst(tcp_cc, key)
     return tcp_side.MODES[st[10]] if st else "gone"
@@ -241,15 +265,15 @@ def test_hpcc_winit_then_fallback_without_telemetry(tcp_cc, conns):
     set_cfg(tcp_cc, w_init, rate, stale, time.monotonic_ns())
     c = conns("hpcc")
     info = tcp_info(c.c)
-    mss = info["snd_mss"]
+    mss, wire = wire_of(tcp_cc, c)
     # At init, before any ACK of data: W_init applied.
     assert mode_of(tcp_cc, c.key) == "winit"
-    assert info["snd_cwnd"] == -(-w_init // mss), info
-    assert info["pacing_rate"] == rate
+    assert info["snd_cwnd"] == segs(w_init, wire), info
+    assert info["pacing_rate"] == paced(rate, mss, wire)
     c0 = hcount(tcp_cc)
     c.send(500_000)
     assert mode_of(tcp_cc, c.key) == "winit"
-    assert tcp_info(c.c)["snd_cwnd"] == -(-w_init // mss)
+    assert tcp_info(c.c)["snd_cwnd"] == segs(w_init, wire)
     # stale_ns after the CC took the socket and still no window: fallback,
     # from the window the flow had, in congestion avoidance.
     time.sleep(stale / 1e9 + 0.05)
@@ -260,7 +284,7 @@ def test_hpcc_winit_then_fallback_without_telemetry(tcp_cc, conns):
     assert d.get("used_winit", 0) > 0 and d.get("fb_no_entry", 0) > 0
     assert d.get("enter_fallback") == 1
     assert mode_of(tcp_cc, c.key) == "fallback"
-    assert info["snd_ssthresh"] == -(-w_init // mss), info    # CA from W_init's window
+    assert info["snd_ssthresh"] == segs(w_init, wire), info    # CA from W_init's window
     assert info["snd_cwnd"] >= info["snd_ssthresh"]
 
 
@@ -278,11 +302,11 @@ def test_hpcc_idle_engine_is_alive_for_a_young_flow(tcp_cc, conns):
     set_cfg(tcp_cc, w_init, rate, stale, t, idle_ns=t)
     c0 = hcount(tcp_cc)
     c = conns("hpcc")
-    mss = tcp_info(c.c)["snd_mss"]
+    mss, wire = wire_of(tcp_cc, c)
     assert mode_of(tcp_cc, c.key) == "winit"                # at init
     c.send(300_000)
     assert mode_of(tcp_cc, c.key) == "winit"
-    assert tcp_info(c.c)["snd_cwnd"] == -(-w_init // mss)
+    assert tcp_info(c.c)["snd_cwnd"] == segs(w_init, wire)
     d = delta(c0, hcount(tcp_cc))
     assert d.get("used_winit", 0) > 0 and "fb_no_daemon" not in d, d
     time.sleep(stale / 1e9 + 0.05)                          # no heartbeat came
@@ -305,20 +329,20 @@ def test_hpcc_applies_fresh_window_and_falls_back_when_stale(tcp_cc, conns):
     stale = STALE_NS
     set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
     c = conns("hpcc")
-    mss = tcp_info(c.c)["snd_mss"]
-    w, rate = 20 * mss + 1, 12_345_678
+    mss, wire = wire_of(tcp_cc, c)
+    w, rate = 20 * wire + 1, 12_345_678
     set_win(tcp_cc, c.key, w, rate, time.monotonic_ns())
     c0 = hcount(tcp_cc)
     c.send(300_000)
     info = tcp_info(c.c)
     assert mode_of(tcp_cc, c.key) == "hpcc"
-    assert info["snd_cwnd"] == 21 and info["pacing_rate"] == rate, info
+    assert info["snd_cwnd"] == 21 and info["pacing_rate"] == paced(rate, mss, wire), info
     assert {k for k in delta(c0, hcount(tcp_cc)) if not k.startswith("lim_")} == {"used_hpcc"}
     # A tiny W: at least 2 segments, the pacing rate carries the rate.
     set_win(tcp_cc, c.key, 100, 1_000_000, time.monotonic_ns())
     c.send(20_000)
     info = tcp_info(c.c)
-    assert info["snd_cwnd"] == 2 and info["pacing_rate"] == 1_000_000, info
+    assert info["snd_cwnd"] == 2 and info["pacing_rate"] == paced(1_000_000, mss, wire), info
 
     # The window's telemetry gets old (probes unanswered): Reno from there.
     set_win(tcp_cc, c.key, w, rate, time.monotonic_ns() - 2 * stale)
@@ -329,7 +353,7 @@ def test_hpcc_applies_fresh_window_and_falls_back_when_stale(tcp_cc, conns):
     assert d.get("fb_stale", 0) > 0 and d.get("enter_fallback") == 1 and "used_hpcc" not in d
     assert mode_of(tcp_cc, c.key) == "fallback"
     assert tcp_info(c.c)["snd_ssthresh"] == 2         # entered at the 2-segment window
-    assert tcp_info(c.c)["pacing_rate"] != 1_000_000  # Reno's pacing, not R
+    assert tcp_info(c.c)["pacing_rate"] != paced(1_000_000, mss, wire)  # Reno's, not R
 
     # Fresh again (a restarted daemon): HPCC resumes.
     set_win(tcp_cc, c.key, w, rate, time.monotonic_ns())
@@ -357,15 +381,15 @@ def test_hpcc_applies_the_hosts_share_only_while_fresh(tcp_cc, conns):
     stale = STALE_NS
     set_cfg(tcp_cc, 100_000, 250_000_000, stale, time.monotonic_ns())
     c = conns("hpcc")
-    mss = tcp_info(c.c)["snd_mss"]
+    mss, wire = wire_of(tcp_cc, c)
     # dated 50 ms ahead, so that it stays fresh however late a loaded host
     # schedules this process and the receiver (fresh is 0.5 ms here)
-    w, cwnd, rate = 10 * mss + 1, 30 * mss + 1, 12_345_678
+    w, cwnd, rate = 10 * wire + 1, 30 * wire + 1, 12_345_678
     set_win(tcp_cc, c.key, w, rate, time.monotonic_ns() + 50_000_000, cwnd=cwnd)
     c0 = hcount(tcp_cc)
     c.send(100_000)
     info = tcp_info(c.c)
-    assert info["snd_cwnd"] == 31 and info["pacing_rate"] == rate, info
+    assert info["snd_cwnd"] == 31 and info["pacing_rate"] == paced(rate, mss, wire), info
     assert "w_only" not in delta(c0, hcount(tcp_cc))
     # 200 ms old: beyond 4 srtt of a namespace pair, even at the 6-13 ms an
     # srtt reached on a loaded lab host (docs/tcp-side.md; 20 ms failed
@@ -376,7 +400,7 @@ def test_hpcc_applies_the_hosts_share_only_while_fresh(tcp_cc, conns):
     c.send(100_000)
     info = tcp_info(c.c)
     d = delta(c1, hcount(tcp_cc))
-    assert info["snd_cwnd"] == 11 and info["pacing_rate"] == rate, info
+    assert info["snd_cwnd"] == 11 and info["pacing_rate"] == paced(rate, mss, wire), info
     assert d.get("w_only", 0) > 0 and d.get("used_hpcc", 0) >= d["w_only"], d
     assert mode_of(tcp_cc, c.key) == "hpcc"
 
@@ -453,9 +477,9 @@ def test_hpcc_state_map_follows_the_socket(tcp_cc, conns):
     c.send(100_000)
     st = cst(tcp_cc, c.key)
     assert st is not None
-    _init, _last, acks, una, nxt, _po, _srtt, mss, cwnd, _ss, _mode = st
+    _init, _last, acks, una, nxt, _po, _srtt, mss, cwnd, _ss, _mode, wire = st
     assert una == nxt and acks > 0 and mss == tcp_info(c.c)["snd_mss"]
-    assert cwnd == tcp_info(c.c)["snd_cwnd"]
+    assert cwnd == tcp_info(c.c)["snd_cwnd"] and wire == mss + 66
     c.close()
     deadline = time.monotonic() + 5
     while cst(tcp_cc, c.key) is not None and time.monotonic() < deadline:

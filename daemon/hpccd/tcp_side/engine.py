@@ -104,7 +104,7 @@ log = logging.getLogger("hpccd.tcp_side.engine")
 KEY_FMT = check_format("=4s4sHHB3x", "hpccd_flow_key")          # network order fields
 WIN_FMT = check_format("=QQQQQ", "hpccd_tcp_win")
 CFG_FMT = check_format("=QQQQQ", "hpccd_tcp_cc_cfg")
-CST_FMT = check_format("=QQQIIIIIIII", "hpccd_tcp_cc_state")
+CST_FMT = check_format("=QQQIIIIIIIII4x", "hpccd_tcp_cc_state")
 DCTCP_ST_FMT = check_format("=QQQQIIIIII", "hpccd_tcp_dctcp_state")
 TCP_FLOW_FMT = check_format("=QQQQQIB3x", "hpccd_tcp_flow")     # tc_tracker
 TELEM_HOPS = cc.MAX_HOPS               # HPCCD_INT_MAX_HOPS
@@ -566,7 +566,8 @@ class FlowView:
     cwnd_bytes: int              # the cwnd written with W: W + R x host_ns x cwnd_rtt_gain
     qdelay_ns: int               # queueing delay of the last response's INT, all hops
     host_ns: int                 # the kernel's srtt less the probe RTT: the hosts' share
-    delivery_bps: float          # delivery rate over its last window (work-conserving), 0: none
+    delivery_bps: float          # delivery rate on the wire over its last window (work-
+                                 # conserving: bits acked x wire bytes / mss of a segment), 0: none
     pace_acked_bits: float       # bits acked over the intervals between its responses
     pace_want_bits: float        # ... and bits the rate HPCC wanted allowed in them
     pace_gain: float             # the gain its last pacing rate was written with

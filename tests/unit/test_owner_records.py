@@ -317,3 +317,39 @@ def test_cleanup_command_reports_pruned_records_apart(run_dir, dead, monkeypatch
     # Nothing to prune: the output is what it was.
     assert main._cleanup_command(str(tmp_path / "hpccd.toml")) == 0
     assert capsys.readouterr().out.splitlines() == ["hpccd --cleanup: removed 0 leftover(s)"]
+
+
+# ---- owners /proc does not show --------------------------------------------------
+
+def test_an_owner_hidden_from_proc_is_alive_while_its_pid_exists(run_dir, dead, monkeypatch):
+    """hidepid (the unit's ProtectProc=invisible) hides a process whose
+    capabilities the caller lacks: /proc/<pid>/stat is missing as for a
+    dead one.  While kill(pid, 0) finds the pid the owner counts as alive
+    (its interface is refused, its record kept); a pid that does not
+    exist is gone, hidden or not."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        start = ownership.start_time(child.pid)
+        real = ownership._read_start
+        hidden = {child.pid, dead[0]}
+
+        def read_start(pid):
+            if pid in hidden:
+                raise FileNotFoundError(2, "No such file or directory", f"/proc/{pid}/stat")
+            return real(pid)
+
+        monkeypatch.setattr(ownership, "_read_start", read_start)
+        assert ownership.start_time(child.pid) is None        # what /proc shows
+        assert ownership.alive(child.pid, start)
+        assert ownership.alive(child.pid, start + 1)           # its start unreadable
+        assert not ownership.alive(*dead)                      # no such pid
+        rec = write(run_dir, child.pid, start, ownership.netns_id(), ifindex=1, name="lo")
+        with pytest.raises(ownership.InterfaceOwnedError, match=f"pid {child.pid}"):
+            ownership.claim([("lo", 1)], run_dir=run_dir)
+        assert rec.exists() and json.loads(rec.read_text())["pid"] == child.pid
+        assert ownership.release([1], run_dir=run_dir, dead_only=True) == []
+    finally:
+        child.kill()
+        child.wait()
+    assert not ownership.alive(child.pid, start)               # reaped: gone
+    assert ownership.release([1], run_dir=run_dir, dead_only=True) == [1]

@@ -29,6 +29,8 @@ so two daemons starting together cannot both win.
 A process is alive while ``/proc/<pid>/stat`` exists with the recorded
 start time and it is not a zombie; a SIGKILLed daemon therefore stops
 owning anything as soon as the kernel has reaped it or its parent has.
+One that /proc hides from the caller (hidepid) while its pid exists counts
+as alive (:func:`alive`).
 
 The host-wide struct_ops of the TCP side are shared differently, by a
 shared ``flock`` (hpccd.tcp_side.engine.TcpCc).
@@ -83,22 +85,47 @@ def _owners_dir(run_dir: str | None) -> pathlib.Path:
     return pathlib.Path(run_dir or RUN_DIR) / "owners"
 
 
-def start_time(pid: int) -> int | None:
-    """Start time of `pid` (clock ticks after boot), None if there is no
-    such process or it is a zombie (dead, not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except OSError:
-        return None
+def _read_start(pid: int) -> int | None:
+    """Start time of `pid` from /proc/<pid>/stat, None for a zombie (dead,
+    not yet reaped); OSError where /proc shows no such process."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        raw = f.read().decode(errors="replace")
     rest = raw[raw.rfind(")") + 2:].split()        # after "pid (comm) "
     if not rest or rest[0] in ("Z", "X"):
         return None
     return int(rest[19])                             # field 22 of stat(5)
 
 
+def start_time(pid: int) -> int | None:
+    """Start time of `pid` (clock ticks after boot), None if /proc shows no
+    such process or it is a zombie."""
+    try:
+        return _read_start(pid)
+    except OSError:
+        return None
+
+
 def alive(pid: int, start: int | None) -> bool:
-    st = start_time(pid) if pid > 0 else None
+    """Whether `pid` is still the process that started at `start`.  A
+    process this /proc does not show, though the pid exists (kill(pid, 0)
+    finds it), is hidden from the caller, not gone: hidepid, which the
+    unit's ProtectProc=invisible mounts, hides a process whose capabilities
+    the caller lacks, such as an hpccd started by hand as root beside the
+    unit's.  Its start time cannot be read, so it counts as alive: taking
+    a live daemon's interface would remove its programs, while a pid reused
+    by a hidden process only refuses the claim, naming the pid."""
+    if pid <= 0:
+        return False
+    try:
+        st = _read_start(pid)
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False                             # no such process: gone
+        except PermissionError:
+            return True                              # exists, not ours to signal
+        return True
     return st is not None and st == start
 
 

@@ -20,14 +20,14 @@
  *    and the daemon is alive (daemon_alive: its heartbeat is younger than
  *    stale_ns, or its probe engine has no flow and sleeps and this flow is
  *    younger than stale_ns).
- *    cwnd = ceil(cwnd_bytes / a segment's bytes on the wire): W plus what the hosts' stacks hold of
- *    the flow at rate R (the engine's cwnd_for; pacing holds the rate to
- *    R = W / T, paced as R x mss / a segment's bytes on the wire: HPCC
- *    counts the wire's bytes, the kernel's pacer a segment's payload;
- *    set_window), or W alone once the entry is older than
- *    HPCCD_TCP_FRESH_SRTTS srtt (counted in W_ONLY); at least 2 segments so that a receiver that
- *    delays ACKs still answers without its timer; the pacing rate keeps the
- *    rate of a W below 2 segments.
+ *    cwnd = ceil(cwnd_bytes / a segment's bytes on the wire): W plus what
+ *    the hosts' stacks hold of the flow at rate R (the engine's cwnd_for;
+ *    pacing holds the rate to R = W / T, paced as R x mss / a segment's
+ *    bytes on the wire: HPCC counts the wire's bytes, the kernel's pacer a
+ *    segment's payload; set_window), or W alone once the entry is older
+ *    than HPCCD_TCP_FRESH_SRTTS srtt (counted in W_ONLY); at least 2
+ *    segments so that a receiver that delays ACKs still answers without
+ *    its timer; the pacing rate keeps the rate of a W below 2 segments.
  *  - WINIT: no entry yet, daemon alive, and the socket took this CC less
  *    than stale_ns ago: W_init = B_NIC x T at the line rate B_NIC, from
  *    hpccd_tcp_cfg.  HPCC lets flows start at line rate ([HPCC++2022] section

@@ -202,8 +202,10 @@ def segs_from_pacer(late, paths: list[tuple[float, float]], mss: int = 1448,
 
 def paced_share(rate_bps: float, skb_bytes: float, late) -> float:
     """The share of `rate_bps` a flow paced by the kernel's internal pacer
-    delivers in skbs of `skb_bytes` (on the wire) when its timer fires as
-    late as `late` (a hpccd.tcp_side.pacer.Lateness): each skb takes its
+    delivers in skbs of `skb_bytes` when its timer fires as late as `late`
+    (a hpccd.tcp_side.pacer.Lateness); both counted as the kernel's pacer
+    counts them, in payload (sk_pacing_rate, an skb's length before its
+    headers are pushed).  Each skb takes its
     slot S / R, and a timer L late adds what the kernel does not make up,
     max(0, L - S / 2R) (tcp_update_skb_after_send credits at most half a
     slot), so the share is (S / R) / (S / R + E[max(0, L - S / 2R)]), the

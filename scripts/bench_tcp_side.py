@@ -146,13 +146,6 @@ KERNEL_CC = {"cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "hpcc": "hpcc", "
 FIXED_ROW = re.compile(r"paced(\d+)-s(\d+)$")
 
 
-# A full segment on the wire per payload byte (Ethernet, IPv4, TCP with
-# timestamps: 1,514 for 1,448), and the headers of one skb (h1's eth0
-# counts a GSO train as one packet with its headers once)
-WIRE_PER_PAYLOAD = 1514 / 1448
-SKB_HEADERS = 66
-
-
 def fixed_row(cc: str) -> tuple[float, int] | None:
     """(share of the link, segments) of a pacedP-sN row, else None."""
     m = FIXED_ROW.match(cc)
@@ -856,6 +849,11 @@ def main(argv: list[str] | None = None) -> int:
     from hpccd.tcp_side import trains
     from hpccd.lab.topology import Topology
     tl.LINK_BPS = 1_000_000_000                     # the CHAIN topology's bottleneck
+    # A full segment's payload, and the bytes on the wire per payload byte
+    # (trains.SEG_WIRE_OVERHEAD: Ethernet, IPv4, TCP with timestamps); h1's
+    # eth0 counts a GSO train as one packet with those headers once
+    mss = 1448
+    wire_per_payload = (mss + trains.SEG_WIRE_OVERHEAD) / mss
 
     print(machine_line())
     from hpccd.tcp_side import pacer as pc
@@ -1018,9 +1016,10 @@ def main(argv: list[str] | None = None) -> int:
                                 # share of its rate its trains keep, of the
                                 # link.  The kernel paces an skb's payload (its
                                 # len in the write queue), the link carries
-                                # the headers too: WIRE_PER_PAYLOAD x that
-                                r["model"] = (min(1.0, fx[0] * WIRE_PER_PAYLOAD * trains.paced_share(
-                                    fx[0] * tl.LINK_BPS / n, r["skb_KB"] * 1e3 - SKB_HEADERS,
+                                # the headers too: wire_per_payload x that
+                                r["model"] = (min(1.0, fx[0] * wire_per_payload * trains.paced_share(
+                                    fx[0] * tl.LINK_BPS / n,
+                                    r["skb_KB"] * 1e3 - trains.SEG_WIRE_OVERHEAD,
                                     r["pacer"]))
                                     if fx and r["pacer"] and r["skb_KB"] > 1 else nan)
                                 if cc in HPCC_ROWS and r["pacer"] and r["asked"] > 0:
@@ -1028,8 +1027,8 @@ def main(argv: list[str] | None = None) -> int:
                                     # asked for, each its share, in trains of the
                                     # side's cap (the mean skb counts the probes)
                                     r["model"] = min(1.0, r["asked"] * trains.paced_share(
-                                        r["asked"] * tl.LINK_BPS / n / WIRE_PER_PAYLOAD,
-                                        side.bench_segs * 1448, r["pacer"]))
+                                        r["asked"] * tl.LINK_BPS / n / wire_per_payload,
+                                        side.bench_segs * mss, r["pacer"]))
                                 res.setdefault((cc, n, r["sender"]), []).append(r)
                                 if cc in HPCC_ROWS and r["pacer"]:
                                     paced = paced + r["pacer"]
@@ -1068,7 +1067,7 @@ def main(argv: list[str] | None = None) -> int:
                                     extra = f" | model util {r['model']:.3f}"
                                 elif cc in HPCC_ROWS:
                                     extra = (f" | asked {r['asked']:.3f} of the link, model util "
-                                             f"{r.get('model', nan):.3f}") + extra
+                                             f"{r['model']:.3f}") + extra
                                 print(f"rep {rep + 1} {cc:>6} x{n} {r['sender']:>5}: "
                                       f"util {r['util']:.3f}, "
                                       f"mean skb {r['skb_KB']:.1f} KB, "
